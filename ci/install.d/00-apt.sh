@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Debian packages: Mesa lavapipe (wgpu on the CPU, for kernel tests), Python venv support,
+# openssl (benchmark anchor), curl.
+set -euo pipefail
+pkgs=(mesa-vulkan-drivers libvulkan1 python3-venv openssl curl)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,1 @@
+//! `container`: to be written (see the issue that owns it).

@@ -1,0 +1,1 @@
+//! `dtype`: to be written (see the issue that owns it).

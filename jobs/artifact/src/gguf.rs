@@ -1,0 +1,1 @@
+//! `gguf`: to be written (see the issue that owns it).

@@ -1,0 +1,1 @@
+//! `identity`: to be written (see the issue that owns it).

@@ -1,0 +1,1 @@
+//! `index_json`: to be written (see the issue that owns it).

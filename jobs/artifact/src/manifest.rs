@@ -1,0 +1,1 @@
+//! `manifest`: to be written (see the issue that owns it).

@@ -1,0 +1,1 @@
+//! `mega`: to be written (see the issue that owns it).

@@ -1,0 +1,1 @@
+//! Hugging Face Hub protocol: client and embedded server (see docs/hub.md).

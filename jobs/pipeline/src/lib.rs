@@ -1,0 +1,1 @@
+//! The Minirun stages as library code.

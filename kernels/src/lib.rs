@@ -1,0 +1,1 @@
+//! WGSL compute kernels and their CPU references.

@@ -1,0 +1,1 @@
+//! Per-unit journals (see docs/ledger.md).
