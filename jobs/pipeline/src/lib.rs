@@ -1,1 +1,4 @@
-//! The Minirun stages as library code.
+//! The Minirun stages as library code: the plan model, the shared CLI contract, and one module
+//! per stage. Binaries in `jobs/bin` are thin wrappers over this crate.
+
+pub mod cli;

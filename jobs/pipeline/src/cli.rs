@@ -1,0 +1,189 @@
+//! The command-line contract every `minirun-*` binary shares: the common stage flags, the one
+//! exit-code table, and rendering of error chains (`error: …` / `  caused by: …` / `hint: …`).
+//!
+//! Exit codes (README.md): 0 success, 1 failure or refusal, 2 INCONCLUSIVE and 77 SKIP only under
+//! the gate contract, 64 usage error. The argument parser's own exit code (clap uses 2) is mapped
+//! to 64 so a typo can never read as INCONCLUSIVE.
+
+use std::error::Error as StdError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The exit-code table, one for every binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success (gate: PASS).
+    Ok,
+    /// 1: failure or refusal (gate: FAIL).
+    Failure,
+    /// 2: INCONCLUSIVE — only under the gate contract.
+    Inconclusive,
+    /// 77: SKIP — only under the gate contract.
+    Skip,
+    /// 64: usage error (EX_USAGE).
+    Usage,
+}
+
+impl Exit {
+    /// The numeric process exit status.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failure => 1,
+            Exit::Inconclusive => 2,
+            Exit::Skip => 77,
+            Exit::Usage => 64,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e.code())
+    }
+}
+
+/// Flags common to every stage binary (fetch, repack, gate, stage, candidate-upload, promote).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StageArgs {
+    /// The plan (TOML) to run.
+    #[arg(long, value_name = "PLAN")]
+    pub plan: PathBuf,
+    /// Work directory; overrides the plan's `work_dir`.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Hub endpoint; else the plan's, else `HF_ENDPOINT`.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Validate and print what would be done (which units remain), change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print a machine-readable JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Unit selection for the stages that work per unit (fetch, repack, gate).
+#[derive(Debug, Clone, clap::Args)]
+pub struct UnitArgs {
+    /// Units to work on: comma-separated names or ranges (`layers00..layers09`); default all.
+    #[arg(long, value_name = "SEL")]
+    pub units: Option<String>,
+}
+
+/// Parse `T` from the process arguments, mapping clap's failures to exit 64 (help and version
+/// requests print and exit 0).
+pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse_args`] over explicit arguments (tests).
+pub fn parse_from<T, I, S>(args: I) -> Result<T, ExitCode>
+where
+    T: clap::Parser,
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    match T::try_parse_from(args) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Exit::Ok,
+                _ => Exit::Usage,
+            };
+            // Printing can only fail on a closed stdout/stderr; nothing useful to do then.
+            let _ = e.print();
+            Err(code.into())
+        }
+    }
+}
+
+/// A hint a user can act on, attached to an error type (uv's `Hint` idea).
+pub trait Hint {
+    /// The fix, if this error has one the user can apply.
+    fn hint(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Render `error: …`, then `  caused by: …` for each source, then `hint: …`, on stderr.
+pub fn print_error(err: &dyn StdError, hint: Option<String>) {
+    eprintln!("{}", render_error(err, hint));
+}
+
+/// The text [`print_error`] prints.
+pub fn render_error(err: &dyn StdError, hint: Option<String>) -> String {
+    let mut out = format!("error: {err}");
+    let mut source = err.source();
+    while let Some(s) = source {
+        out.push_str(&format!("\n  caused by: {s}"));
+        source = s.source();
+    }
+    if let Some(h) = hint {
+        out.push_str(&format!("\nhint: {h}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Demo {
+        #[command(flatten)]
+        stage: StageArgs,
+        #[command(flatten)]
+        units: UnitArgs,
+    }
+
+    #[test]
+    fn unknown_flag_is_usage_64_not_inconclusive() {
+        let r = parse_from::<Demo, _, _>(["x", "--plan", "p.toml", "--bogus"]);
+        assert_eq!(r.unwrap_err(), ExitCode::from(64));
+    }
+
+    #[test]
+    fn missing_plan_is_usage_64() {
+        let r = parse_from::<Demo, _, _>(["x", "--dry-run"]);
+        assert_eq!(r.unwrap_err(), ExitCode::from(64));
+    }
+
+    #[test]
+    fn common_flags_parse() {
+        let d = parse_from::<Demo, _, _>([
+            "x",
+            "--plan",
+            "p.toml",
+            "--work-dir",
+            "w",
+            "--endpoint",
+            "http://127.0.0.1:1",
+            "--dry-run",
+            "--json",
+            "--units",
+            "layers00..layers02",
+        ])
+        .unwrap();
+        assert!(d.stage.dry_run && d.stage.json);
+        assert_eq!(d.units.units.as_deref(), Some("layers00..layers02"));
+        assert_eq!(d.stage.work_dir, Some(PathBuf::from("w")));
+    }
+
+    #[test]
+    fn error_chain_renders_causes_and_hint() {
+        let inner = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        #[derive(Debug, thiserror::Error)]
+        #[error("failed to read `plans/x.toml`")]
+        struct Outer(#[source] std::io::Error);
+        let text = render_error(&Outer(inner), Some("check the path".into()));
+        assert_eq!(
+            text,
+            "error: failed to read `plans/x.toml`\n  caused by: no such file\nhint: check the path"
+        );
+    }
+}
