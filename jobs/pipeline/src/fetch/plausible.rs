@@ -1,0 +1,451 @@
+//! Arrival checks: properties that real tensor data has for its dtype, checked on every blob the
+//! fetch stage receives, before it is journaled as proven.
+//!
+//! A hash proves that bytes are the bytes the hub stores; it cannot prove that we asked for the right
+//! bytes (a wrong data-section base offset, an off-by-some range). These checks catch that class of
+//! bug: a read that lands in the safetensors JSON header, or off the element/group grid of the
+//! tensor, produces values no real checkpoint contains. Each rule is chosen so that every valid
+//! tensor passes — norms (all ≈ 1.0), mostly-zero tensors, `tid2eid` expert ids — and the negative
+//! controls (the same tensor read without the data-section base offset, and reads shifted off the
+//! element grid into other data of the same dtype) are rejected. See `docs/fetch.md`.
+//!
+//! What these checks cannot do: tell one well-aligned tensor of a dtype from another well-aligned
+//! tensor of the same dtype and distribution. That is what the whole-file LFS SHA-256 (verified
+//! whenever the fetched ranges cover a file) is for.
+
+use std::fmt;
+
+/// What a blob is expected to hold, beyond its safetensors dtype string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// Plain data of the tensor's dtype.
+    Plain,
+    /// `I8`/`U8` bytes holding two OCP e2m1 codes each, in groups of `group` elements per e8m0
+    /// scale (MXFP4 experts).
+    E2m1Packed {
+        /// Elements per shared scale (32 for OCP MX).
+        group: u32,
+    },
+    /// FP8 e4m3 weights quantized on `block`×`block` tiles with power-of-two scales: every
+    /// non-zero block uses the top of the e4m3 range.
+    Fp8Block {
+        /// Block edge (128 for DeepSeek).
+        block: u32,
+    },
+}
+
+/// Why a blob does not look like real data of its dtype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Implausible {
+    /// The dtype string the blob was checked as.
+    pub dtype: String,
+    /// The rule that failed, with the numbers that broke it.
+    pub reason: String,
+}
+
+impl fmt::Display for Implausible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bytes do not look like {} data: {}",
+            self.dtype, self.reason
+        )
+    }
+}
+
+impl std::error::Error for Implausible {}
+
+/// Largest magnitude a plausible float weight/activation parameter may have (2^32).
+const MAX_FLOAT_EXPONENT: i32 = 32;
+/// `tid2eid` and similar index tensors hold small non-negative ids.
+const MAX_INDEX_VALUE: i64 = 1 << 20;
+/// Smallest e4m3 magnitude code a non-zero quantized block may peak at (0x70 = 128.0; the
+/// power-of-two rule puts every block peak in (224, 448], code 0x76..=0x7E).
+const FP8_BLOCK_PEAK_MIN: u8 = 0x70;
+/// Share of non-zero e2m1 groups that must contain a code of magnitude ≥ 4.0 (code 6 or 7).
+const E2M1_PEAK_SHARE_PERMILLE: usize = 970;
+
+fn fail(dtype: &str, reason: String) -> Result<(), Implausible> {
+    Err(Implausible {
+        dtype: dtype.to_string(),
+        reason,
+    })
+}
+
+/// Check `bytes` (one tensor's data, or a prefix of whole rows of it) against the properties real
+/// data of `dtype` has. `shape` is the tensor's full shape (used by block rules).
+pub fn check(
+    dtype: &str,
+    content: Content,
+    shape: &[u64],
+    bytes: &[u8],
+) -> Result<(), Implausible> {
+    match (dtype, content) {
+        (_, Content::E2m1Packed { group }) => check_e2m1(dtype, group, bytes),
+        ("F8_E4M3", Content::Fp8Block { block }) => {
+            check_e4m3(dtype, bytes)?;
+            check_fp8_blocks(dtype, block, shape, bytes)
+        }
+        ("F8_E4M3", _) => check_e4m3(dtype, bytes),
+        ("F8_E8M0", _) => check_e8m0(dtype, bytes),
+        ("BF16", _) => check_floats(dtype, bytes.chunks_exact(2), |c| {
+            let bits = u16::from_le_bytes([c[0], c[1]]);
+            float_class(u32::from(bits >> 7) & 0xFF, 127, 0xFF)
+        }),
+        ("F16", _) => check_floats(dtype, bytes.chunks_exact(2), |c| {
+            let bits = u16::from_le_bytes([c[0], c[1]]);
+            float_class(u32::from(bits >> 10) & 0x1F, 15, 0x1F)
+        }),
+        ("F32", _) => check_floats(dtype, bytes.chunks_exact(4), |c| {
+            let bits = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            float_class((bits >> 23) & 0xFF, 127, 0xFF)
+        }),
+        ("I64", _) => check_index(
+            dtype,
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+        ),
+        ("I32", _) => check_index(
+            dtype,
+            bytes
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+        ),
+        // U8/I8/U32 (MLX packed words) and the rest: any bit pattern is valid data.
+        _ => Ok(()),
+    }
+}
+
+enum FloatClass {
+    Zero,
+    Finite(i32),
+    NonFinite,
+}
+
+fn float_class(exp_field: u32, bias: i32, all_ones: u32) -> FloatClass {
+    if exp_field == all_ones {
+        FloatClass::NonFinite
+    } else if exp_field == 0 {
+        FloatClass::Zero // zero or subnormal: tiny, always plausible
+    } else {
+        FloatClass::Finite(exp_field as i32 - bias)
+    }
+}
+
+fn check_floats<'a>(
+    dtype: &str,
+    elems: impl Iterator<Item = &'a [u8]>,
+    class: impl Fn(&[u8]) -> FloatClass,
+) -> Result<(), Implausible> {
+    let (mut nonfinite, mut huge, mut n) = (0usize, 0usize, 0usize);
+    let mut max_exp = i32::MIN;
+    for e in elems {
+        n += 1;
+        match class(e) {
+            FloatClass::NonFinite => nonfinite += 1,
+            FloatClass::Finite(x) if x > MAX_FLOAT_EXPONENT => {
+                huge += 1;
+                max_exp = max_exp.max(x);
+            }
+            _ => {}
+        }
+    }
+    if nonfinite > 0 {
+        return fail(dtype, format!("{nonfinite} of {n} values are Inf or NaN"));
+    }
+    if huge > 0 {
+        return fail(
+            dtype,
+            format!("{huge} of {n} values exceed 2^{MAX_FLOAT_EXPONENT} (largest 2^{max_exp})"),
+        );
+    }
+    Ok(())
+}
+
+fn check_index(dtype: &str, values: impl Iterator<Item = i64>) -> Result<(), Implausible> {
+    let (mut bad, mut n, mut worst) = (0usize, 0usize, 0i64);
+    for v in values {
+        n += 1;
+        if !(0..MAX_INDEX_VALUE).contains(&v) {
+            bad += 1;
+            worst = v;
+        }
+    }
+    if bad > 0 {
+        return fail(
+            dtype,
+            format!("{bad} of {n} index values outside [0, {MAX_INDEX_VALUE}) (e.g. {worst})"),
+        );
+    }
+    Ok(())
+}
+
+fn check_e4m3(dtype: &str, bytes: &[u8]) -> Result<(), Implausible> {
+    let nan = bytes.iter().filter(|&&b| b & 0x7F == 0x7F).count();
+    if nan > 0 {
+        return fail(
+            dtype,
+            format!(
+                "{nan} of {} bytes are e4m3 NaN codes (0x7F/0xFF)",
+                bytes.len()
+            ),
+        );
+    }
+    let nonzero = bytes.iter().filter(|&&b| b & 0x7F != 0).count();
+    let negative = bytes
+        .iter()
+        .filter(|&&b| b & 0x7F != 0 && b & 0x80 != 0)
+        .count();
+    // Weights are centred: both signs occur. (ASCII — a read landing in the JSON header — never
+    // sets the sign bit.)
+    if nonzero >= 64 && (negative * 100 < nonzero || negative * 100 > nonzero * 99) {
+        return fail(
+            dtype,
+            format!("{negative} of {nonzero} non-zero values are negative"),
+        );
+    }
+    Ok(())
+}
+
+fn check_fp8_blocks(
+    dtype: &str,
+    block: u32,
+    shape: &[u64],
+    bytes: &[u8],
+) -> Result<(), Implausible> {
+    let (Some(&cols), true) = (shape.last(), shape.len() == 2 && block > 0) else {
+        return Ok(());
+    };
+    let (Ok(cols), Ok(block)) = (usize::try_from(cols), usize::try_from(block)) else {
+        return Ok(());
+    };
+    if cols == 0 {
+        return Ok(());
+    }
+    let rows = bytes.len() / cols;
+    let (mut low, mut blocks) = (0usize, 0usize);
+    for br in (0..rows).step_by(block) {
+        for bc in (0..cols).step_by(block) {
+            let mut peak = 0u8;
+            for r in br..(br + block).min(rows) {
+                let start = r * cols + bc;
+                let row = bytes
+                    .get(start..start + block.min(cols - bc))
+                    .unwrap_or(&[]);
+                peak = row.iter().fold(peak, |p, &b| p.max(b & 0x7F));
+            }
+            if peak != 0 {
+                blocks += 1;
+                if peak < FP8_BLOCK_PEAK_MIN {
+                    low += 1;
+                }
+            }
+        }
+    }
+    if low > 0 {
+        return fail(
+            dtype,
+            format!(
+                "{low} of {blocks} non-zero {block}x{block} blocks peak below e4m3 code \
+                 {FP8_BLOCK_PEAK_MIN:#04x}; block-scaled weights use the top of the range"
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn check_e8m0(dtype: &str, bytes: &[u8]) -> Result<(), Implausible> {
+    let nan = bytes.iter().filter(|&&b| b == 0xFF).count();
+    if nan > 0 {
+        return fail(
+            dtype,
+            format!("{nan} of {} scales are the e8m0 NaN code 0xFF", bytes.len()),
+        );
+    }
+    // Scales of real weights are powers of two within a few dozen octaves of 1.0. Bytes below 0x40
+    // (2^-63) are punctuation in ASCII, which a read landing in the JSON header always contains.
+    if let Some(&b) = bytes.iter().find(|&&b| !(0x40..=0xBF).contains(&b)) {
+        return fail(
+            dtype,
+            format!(
+                "scale byte {b:#04x} (2^{}) is outside 2^-63..2^64",
+                i32::from(b) - 127
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn check_e2m1(dtype: &str, group: u32, bytes: &[u8]) -> Result<(), Implausible> {
+    let group_bytes = (group as usize / 2).max(1);
+    let (mut groups, mut peaked) = (0usize, 0usize);
+    let (mut nonzero, mut negative) = (0usize, 0usize);
+    for g in bytes.chunks_exact(group_bytes) {
+        let mut peak = 0u8;
+        for &b in g {
+            for code in [b & 0x0F, b >> 4] {
+                let mag = code & 0x7;
+                peak = peak.max(mag);
+                if mag != 0 {
+                    nonzero += 1;
+                    negative += usize::from(code & 0x8 != 0);
+                }
+            }
+        }
+        if peak != 0 {
+            groups += 1;
+            // MX scaling puts each group's largest element at 4.0 or 6.0 (codes 6, 7).
+            peaked += usize::from(peak >= 6);
+        }
+    }
+    if groups > 0 && peaked * 1000 < groups * E2M1_PEAK_SHARE_PERMILLE {
+        return fail(
+            dtype,
+            format!(
+                "only {peaked} of {groups} non-zero {group}-element groups reach e2m1 magnitude 4.0; \
+                 MX-scaled groups peak at 4.0 or 6.0 (reads off the group grid do not)"
+            ),
+        );
+    }
+    if nonzero >= 64 && (negative * 20 < nonzero || negative * 20 > nonzero * 19) {
+        return fail(
+            dtype,
+            format!("{negative} of {nonzero} non-zero e2m1 codes are negative"),
+        );
+    }
+    Ok(())
+}
+
+/// The byte shift used by the "off the grid" negative control for a tensor of this kind: half an
+/// element (multi-byte dtypes), half a group (e2m1), half a block row (FP8 blocks, which have no
+/// sub-byte grid), or `None` where no shift can leave the grid.
+pub fn grid_shift(dtype: &str, content: Content, shape: &[u64]) -> Option<usize> {
+    match content {
+        Content::E2m1Packed { group } => Some((group as usize / 4).max(1)),
+        Content::Fp8Block { block } => {
+            let cols = usize::try_from(*shape.last()?).ok()?;
+            Some(cols.checked_mul(block as usize / 2)?)
+        }
+        Content::Plain => match dtype {
+            "BF16" | "F16" => Some(1),
+            "F32" | "I32" => Some(2),
+            "I64" => Some(4),
+            _ => None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bf16(x: f32) -> [u8; 2] {
+        ((x.to_bits() >> 16) as u16).to_le_bytes()
+    }
+
+    /// A tiny deterministic generator of centred values (no libm).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                let mut acc = 0.0f32;
+                for _ in 0..4 {
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    acc += ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
+                }
+                acc * 0.05
+            })
+            .collect()
+    }
+
+    #[test]
+    fn norms_of_all_ones_and_zeros_pass() {
+        let ones: Vec<u8> = (0..512).flat_map(|_| bf16(1.0)).collect();
+        check("BF16", Content::Plain, &[512], &ones).unwrap();
+        check("F32", Content::Plain, &[100], &[0u8; 400]).unwrap();
+        check("BF16", Content::Plain, &[100], &[0u8; 200]).unwrap();
+    }
+
+    #[test]
+    fn bf16_shifted_by_one_byte_is_rejected() {
+        let v: Vec<u8> = values(4096, 7).into_iter().flat_map(bf16).collect();
+        check("BF16", Content::Plain, &[4096], &v).unwrap();
+        assert!(check("BF16", Content::Plain, &[4096], &v[1..v.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn json_header_bytes_are_rejected_for_every_dtype() {
+        let header = br#"{"layers.0.attn.wq_a.weight":{"dtype":"F8_E4M3","shape":[1024,4096],"data_offsets":[0,4194304]},"__metadata__":{"format":"pt"}}"#.repeat(8);
+        for (dt, content) in [
+            ("BF16", Content::Plain),
+            ("F32", Content::Plain),
+            ("F8_E4M3", Content::Plain),
+            ("F8_E8M0", Content::Plain),
+            ("I64", Content::Plain),
+            ("I8", Content::E2m1Packed { group: 32 }),
+        ] {
+            let n = header.len() / 8 * 8;
+            assert!(
+                check(dt, content, &[n as u64], &header[..n]).is_err(),
+                "{dt} accepted JSON"
+            );
+        }
+    }
+
+    #[test]
+    fn tid2eid_passes_and_shifted_tid2eid_fails() {
+        let ids: Vec<u8> = (0..600i64).flat_map(|i| (i % 4).to_le_bytes()).collect();
+        check("I64", Content::Plain, &[100, 6], &ids).unwrap();
+        assert!(check("I64", Content::Plain, &[100, 6], &ids[4..ids.len() - 4]).is_err());
+    }
+
+    #[test]
+    fn e8m0_nan_and_out_of_range_fail() {
+        check("F8_E8M0", Content::Plain, &[4], &[0x70, 0x71, 0x72, 0x6F]).unwrap();
+        assert!(check("F8_E8M0", Content::Plain, &[2], &[0x70, 0xFF]).is_err());
+        assert!(check("F8_E8M0", Content::Plain, &[2], &[0x70, 0x22]).is_err());
+    }
+
+    #[test]
+    fn e2m1_groups_peak_and_shift_breaks_the_grid() {
+        // Groups of 32 codes: one element at magnitude 6.0 (code 7) or 4.0 (6), the rest small.
+        let mut bytes = Vec::new();
+        let mut s = 11u64;
+        for g in 0..256 {
+            let mut codes = [0u8; 32];
+            for c in codes.iter_mut() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                *c = ((s >> 60) as u8 & 0x3) | (((s >> 50) as u8 & 1) << 3);
+            }
+            codes[(g * 7) % 32] = if g % 2 == 0 { 7 } else { 0xE };
+            for pair in codes.chunks(2) {
+                bytes.push(pair[0] | (pair[1] << 4));
+            }
+        }
+        let c = Content::E2m1Packed { group: 32 };
+        check("I8", c, &[256, 16], &bytes).unwrap();
+        let shift = grid_shift("I8", c, &[256, 16]).unwrap();
+        assert!(check("I8", c, &[256, 16], &bytes[shift..bytes.len() - 16 + shift]).is_err());
+    }
+
+    #[test]
+    fn fp8_blocks_must_peak_high() {
+        let (rows, cols) = (256usize, 256usize);
+        let mut w = vec![0u8; rows * cols];
+        for (i, b) in w.iter_mut().enumerate() {
+            *b = ((i * 37 % 0x60) as u8) | if i % 3 == 0 { 0x80 } else { 0 };
+        }
+        let c = Content::Fp8Block { block: 128 };
+        assert!(check("F8_E4M3", c, &[rows as u64, cols as u64], &w).is_err());
+        for br in 0..2 {
+            for bc in 0..2 {
+                w[(br * 128 + 5) * cols + bc * 128 + 9] = 0x7B;
+            }
+        }
+        check("F8_E4M3", c, &[rows as u64, cols as u64], &w).unwrap();
+        assert!(check("F8_E4M3", Content::Plain, &[1], &[0x7F]).is_err());
+    }
+}
