@@ -5,6 +5,8 @@
 //! Regenerate the goldens after an intentional format change with
 //! `MINIRUN_BLESS=1 cargo test -p artifact --test container golden_`.
 
+#![allow(clippy::panic, clippy::too_many_arguments)]
+
 use std::path::{Path, PathBuf};
 
 use artifact::container::geometry::{fixed_end, V1_FIXED_END, V2_FIXED_END, V3_FIXED_END};
