@@ -922,3 +922,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn expect_geometry_compares_before_reading() {
+    let r = ContainerReader::open(&golden_dir().join("v3-fp8-block-128.til")).expect("open");
+    let same = ContainerSpec::fp8_e4m3_block("any name", 256, 256, 128, 128, 64);
+    r.expect_geometry(&same)
+        .expect("tiling and name are not compared");
+    let other = ContainerSpec::fp8_e4m3_block("x", 256, 512, 128, 128, 128);
+    let e = r.expect_geometry(&other).expect_err("cols differ");
+    assert!(
+        matches!(e, ContainerError::GeometryMismatch { field: "cols", .. }),
+        "{e}"
+    );
+    assert_eq!(r.pread_count(), 0);
+}

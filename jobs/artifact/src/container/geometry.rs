@@ -538,3 +538,43 @@ impl Layout {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DeepSeek V4 shapes from `models.md`: mxfp4 experts with K = 7168 tile in multiples of
+    /// 32 rows; FP8 128×128 blocks tile in multiples of 128 rows.
+    #[test]
+    fn deepseek_like_geometries_are_accepted() {
+        let l = ContainerSpec::mxfp4("w1", 2048, 7168, 32)
+            .layout()
+            .expect("mxfp4");
+        assert_eq!(
+            (l.tile_count, l.full.packed_region, l.full.scale_payload),
+            (64, 114_688, 7168)
+        );
+        let l = ContainerSpec::fp8_e4m3_block("wq", 1536, 7168, 128, 128, 128)
+            .layout()
+            .expect("fp8");
+        assert_eq!((l.version, l.scale_grid_rows, l.scale_cols), (3, 12, 56));
+        assert_eq!(l.full.scale_payload, 56);
+    }
+
+    #[test]
+    fn large_tile_counts_grow_the_header_in_16k_steps() {
+        let l = ContainerSpec::mxfp4("many", 64 * 600, 512, 64)
+            .layout()
+            .expect("layout");
+        assert_eq!(l.tile_count, 600);
+        assert_eq!(l.header_bytes, 2 * ALIGN);
+        assert_eq!(l.digest_table_offset, V2_FIXED_END);
+        let small = ContainerSpec::mxfp4("few", 64 * 495, 512, 64)
+            .layout()
+            .expect("layout");
+        assert_eq!(
+            small.header_bytes, ALIGN,
+            "495 digests still fit a v2 16 KiB header"
+        );
+    }
+}

@@ -342,6 +342,16 @@ pub enum ContainerError {
     NotRegenerable { path: PathBuf },
     #[error("`{path}` differs from its regenerated synthetic content at {region}")]
     RegenerationMismatch { path: PathBuf, region: String },
+    #[error(
+        "`{path}` holds {field} = {found} but {expected} was requested; the artifact does not match \
+         the plan or model adapter that asked for it"
+    )]
+    GeometryMismatch {
+        path: PathBuf,
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
     #[error("slot of {capacity} bytes cannot hold tile {tile} of `{path}` ({needed} bytes)")]
     SlotTooSmall {
         path: PathBuf,

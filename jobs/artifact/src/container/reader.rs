@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use super::geometry::{Layout, TileLayout};
+use super::geometry::{ContainerSpec, Layout, TileLayout};
 use super::header::{parse_header, recorded_header_bytes, Header};
 use super::{hex32, ContainerError, ALIGN, MAX_HEADER_BYTES};
 
@@ -162,6 +162,57 @@ impl ContainerReader {
     pub fn path(&self) -> &Path {
         &self.path
     }
+    /// Check a caller's expected geometry against the header before a byte of payload is read
+    /// (the runner's "checks the requested geometry against the header"). Compares mode, shape,
+    /// group, element bits, rows per scale and the scale / bias dtypes and nibble order; tiling
+    /// (`rows_per_tile`), digests, name and content kind are the writer's choice and not compared.
+    pub fn expect_geometry(&self, expected: &ContainerSpec) -> Result<(), ContainerError> {
+        let h = &self.header.layout.spec;
+        let d = |v: Option<super::Dtype>| v.map_or("none", super::Dtype::name).to_owned();
+        let pairs: [(&'static str, String, String); 9] = [
+            (
+                "mode",
+                expected.mode.name().to_owned(),
+                h.mode.name().to_owned(),
+            ),
+            ("rows", expected.rows.to_string(), h.rows.to_string()),
+            ("cols", expected.cols.to_string(), h.cols.to_string()),
+            ("group", expected.group.to_string(), h.group.to_string()),
+            (
+                "element_bits",
+                expected.element_bits.to_string(),
+                h.element_bits.to_string(),
+            ),
+            (
+                "rows_per_scale",
+                expected.rows_per_scale.to_string(),
+                h.rows_per_scale.to_string(),
+            ),
+            (
+                "scale_dtype",
+                d(Some(expected.scale_dtype)),
+                d(Some(h.scale_dtype)),
+            ),
+            ("bias_dtype", d(expected.bias_dtype), d(h.bias_dtype)),
+            (
+                "nibble_order",
+                format!("{:?}", expected.nibble_order),
+                format!("{:?}", h.nibble_order),
+            ),
+        ];
+        for (field, expected, found) in pairs {
+            if expected != found {
+                return Err(ContainerError::GeometryMismatch {
+                    path: self.path.clone(),
+                    field,
+                    expected,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// How many tile `pread`s this reader issued (one per [`ContainerReader::read_tile`]).
     pub fn pread_count(&self) -> u64 {
         self.preads.load(Ordering::Relaxed)
@@ -311,5 +362,21 @@ trait ReadAtFile {
 impl ReadAtFile for [u8] {
     fn read_exact_at_file(&mut self, file: &File, offset: u64) -> std::io::Result<()> {
         file.read_exact_at(self, offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_is_16k_aligned_for_any_capacity() {
+        for cap in [0usize, 1, 4096, 16_384, 49_152, 100_000] {
+            let slot = AlignedSlot::new(cap);
+            assert_eq!(slot.as_slice().len(), cap);
+            if cap > 0 {
+                assert_eq!(slot.as_slice().as_ptr() as usize % ALIGN as usize, 0);
+            }
+        }
     }
 }
