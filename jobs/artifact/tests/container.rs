@@ -937,3 +937,35 @@ fn expect_geometry_compares_before_reading() {
     );
     assert_eq!(r.pread_count(), 0);
 }
+
+#[test]
+fn write_container_refuses_streams_of_the_wrong_length() {
+    let spec = ContainerSpec::affine("a", 128, 512, 64, 4, 64, Dtype::Bf16);
+    let s = fake_upstream(&spec);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("a.til");
+    let e =
+        write_container(&p, &spec, &s.packed, &s.scale[1..], s.bias.as_deref()).expect_err("short");
+    assert!(
+        matches!(
+            e,
+            ContainerError::MatrixStreamLength {
+                stream: "scale",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = write_container(&p, &spec, &s.packed, &s.scale, None).expect_err("no bias");
+    assert!(
+        matches!(
+            e,
+            ContainerError::MatrixStreamLength {
+                stream: "bias",
+                actual: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -329,6 +329,15 @@ pub enum ContainerError {
         expected: u64,
         actual: u64,
     },
+    #[error(
+        "tensor `{tensor}`: the {stream} stream is {actual} bytes, the geometry needs {expected}"
+    )]
+    MatrixStreamLength {
+        tensor: String,
+        stream: &'static str,
+        expected: u64,
+        actual: u64,
+    },
     #[error("tensor `{tensor}`: {written} tiles written, the geometry has {expected}")]
     TileCount {
         tensor: String,

@@ -231,9 +231,8 @@ pub fn write_container(
         ("bias", nb, bias_len),
     ] {
         if expected != actual {
-            return Err(ContainerError::StreamLength {
+            return Err(ContainerError::MatrixStreamLength {
                 tensor: spec.name.clone(),
-                tile: u64::MAX,
                 stream,
                 expected,
                 actual,
