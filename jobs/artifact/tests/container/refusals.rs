@@ -383,3 +383,32 @@ fn reader_refuses_absurd_counts_without_allocating() {
         HeaderError::Geometry(GeometryError::HeaderTooLarge { .. } | GeometryError::Overflow)
     ));
 }
+
+#[test]
+fn refuses_sizes_that_overflow_64_bits() {
+    let e = geometry_err(&ContainerSpec::mxfp4("t", 1 << 40, 1 << 62, 1 << 20));
+    assert_eq!(e, GeometryError::Overflow);
+    let e = geometry_err(
+        &ContainerSpec::fp8_e4m3_block("t", u64::MAX, 1 << 20, 1, 128, 1 << 14).with_digests(false),
+    );
+    assert_eq!(e, GeometryError::Overflow);
+}
+
+/// The digest table is found through its header field, never assumed (that is what let v3 move
+/// it): a v2 file whose table sits later in the header, with zeros in between, still verifies.
+#[test]
+fn reader_follows_the_digest_table_offset_field() {
+    let mut b = golden_bytes("v2-mxfp4-digests.til");
+    let table: Vec<u8> = b[528..528 + 64].to_vec();
+    b[528..528 + 64].fill(0);
+    b[1000..1064].copy_from_slice(&table);
+    put_u64(&mut b, 512, 1000);
+    let r = open_bytes(&b).expect("moved table accepted");
+    assert_eq!(r.layout().digest_table_offset, 1000);
+    r.verify().expect("digests found at the recorded offset");
+    put_u64(&mut b, 512, 520);
+    assert!(matches!(
+        header_err(&b),
+        HeaderError::DigestTable { offset: 520, .. }
+    ));
+}
