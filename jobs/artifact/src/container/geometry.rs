@@ -543,22 +543,41 @@ impl Layout {
 mod tests {
     use super::*;
 
-    /// DeepSeek V4 shapes from `models.md`: mxfp4 experts with K = 7168 tile in multiples of
-    /// 32 rows; FP8 128×128 blocks tile in multiples of 128 rows.
+    /// DeepSeek-V4-Flash shapes (`/work/shared/design/models.md` §1.4): the derived scale grids
+    /// equal the upstream `.scale` tensor shapes, and the tiling rules accept real row counts.
     #[test]
-    fn deepseek_like_geometries_are_accepted() {
-        let l = ContainerSpec::mxfp4("w1", 2048, 7168, 32)
+    fn deepseek_v4_flash_geometries_are_accepted() {
+        // ffn.experts.{e}.w1.weight I8 [2048, 2048] = e2m1 [2048, 4096]; .scale [2048, 128].
+        let l = ContainerSpec::mxfp4("w1", 2048, 4096, 256)
             .layout()
-            .expect("mxfp4");
+            .expect("w1");
+        assert_eq!((l.row_bytes, l.scale_cols), (2048, 128));
         assert_eq!(
             (l.tile_count, l.full.packed_region, l.full.scale_payload),
-            (64, 114_688, 7168)
+            (8, 524_288, 32_768)
         );
-        let l = ContainerSpec::fp8_e4m3_block("wq", 1536, 7168, 128, 128, 128)
+        // ffn.experts.{e}.w2.weight I8 [4096, 1024] = e2m1 [4096, 2048]; .scale [4096, 64].
+        let l = ContainerSpec::mxfp4("w2", 4096, 2048, 16)
             .layout()
-            .expect("fp8");
-        assert_eq!((l.version, l.scale_grid_rows, l.scale_cols), (3, 12, 56));
-        assert_eq!(l.full.scale_payload, 56);
+            .expect("w2");
+        assert_eq!((l.row_bytes, l.scale_cols, l.tile_count), (1024, 64, 256));
+        // FP8 128x128 blocks: weight [rows, cols] -> scale [ceil(rows/128), ceil(cols/128)].
+        for (rows, cols, grid) in [
+            (1024, 4096, (8, 32)),
+            (32_768, 1024, (256, 8)),
+            (512, 4096, (4, 32)),
+            (4096, 8192, (32, 64)),
+        ] {
+            let l = ContainerSpec::fp8_e4m3_block("fp8", rows, cols, 128, 128, 128)
+                .layout()
+                .expect("fp8");
+            assert_eq!(l.version, 3);
+            assert_eq!((l.scale_grid_rows, l.scale_cols), grid);
+            assert_eq!(
+                l.full.scale_payload, grid.1,
+                "one grid row of e8m0 bytes per 128-row tile"
+            );
+        }
     }
 
     #[test]
