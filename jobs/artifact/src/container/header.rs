@@ -218,6 +218,74 @@ impl Header {
     }
 }
 
+impl Header {
+    /// A JSON description of the header and every tile (for `minirun-inspect` and reports):
+    /// field names as in `docs/container.md`, digests as lower-case hex.
+    pub fn describe(&self) -> serde_json::Value {
+        let l = &self.layout;
+        let s = &l.spec;
+        let (seed, kind) = match s.content {
+            ContentKind::SyntheticDeterministic { seed } => (Some(seed), s.content.name()),
+            ContentKind::CheckpointDerived => (None, s.content.name()),
+        };
+        let tiles: Vec<serde_json::Value> = (0..l.tile_count.min(1 << 20))
+            .filter_map(|i| l.tile(i))
+            .map(|t| {
+                serde_json::json!({
+                    "index": t.index,
+                    "offset": t.offset,
+                    "rows": t.shape.rows,
+                    "first_row": t.first_row,
+                    "packed": { "offset": t.offset, "payload": t.shape.packed_payload, "region": t.shape.packed_region },
+                    "scale": { "offset": t.offset + t.scale_offset(), "payload": t.shape.scale_payload, "region": t.shape.scale_region },
+                    "bias": { "offset": t.offset + t.bias_offset(), "payload": t.shape.bias_payload, "region": t.shape.bias_region },
+                    "sha256": self.digests.get(t.index as usize).map(hex::encode),
+                })
+            })
+            .collect();
+        let flag_names: Vec<&str> = [
+            (flags::BIAS, "bias"),
+            (flags::DIGESTS, "digests"),
+            (flags::SCALE_GRID_2D, "scale-grid-2d"),
+            (flags::ZERO_PADDING, "zero-padding"),
+        ]
+        .iter()
+        .filter(|(bit, _)| l.flags & bit != 0)
+        .map(|(_, name)| *name)
+        .collect();
+        serde_json::json!({
+            "magic": "MNRNTIL1",
+            "version": l.version,
+            "flags": flag_names,
+            "name": s.name,
+            "mode": s.mode.name(),
+            "content_kind": kind,
+            "generator_seed": seed,
+            "element_dtype": l.element_dtype().name(),
+            "element_bits": s.element_bits,
+            "scale_dtype": s.scale_dtype.name(),
+            "bias_dtype": s.bias_dtype.map(Dtype::name),
+            "nibble_order": match s.nibble_order {
+                NibbleOrder::NotApplicable => "not-applicable",
+                NibbleOrder::LowFirst => "low-first",
+                NibbleOrder::HighFirst => "high-first",
+            },
+            "rows": s.rows,
+            "cols": s.cols,
+            "group": s.group,
+            "rows_per_tile": s.rows_per_tile,
+            "rows_per_scale": s.rows_per_scale,
+            "scale_grid": [l.scale_grid_rows, l.scale_cols],
+            "tile_count": l.tile_count,
+            "tile_stride": l.tile_stride,
+            "header_bytes": l.header_bytes,
+            "total_bytes": l.total_bytes,
+            "digest_table_offset": l.digest_table_offset,
+            "tiles": tiles,
+        })
+    }
+}
+
 /// Parse and validate a header region. `bytes` must hold at least the recorded header length
 /// (16 KiB for every header whose digest table fits; see [`recorded_header_bytes`]); bytes beyond
 /// it are ignored.

@@ -418,3 +418,20 @@ fn write_container_refuses_streams_of_the_wrong_length() {
         "{e}"
     );
 }
+
+#[test]
+fn describe_reports_header_and_tiles_as_json() {
+    let r = ContainerReader::open(&golden_dir().join("v3-fp8-block-last-short-tile.til"))
+        .expect("open");
+    let j = r.header().describe();
+    assert_eq!(j["version"], 3);
+    assert_eq!(j["mode"], "fp8-e4m3-block");
+    assert_eq!(
+        j["flags"],
+        serde_json::json!(["digests", "scale-grid-2d", "zero-padding"])
+    );
+    assert_eq!(j["scale_grid"], serde_json::json!([2, 2]));
+    assert_eq!(j["tiles"][1]["rows"], 64);
+    assert_eq!(j["tiles"][1]["scale"]["offset"], 16384 + 49152 + 16384);
+    assert_eq!(j["tiles"][0]["sha256"].as_str().map(str::len), Some(64));
+}
