@@ -1,1 +1,0 @@
-//! `container`: to be written (see the issue that owns it).
