@@ -1,5 +1,289 @@
 //! The fetch stage: HTTP Range reads of exactly the bytes each selected unit needs from the plan's
-//! pinned upstream revision, journaled chunk by chunk (see `docs/fetch.md`).
+//! pinned upstream revision, made durable chunk by chunk (`docs/fetch.md`).
+//!
+//! A run (1) checks every selected unit's journal and stops with zero hub requests when all are
+//! done; (2) resolves each source's pinned revision and refuses a tree that is incomplete or
+//! disagrees with the revision's sizes; (3) reads each weight file's safetensors header with two
+//! Range requests (cached); (4) binds the plan to the tensors; (5) per unit, fetches the header and
+//! tensor ranges it needs into sparse copies of the upstream files, chunk by chunk through the
+//! ledger's durable chunk log, never re-fetching a chunk the log proves; (6) checks every tensor
+//! against the properties real data of its dtype has and runs the negative controls; (7) verifies
+//! a file's LFS SHA-256 (or git-blob SHA-1) whenever the unit covers the whole file; (8) journals
+//! the unit as done.
 
+pub mod discover;
 pub mod plausible;
 pub mod ranges;
+pub mod root;
+mod unit;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::plan::{Plan, PlanError};
+use crate::work::WorkDir;
+
+pub use discover::Upstream;
+
+/// The stage name in journals.
+pub const STAGE: &str = "fetch";
+
+/// Options of one fetch run (the common stage flags plus `--units` and `--verify`).
+#[derive(Debug, Clone, Default)]
+pub struct FetchOpts {
+    /// `--work-dir`, else the plan's.
+    pub work_dir: Option<PathBuf>,
+    /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// `--units`.
+    pub units: Option<String>,
+    /// `--dry-run`: say what remains, change nothing, send nothing.
+    pub dry_run: bool,
+    /// `--verify`: a finished unit counts as done only after re-hashing its files.
+    pub verify: bool,
+    /// Show a progress bar (a terminal on stderr).
+    pub progress: bool,
+}
+
+/// Why fetch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A journal, chunk log or lock failed.
+    #[error(transparent)]
+    Ledger(#[from] ledger::LedgerError),
+    /// A hub request failed.
+    #[error("{what}")]
+    Hub {
+        /// What was being asked.
+        what: String,
+        /// The client's error (status, URL, request id, server message).
+        #[source]
+        source: hub::client::HubError,
+    },
+    /// The hub's answer contradicts the pin or itself.
+    #[error("upstream `{repo}` at `{revision}`: {detail}")]
+    Upstream {
+        /// The repository.
+        repo: String,
+        /// The pinned revision.
+        revision: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A safetensors header did not parse.
+    #[error("safetensors header of `{file}` in `{repo}`")]
+    Header {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The parser's error.
+        #[source]
+        source: artifact::safetensors::SafetensorsError,
+    },
+    /// A local file operation failed.
+    #[error("failed to {what} `{path}`")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Fetched bytes do not look like real data of the tensor's dtype; they were discarded.
+    #[error("unit `{unit}`: tensor `{tensor}` in `{file}` failed its arrival check; the fetched bytes were discarded")]
+    Implausible {
+        /// The unit.
+        unit: String,
+        /// The tensor.
+        tensor: String,
+        /// The upstream file.
+        file: String,
+        /// The rule that failed.
+        #[source]
+        source: plausible::Implausible,
+    },
+    /// A wholly fetched file does not hash to the hub's record; it was discarded.
+    #[error("unit `{unit}`: `{file}` hashes to {algo} {actual}, the hub records {expected}; the fetched bytes were discarded")]
+    Digest {
+        /// The unit.
+        unit: String,
+        /// The upstream file.
+        file: String,
+        /// `sha256` (LFS) or `git-sha1`.
+        algo: &'static str,
+        /// The hub's record.
+        expected: String,
+        /// What the bytes hash to.
+        actual: String,
+    },
+    /// The async runtime could not start.
+    #[error("failed to start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl crate::cli::Hint for FetchError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            FetchError::Hub { .. } => Some(
+                "check `--endpoint`/`HF_ENDPOINT` and `HF_TOKEN`; re-run fetch to resume from the journals"
+                    .into(),
+            ),
+            FetchError::Implausible { .. } | FetchError::Digest { .. } => {
+                Some("re-run fetch: only the discarded unit is fetched again".into())
+            }
+            FetchError::Ledger(_) => Some("another fetch may hold the unit; wait or remove a stale lock only if no fetch runs".into()),
+            _ => None,
+        }
+    }
+}
+
+/// What one unit's fetch did.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitReport {
+    /// The unit.
+    pub unit: String,
+    /// `already-done`, `fetched`, or `pending` (dry run).
+    pub status: &'static str,
+    /// Why it is not done (dry run / before fetching).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Bytes requested from the hub in this run.
+    pub bytes_fetched: u64,
+    /// Chunks requested in this run.
+    pub chunks_fetched: u64,
+    /// Chunks a previous, interrupted run had already proven.
+    pub chunks_kept: u64,
+    /// Upstream files verified whole against the hub's digest.
+    pub files_verified: Vec<String>,
+    /// Negative controls run, and how many of them the arrival checks rejected.
+    pub controls_run: u64,
+    /// Negative controls rejected (a control that is not rejected is reported, not fatal).
+    pub controls_rejected: u64,
+}
+
+/// The `--json` summary of a fetch run.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchSummary {
+    /// The plan's name.
+    pub plan: String,
+    /// Units in selection order.
+    pub units: Vec<UnitReport>,
+    /// Bytes fetched in this run.
+    pub bytes_fetched: u64,
+    /// True when nothing was sent to the hub.
+    pub no_requests: bool,
+}
+
+impl FetchSummary {
+    /// One readable line per unit and a total.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for u in &self.units {
+            s.push_str(&format!(
+                "{:<12} {:<12} fetched {} B in {} chunks, kept {} chunks, {} files verified whole, controls {}/{} rejected{}\n",
+                u.unit,
+                u.status,
+                u.bytes_fetched,
+                u.chunks_fetched,
+                u.chunks_kept,
+                u.files_verified.len(),
+                u.controls_rejected,
+                u.controls_run,
+                u.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+            ));
+        }
+        s.push_str(&format!(
+            "fetch {}: {} units, {} bytes fetched{}\n",
+            self.plan,
+            self.units.len(),
+            self.bytes_fetched,
+            if self.no_requests { ", no hub requests" } else { "" }
+        ));
+        s
+    }
+}
+
+/// Run the fetch stage of `plan`.
+pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
+    plan.ensure_runnable()?;
+    let selected = plan.select_units(opts.units.as_deref())?;
+    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    let ledger_dir = work.ledger();
+
+    let mut reports = Vec::new();
+    let mut pending = Vec::new();
+    for unit in &selected {
+        let name = unit.as_str();
+        match unit_done(&ledger_dir, &work, name, opts.verify)? {
+            None => reports.push(UnitReport::new(name, "already-done", None)),
+            Some(reason) => {
+                reports.push(UnitReport::new(name, "pending", Some(reason)));
+                pending.push(name.to_owned());
+            }
+        }
+    }
+    if (pending.is_empty() && root::root_files_present(plan, &work)) || opts.dry_run {
+        return Ok(FetchSummary { plan: plan.name.clone(), units: reports, bytes_fetched: 0, no_requests: true });
+    }
+
+    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
+    let client = hub::client::HubClient::from_env(endpoint.as_deref())
+        .map_err(|source| FetchError::Hub { what: "failed to configure the hub client".into(), source })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(FetchError::Runtime)?;
+    rt.block_on(async {
+        let upstream = discover::discover(&client, plan, &work).await?;
+        let resolution = plan.resolve(&upstream.tensors)?;
+        for report in reports.iter_mut().filter(|r| r.status == "pending") {
+            let ru = resolution.unit(&report.unit).ok_or_else(|| FetchError::Upstream {
+                repo: String::new(),
+                revision: String::new(),
+                detail: format!("unit `{}` holds no tensor", report.unit),
+            })?;
+            *report = unit::fetch_unit(&client, plan, &work, &upstream, ru, opts).await?;
+        }
+        Ok::<(), FetchError>(())
+    })?;
+    let bytes_fetched = reports.iter().map(|r| r.bytes_fetched).sum();
+    Ok(FetchSummary { plan: plan.name.clone(), units: reports, bytes_fetched, no_requests: false })
+}
+
+impl UnitReport {
+    fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
+        UnitReport {
+            unit: unit.to_owned(),
+            status,
+            reason,
+            bytes_fetched: 0,
+            chunks_fetched: 0,
+            chunks_kept: 0,
+            files_verified: Vec::new(),
+            controls_run: 0,
+            controls_rejected: 0,
+        }
+    }
+}
+
+/// `None` when the unit's fetch journal says done and its files still match; else why not.
+fn unit_done(ledger_dir: &std::path::Path, work: &WorkDir, unit: &str, verify: bool) -> Result<Option<String>, FetchError> {
+    let Some(journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
+        return Ok(Some("no journal".into()));
+    };
+    let check = journal.is_done(&work.upstream_unit(unit), verify)?;
+    Ok(match check {
+        ledger::DoneCheck::Done => None,
+        ledger::DoneCheck::NotDone(why) => {
+            Some(why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        }
+    })
+}

@@ -280,16 +280,19 @@ fn check_e8m0(dtype: &str, bytes: &[u8]) -> Result<(), Implausible> {
 fn check_e2m1(dtype: &str, group: u32, bytes: &[u8]) -> Result<(), Implausible> {
     let group_bytes = (group as usize / 2).max(1);
     let (mut groups, mut peaked) = (0usize, 0usize);
-    let (mut nonzero, mut negative) = (0usize, 0usize);
+    // Per nibble position (low = element 2i, high = element 2i+1): non-zero and negative codes.
+    // Both positions hold identically distributed, centred elements.
+    let mut nonzero = [0usize; 2];
+    let mut negative = [0usize; 2];
     for g in bytes.chunks_exact(group_bytes) {
         let mut peak = 0u8;
         for &b in g {
-            for code in [b & 0x0F, b >> 4] {
+            for (pos, code) in [b & 0x0F, b >> 4].into_iter().enumerate() {
                 let mag = code & 0x7;
                 peak = peak.max(mag);
                 if mag != 0 {
-                    nonzero += 1;
-                    negative += usize::from(code & 0x8 != 0);
+                    nonzero[pos] += 1;
+                    negative[pos] += usize::from(code & 0x8 != 0);
                 }
             }
         }
@@ -308,11 +311,14 @@ fn check_e2m1(dtype: &str, group: u32, bytes: &[u8]) -> Result<(), Implausible> 
             ),
         );
     }
-    if nonzero >= 64 && (negative * 20 < nonzero || negative * 20 > nonzero * 19) {
-        return fail(
-            dtype,
-            format!("{negative} of {nonzero} non-zero e2m1 codes are negative"),
-        );
+    for (pos, name) in [(0, "low"), (1, "high")] {
+        let (n, neg) = (nonzero[pos], negative[pos]);
+        if n >= 64 && (neg * 20 < n || neg * 20 > n * 19) {
+            return fail(
+                dtype,
+                format!("{neg} of {n} non-zero e2m1 codes in {name} nibbles are negative; weights are centred"),
+            );
+        }
     }
     Ok(())
 }

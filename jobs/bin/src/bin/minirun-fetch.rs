@@ -1,0 +1,55 @@
+//! `minirun-fetch`: HTTP Range reads of exactly the bytes each selected unit of the plan needs,
+//! journaled chunk by chunk so a killed run resumes from what the disk proves.
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipeline::cli::{self, Exit, Hint, StageArgs, UnitArgs};
+use pipeline::fetch::{self, FetchOpts};
+use pipeline::plan::Plan;
+
+/// Fetch the byte ranges the plan's units need from its pinned upstream revision.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-fetch", version)]
+struct Args {
+    #[command(flatten)]
+    stage: StageArgs,
+    #[command(flatten)]
+    units: UnitArgs,
+    /// Count a finished unit as done only after re-hashing its files.
+    #[arg(long)]
+    verify: bool,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let run = || -> Result<fetch::FetchSummary, fetch::FetchError> {
+        let plan = Plan::load(&args.stage.plan)?;
+        let opts = FetchOpts {
+            work_dir: args.stage.work_dir.clone(),
+            endpoint: args.stage.endpoint.clone(),
+            units: args.units.units.clone(),
+            dry_run: args.stage.dry_run,
+            verify: args.verify,
+            progress: !args.stage.json && std::io::stderr().is_terminal(),
+        };
+        fetch::run(&plan, &opts)
+    };
+    match run() {
+        Ok(summary) if args.stage.json => {
+            println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+            Exit::Ok.into()
+        }
+        Ok(summary) => {
+            print!("{}", summary.render());
+            Exit::Ok.into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! Fetching one unit: the header and tensor ranges it needs from each upstream file, chunk by
+//! chunk through the ledger's durable chunk log; then the arrival checks, the negative controls,
+//! the whole-file digest when the unit covers a file, and the journal.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use artifact::safetensors::absolute_range;
+use hub::client::HubClient;
+use ledger::{ChunkLog, Journal, UnitLock};
+use serde_json::json;
+
+use super::discover::{Upstream, UpstreamFile};
+use super::plausible::{self, Content};
+use super::ranges::RangeSet;
+use super::{FetchError, FetchOpts, UnitReport, STAGE};
+use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
+use crate::work::WorkDir;
+
+/// The most bytes of one tensor the arrival check reads (whole rows from the start).
+const CHECK_SAMPLE_BYTES: u64 = 64 << 20;
+/// The most bytes a negative control reads.
+const CONTROL_BYTES: u64 = 64 << 10;
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FetchError {
+    let path = path.to_owned();
+    move |source| FetchError::Io { what, path, source }
+}
+
+/// Every tensor a placement consumes, with what its bytes should look like.
+fn tensors_with_content(p: &Placement) -> Vec<(&UpstreamTensor, Content)> {
+    match p {
+        Placement::Plain { tensor, .. } => vec![(tensor, Content::Plain)],
+        Placement::Container(c) => {
+            let weight = match &c.spec.mode {
+                ContainerMode::Fp8E4m3Block { block, .. } => Content::Fp8Block { block: block[0] },
+                ContainerMode::Mxfp4 { group, .. } => Content::E2m1Packed { group: *group },
+                ContainerMode::Affine { .. } => Content::Plain,
+            };
+            let mut v = vec![(&c.weight, weight), (&c.scale, Content::Plain)];
+            v.extend(c.bias.as_ref().map(|b| (b, Content::Plain)));
+            v
+        }
+    }
+}
+
+/// Fetch unit `ru` and journal it as done.
+pub async fn fetch_unit(
+    client: &HubClient,
+    plan: &Plan,
+    work: &WorkDir,
+    upstream: &Upstream,
+    ru: &ResolvedUnit,
+    opts: &FetchOpts,
+) -> Result<UnitReport, FetchError> {
+    let unit = ru.name.as_str();
+    let ledger_dir = work.ledger();
+    let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
+    let mut by_file: BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> = BTreeMap::new();
+    for p in &ru.placements {
+        for (t, c) in tensors_with_content(p) {
+            by_file.entry((t.source.clone(), t.file.clone())).or_default().push((t, c));
+        }
+    }
+    let root = work.upstream_unit(unit);
+    let mut report = UnitReport::new(unit, "fetched", None);
+    let mut journal = Journal::new(STAGE, unit)?;
+    let mut ranges_json = serde_json::Map::new();
+    let mut controls = Vec::new();
+    let mut digests = serde_json::Map::new();
+    for ((source, path), tensors) in &by_file {
+        let uf = upstream.file(source, path).ok_or_else(|| FetchError::Upstream {
+            repo: source.clone(),
+            revision: String::new(),
+            detail: format!("unit `{unit}` needs `{path}`, which is not a weight file of the source"),
+        })?;
+        let rel = format!("{source}/{path}");
+        let data_path = root.join(&rel);
+        let log_path = work.chunk_logs(unit).join(format!("{rel}.chunks"));
+        for p in [&data_path, &log_path] {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+            }
+        }
+        let log = Arc::new(ChunkLog::open(&log_path)?);
+        let resume = log.verify_and_truncate(&data_path)?;
+        report.chunks_kept += resume.kept.len() as u64;
+
+        let data_start = uf.header.data_start;
+        let mut needed = RangeSet::from_ranges([0..data_start]);
+        for (t, _) in tensors {
+            if let Some(ti) = uf.header.tensor(&t.name) {
+                needed.insert(absolute_range(data_start, ti));
+            }
+        }
+        let proven = RangeSet::from_ranges(resume.kept.iter().map(|r| r.range()));
+        let todo = needed.subtract(&proven).chunks(plan.run.chunk_bytes);
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&data_path)
+                .map_err(io("open", &data_path))?,
+        );
+        let (bytes, chunks) =
+            fetch_chunks(client, uf, &file, &data_path, &log, todo, plan.run.concurrency, opts.progress, unit)
+                .await?;
+        report.bytes_fetched += bytes;
+        report.chunks_fetched += chunks;
+
+        // Arrival checks: bad bytes are discarded, never journaled.
+        for (t, content) in tensors {
+            let Some(ti) = uf.header.tensor(&t.name) else { continue };
+            let abs = absolute_range(data_start, ti);
+            let sample = read_at(&file, &data_path, sample_range(&abs, &t.shape, *content))?;
+            if let Err(source) = plausible::check(&t.dtype, *content, &t.shape, &sample) {
+                discard(&data_path, &log_path);
+                return Err(FetchError::Implausible { unit: unit.into(), tensor: t.name.clone(), file: path.clone(), source });
+            }
+        }
+        controls.extend(negative_controls(uf, tensors, &needed, &file, &data_path, &rel)?);
+
+        if needed.covers(&(0..uf.size)) {
+            let (algo, actual) = super::root::hash_file(&data_path, &uf.digest, uf.size)?;
+            if actual != uf.digest {
+                discard(&data_path, &log_path);
+                return Err(FetchError::Digest { unit: unit.into(), file: path.clone(), algo, expected: uf.digest.clone(), actual });
+            }
+            report.files_verified.push(rel.clone());
+        }
+        file.sync_all().map_err(io("fsync", &data_path))?;
+        journal.record_output(&root, &rel)?;
+        ranges_json.insert(rel.clone(), json!(needed.ranges().iter().map(|r| [r.start, r.end]).collect::<Vec<_>>()));
+        digests.insert(rel.clone(), json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}));
+    }
+    report.controls_run = controls.len() as u64;
+    report.controls_rejected = controls.iter().filter(|c| c["rejected"] == json!(true)).count() as u64;
+    journal.extra.insert("ranges".into(), serde_json::Value::Object(ranges_json));
+    journal.extra.insert("upstream".into(), serde_json::Value::Object(digests));
+    journal.extra.insert("negative_controls".into(), json!(controls));
+    journal.extra.insert("files_verified_whole".into(), json!(report.files_verified));
+    journal.mark_done();
+    journal.store(&ledger_dir)?;
+    match std::fs::remove_dir_all(work.chunk_logs(unit)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(FetchError::Io { what: "remove chunk logs of", path: work.chunk_logs(unit), source: e })
+        }
+        _ => {}
+    }
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fetch_chunks(
+    client: &HubClient,
+    uf: &UpstreamFile,
+    file: &Arc<File>,
+    data_path: &Path,
+    log: &Arc<ChunkLog>,
+    todo: Vec<Range<u64>>,
+    concurrency: u32,
+    progress: bool,
+    unit: &str,
+) -> Result<(u64, u64), FetchError> {
+    let total: u64 = todo.iter().map(|r| r.end - r.start).sum();
+    let bar = if progress && total > 0 {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_message(format!("{unit} {}", uf.path));
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let meta = uf.meta.clone().ok_or_else(|| FetchError::Upstream {
+        repo: uf.repo.id(),
+        revision: String::new(),
+        detail: format!("`{}` has no resolved location", uf.path),
+    })?;
+    let sem = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1) as usize));
+    let mut set = tokio::task::JoinSet::new();
+    let n = todo.len() as u64;
+    for chunk in todo {
+        let permit = sem.clone().acquire_owned().await.map_err(|_| FetchError::Upstream {
+            repo: uf.repo.id(),
+            revision: meta.commit.clone(),
+            detail: "transfer pool closed".into(),
+        })?;
+        let (client, meta, file, log, path) =
+            (client.clone(), meta.clone(), file.clone(), log.clone(), data_path.to_path_buf());
+        let what = format!("failed to fetch bytes {}..{} of `{}` in `{}`", chunk.start, chunk.end, uf.path, uf.repo.id());
+        set.spawn(async move {
+            let _permit = permit;
+            let bytes = client
+                .get_range(&meta, chunk.start, Some(chunk.end - 1))
+                .await
+                .map_err(|source| FetchError::Hub { what: what.clone(), source })?;
+            if bytes.len() as u64 != chunk.end - chunk.start {
+                return Err(FetchError::Upstream {
+                    repo: meta.location.to_string(),
+                    revision: meta.commit.clone(),
+                    detail: format!("{what}: got {} bytes", bytes.len()),
+                });
+            }
+            let len = bytes.len() as u64;
+            tokio::task::spawn_blocking(move || log.write_chunk(&file, &path, chunk.start, &bytes))
+                .await
+                .map_err(|e| FetchError::Io { what: "write chunk of", path: PathBuf::from(&meta.location.to_string()), source: std::io::Error::other(e.to_string()) })??;
+            Ok::<u64, FetchError>(len)
+        });
+    }
+    let mut bytes = 0;
+    while let Some(r) = set.join_next().await {
+        let len = r.map_err(|e| FetchError::Io {
+            what: "join transfer task for",
+            path: data_path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        bytes += len;
+        bar.inc(len);
+    }
+    bar.finish_and_clear();
+    Ok((bytes, n))
+}
+
+/// The prefix of whole rows (whole block rows for FP8 blocks) the arrival check reads.
+fn sample_range(abs: &Range<u64>, shape: &[u64], content: Content) -> Range<u64> {
+    let len = abs.end - abs.start;
+    if len <= CHECK_SAMPLE_BYTES {
+        return abs.clone();
+    }
+    let cols = shape.iter().skip(1).product::<u64>().max(1);
+    let elem = len / shape.iter().product::<u64>().max(1);
+    let row = (cols * elem.max(1)).max(1);
+    let unit = match content {
+        Content::Fp8Block { block } => row * u64::from(block),
+        _ => row,
+    };
+    let take = (CHECK_SAMPLE_BYTES / unit).max(1) * unit;
+    abs.start..abs.start + take.min(len)
+}
+
+fn read_at(file: &File, path: &Path, r: Range<u64>) -> Result<Vec<u8>, FetchError> {
+    let len = usize::try_from(r.end - r.start).map_err(|_| FetchError::Io {
+        what: "read (range too large)",
+        path: path.to_owned(),
+        source: std::io::Error::other("range does not fit in memory"),
+    })?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, r.start).map_err(io("read", path))?;
+    Ok(buf)
+}
+
+/// Removes a unit's data file and chunk log for one upstream file, so a re-run fetches it anew.
+fn discard(data: &Path, log: &Path) {
+    // Best effort: a file that cannot be removed is re-verified by the next run's chunk log.
+    let _ = std::fs::remove_file(log);
+    let _ = std::fs::remove_file(data);
+}
+
+/// The negative controls of one file: for the first tensor of each (dtype, content) kind, the
+/// same tensor read without the data-section base offset, and read shifted off its element or
+/// group grid into other data of the same dtype. Each is expected to fail the arrival check.
+fn negative_controls(
+    uf: &UpstreamFile,
+    tensors: &[(&UpstreamTensor, Content)],
+    needed: &RangeSet,
+    file: &File,
+    path: &Path,
+    rel: &str,
+) -> Result<Vec<serde_json::Value>, FetchError> {
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for (t, content) in tensors {
+        let key = (t.dtype.clone(), format!("{content:?}"));
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let Some(ti) = uf.header.tensor(&t.name) else { continue };
+        let abs = absolute_range(uf.header.data_start, ti);
+        let len = (abs.end - abs.start).min(CONTROL_BYTES);
+        let rel_start = ti.data_offsets[0];
+        let mut probes = vec![("without-data-base-offset", rel_start..rel_start + len)];
+        if let Some(shift) = plausible::grid_shift(&t.dtype, *content, &t.shape) {
+            let shift = shift as u64;
+            if shift < len {
+                probes.push(("shifted-off-grid", abs.start + shift..abs.end.min(abs.start + shift + len)));
+            }
+        }
+        for (control, range) in probes {
+            if range.start >= range.end || !needed.covers(&range) {
+                out.push(json!({"file": rel, "tensor": t.name, "control": control, "ran": false,
+                    "rejected": false, "reason": "the control's bytes are not among the unit's fetched ranges"}));
+                continue;
+            }
+            let bytes = read_at(file, path, range.clone())?;
+            let verdict = plausible::check(&t.dtype, *content, &t.shape, &bytes);
+            out.push(json!({"file": rel, "tensor": t.name, "control": control, "ran": true,
+                "range": [range.start, range.end], "rejected": verdict.is_err(),
+                "reason": verdict.err().map(|e| e.reason)}));
+        }
+    }
+    Ok(out)
+}

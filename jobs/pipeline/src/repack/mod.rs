@@ -1,0 +1,223 @@
+//! The repack stage: turns fetched upstream ranges into the unit directories of the artifact —
+//! tile containers for quantized tensors, plain streams (the upstream bytes verbatim) for
+//! everything else, a `tensors.json` map and a `manifest.json` per unit — and, once every unit is
+//! done, the release-wide files (`index.json`, the root files the identities point at).
+//! Never dequantizes, never requantizes (seed 000: "An artifact is a repack, not a re-encode").
+//! Layout and resume rules: `docs/repack.md`.
+
+mod finalize;
+mod unit;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::fetch::{self, FetchError};
+use crate::plan::{Plan, PlanError};
+use crate::work::WorkDir;
+
+pub use finalize::finalize;
+pub use unit::{TensorEntry, TensorMap, TENSORS_FILE};
+
+/// The stage name in journals.
+pub const STAGE: &str = "repack";
+
+/// Options of one repack run.
+#[derive(Debug, Clone, Default)]
+pub struct RepackOpts {
+    /// `--work-dir`, else the plan's.
+    pub work_dir: Option<PathBuf>,
+    /// `--units`.
+    pub units: Option<String>,
+    /// `--dry-run`.
+    pub dry_run: bool,
+    /// `--verify`: re-hash finished units' files before counting them done.
+    pub verify: bool,
+    /// `--finalize`: only write the release-wide files (every unit must be done).
+    pub finalize_only: bool,
+}
+
+/// Why repack failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RepackError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The fetched upstream could not be loaded.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// A journal or lock failed.
+    #[error(transparent)]
+    Ledger(#[from] ledger::LedgerError),
+    /// A unit's fetch is not done.
+    #[error("unit `{unit}` has not been fetched ({reason})")]
+    NotFetched {
+        /// The unit.
+        unit: String,
+        /// Why its fetch journal does not prove it.
+        reason: String,
+    },
+    /// A container could not be written.
+    #[error("unit `{unit}`: container for `{tensor}`")]
+    Container {
+        /// The unit.
+        unit: String,
+        /// The weight tensor.
+        tensor: String,
+        /// The container writer's error.
+        #[source]
+        source: artifact::container::ContainerError,
+    },
+    /// A manifest could not be built.
+    #[error("unit `{unit}`: manifest")]
+    Manifest {
+        /// The unit.
+        unit: String,
+        /// The manifest error.
+        #[source]
+        source: artifact::manifest::ManifestError,
+    },
+    /// `index.json` could not be written.
+    #[error("index.json")]
+    Index(#[source] artifact::index_json::IndexWriteError),
+    /// Finalize needs every unit.
+    #[error("cannot finalize: units not repacked yet: {units}")]
+    Incomplete {
+        /// The missing units.
+        units: String,
+    },
+    /// A local file operation failed.
+    #[error("failed to {what} `{path}`")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::cli::Hint for RepackError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            RepackError::NotFetched { unit, .. } => Some(format!("run `minirun-fetch --units {unit}` first")),
+            RepackError::Incomplete { .. } => Some("repack the missing units, then `minirun-repack --finalize`".into()),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn io_err(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> RepackError {
+    let path = path.to_owned();
+    move |source| RepackError::Io { what, path, source }
+}
+
+/// What one unit's repack did.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitReport {
+    /// The unit.
+    pub unit: String,
+    /// `already-done`, `repacked` or `pending` (dry run).
+    pub status: &'static str,
+    /// Why it is not done (dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Files written in this run.
+    pub files_written: u64,
+    /// Files a previous, interrupted run had already finished (kept, not rewritten).
+    pub files_kept: u64,
+    /// Bytes written in this run.
+    pub bytes_written: u64,
+}
+
+/// The `--json` summary of a repack run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepackSummary {
+    /// The plan's name.
+    pub plan: String,
+    /// Units in selection order.
+    pub units: Vec<UnitReport>,
+    /// Whether the release-wide files were (re)written and are current.
+    pub finalized: bool,
+}
+
+impl RepackSummary {
+    /// One readable line per unit and a total.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for u in &self.units {
+            s.push_str(&format!(
+                "{:<12} {:<12} wrote {} files ({} B), kept {}{}\n",
+                u.unit,
+                u.status,
+                u.files_written,
+                u.bytes_written,
+                u.files_kept,
+                u.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+            ));
+        }
+        s.push_str(&format!(
+            "repack {}: {} units{}\n",
+            self.plan,
+            self.units.len(),
+            if self.finalized { ", release finalized" } else { "" }
+        ));
+        s
+    }
+}
+
+/// Run the repack stage of `plan`.
+pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError> {
+    plan.ensure_runnable()?;
+    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    if opts.finalize_only {
+        let written = finalize(plan, &work, opts.dry_run)?;
+        return Ok(RepackSummary { plan: plan.name.clone(), units: Vec::new(), finalized: written });
+    }
+    let selected = plan.select_units(opts.units.as_deref())?;
+    let ledger_dir = work.ledger();
+    let mut reports = Vec::new();
+    let mut pending = Vec::new();
+    for u in &selected {
+        let name = u.as_str();
+        match unit::done_reason(&ledger_dir, &work, name, opts.verify)? {
+            None => reports.push(UnitReport::new(name, "already-done", None)),
+            Some(why) => {
+                reports.push(UnitReport::new(name, "pending", Some(why)));
+                pending.push(name.to_owned());
+            }
+        }
+    }
+    if opts.dry_run {
+        return Ok(RepackSummary { plan: plan.name.clone(), units: reports, finalized: false });
+    }
+    if !pending.is_empty() {
+        let upstream = fetch::discover::load_offline(plan, &work)?;
+        let resolution = plan.resolve(&upstream.tensors)?;
+        for report in reports.iter_mut().filter(|r| r.status == "pending") {
+            let ru = resolution.unit(&report.unit).ok_or_else(|| RepackError::NotFetched {
+                unit: report.unit.clone(),
+                reason: "the unit holds no tensor".into(),
+            })?;
+            *report = unit::repack_unit(plan, &work, &upstream, ru)?;
+        }
+    }
+    // Release-wide files follow automatically once every unit of the plan is done.
+    let all_done = plan
+        .units
+        .iter()
+        .map(|u| unit::done_reason(&ledger_dir, &work, u.name.as_str(), false))
+        .collect::<Result<Vec<_>, _>>()?
+        .iter()
+        .all(Option::is_none);
+    let finalized = if all_done { finalize(plan, &work, false)? } else { false };
+    Ok(RepackSummary { plan: plan.name.clone(), units: reports, finalized })
+}
+
+impl UnitReport {
+    fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
+        UnitReport { unit: unit.to_owned(), status, reason, files_written: 0, files_kept: 0, bytes_written: 0 }
+    }
+}

@@ -1,0 +1,425 @@
+//! Repacking one unit: one tile container per quantized weight (its packed, scale and bias streams
+//! cut into row tiles, bytes unchanged), one plain stream per other tensor (the upstream bytes
+//! verbatim, copied with `copy_file_range` where the filesystem allows), then `tensors.json` (which
+//! upstream tensor lives where) and `manifest.json` (every file, size, SHA-256).
+//!
+//! Resume: the journal is stored after every finished file; a re-run keeps a recorded file whose
+//! size and filesystem identity still match and rewrites the rest from scratch.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use artifact::container::{self, ContainerSpec, ContainerWriter};
+use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
+use artifact::safetensors::absolute_range;
+use ledger::{FileIdentity, Journal, UnitLock};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{io_err, RepackError, UnitReport, STAGE};
+use crate::fetch::discover::Upstream;
+use crate::plan::{ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor};
+use crate::work::WorkDir;
+
+/// The per-unit map from upstream tensor to artifact file.
+pub const TENSORS_FILE: &str = "tensors.json";
+
+/// `tensors.json`: where each upstream tensor of the unit lives in the artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorMap {
+    /// Schema version (1).
+    pub v: u32,
+    /// The unit.
+    pub unit: String,
+    /// One entry per upstream tensor, sorted by name.
+    pub tensors: Vec<TensorEntry>,
+}
+
+/// One upstream tensor in the artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorEntry {
+    /// Upstream tensor name.
+    pub name: String,
+    /// Safetensors dtype string.
+    pub dtype: String,
+    /// Shape as stored upstream.
+    pub shape: Vec<u64>,
+    /// File in the unit directory.
+    pub file: String,
+    /// `plain` (the whole file is this tensor's bytes) or the container stream it forms:
+    /// `packed`, `scale`, `bias`.
+    pub role: String,
+    /// The plan source it came from.
+    pub source: String,
+    /// Upstream repository path of the safetensors file.
+    pub upstream_file: String,
+    /// Absolute byte range in that file.
+    pub upstream_range: [u64; 2],
+    /// SHA-256 of the tensor's upstream bytes.
+    pub sha256: String,
+    /// Why a quantized weight is stored as plain streams instead of a container, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+/// Why the unit's repack journal does not prove it done (`None`: done).
+pub fn done_reason(ledger_dir: &Path, work: &WorkDir, unit: &str, verify: bool) -> Result<Option<String>, RepackError> {
+    let Some(j) = Journal::load(ledger_dir, STAGE, unit)? else {
+        return Ok(Some("no journal".into()));
+    };
+    Ok(match j.is_done(&work.release().join(unit), verify)? {
+        ledger::DoneCheck::Done => None,
+        ledger::DoneCheck::NotDone(v) => Some(v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+    })
+}
+
+struct Ctx<'a> {
+    unit: &'a str,
+    src_root: std::path::PathBuf,
+    out_root: std::path::PathBuf,
+    upstream: &'a Upstream,
+    journal: Journal,
+    ledger_dir: std::path::PathBuf,
+    report: UnitReport,
+    entries: Vec<TensorEntry>,
+    manifest_sources: BTreeMap<String, (FileKind, Vec<SourceRef>)>,
+}
+
+/// Repack one unit (its fetch must be done) and journal it.
+pub fn repack_unit(plan: &Plan, work: &WorkDir, upstream: &Upstream, ru: &ResolvedUnit) -> Result<UnitReport, RepackError> {
+    let unit = ru.name.as_str();
+    let ledger_dir = work.ledger();
+    let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
+    if let Some(reason) = fetch_not_done(&ledger_dir, work, unit)? {
+        return Err(RepackError::NotFetched { unit: unit.into(), reason });
+    }
+    let out_root = work.release().join(unit);
+    std::fs::create_dir_all(&out_root).map_err(io_err("create", &out_root))?;
+    // Keep what an interrupted run finished; forget the rest.
+    let previous = Journal::load(&ledger_dir, STAGE, unit)?;
+    let mut journal = Journal::new(STAGE, unit)?;
+    if let Some(prev) = previous {
+        for (rel, rec) in prev.outputs {
+            if file_still_matches(&out_root.join(&rel), &rec) {
+                journal.outputs.insert(rel, rec);
+            }
+        }
+    }
+    let mut cx = Ctx {
+        unit,
+        src_root: work.upstream_unit(unit),
+        out_root,
+        upstream,
+        journal,
+        ledger_dir,
+        report: UnitReport::new(unit, "repacked", None),
+        entries: Vec::new(),
+        manifest_sources: BTreeMap::new(),
+    };
+    for p in &ru.placements {
+        match p {
+            Placement::Plain { tensor, .. } => cx.plain(tensor, None)?,
+            Placement::Container(c) => cx.container(plan, c)?,
+        }
+    }
+    cx.entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let map = TensorMap { v: 1, unit: unit.to_owned(), tensors: cx.entries.clone() };
+    let map_bytes = artifact::manifest::canonical_json_bytes(
+        &serde_json::to_value(&map).map_err(|e| io_err("encode", Path::new(TENSORS_FILE))(std::io::Error::other(e)))?,
+    );
+    cx.write_small(TENSORS_FILE, &map_bytes)?;
+    // The manifest lists every file of the unit, tensors.json included (not itself).
+    let mut manifest = Manifest::scan(&cx.out_root, unit)
+        .map_err(|source| RepackError::Manifest { unit: unit.into(), source })?;
+    for e in &mut manifest.files {
+        if let Some((kind, sources)) = cx.manifest_sources.get(&e.path) {
+            e.kind = *kind;
+            e.sources = sources.clone();
+        }
+    }
+    let stale: Vec<String> = manifest
+        .files
+        .iter()
+        .filter(|e| e.path != TENSORS_FILE && !cx.manifest_sources.contains_key(&e.path))
+        .map(|e| e.path.clone())
+        .collect();
+    for rel in stale {
+        // A file no placement wrote (left by an older plan): not part of the release.
+        let p = cx.out_root.join(&rel);
+        std::fs::remove_file(&p).map_err(io_err("remove stale", &p))?;
+        manifest.files.retain(|e| e.path != rel);
+        cx.journal.outputs.remove(&rel);
+    }
+    cx.write_small(artifact::manifest::MANIFEST_FILE_NAME, &manifest.to_bytes())?;
+    cx.journal.mark_done();
+    cx.journal.store(&cx.ledger_dir)?;
+    Ok(cx.report)
+}
+
+fn fetch_not_done(ledger_dir: &Path, work: &WorkDir, unit: &str) -> Result<Option<String>, RepackError> {
+    let Some(j) = Journal::load(ledger_dir, crate::fetch::STAGE, unit)? else {
+        return Ok(Some("no fetch journal".into()));
+    };
+    Ok(match j.is_done(&work.upstream_unit(unit), false)? {
+        ledger::DoneCheck::Done => None,
+        ledger::DoneCheck::NotDone(v) => Some(v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+    })
+}
+
+fn file_still_matches(path: &Path, rec: &ledger::FileRecord) -> bool {
+    match (FileIdentity::capture(path), &rec.identity) {
+        (Ok(Some(now)), Some(then)) => now.size == rec.size && now.first_difference(then).is_none(),
+        _ => false,
+    }
+}
+
+/// File name of the container of weight `name` (`layers.0.attn.wq_a.weight` → `layers.0.attn.wq_a.til`).
+fn container_file(name: &str) -> String {
+    format!("{}.til", name.strip_suffix(".weight").unwrap_or(name))
+}
+
+impl Ctx<'_> {
+    fn upstream_range(&self, t: &UpstreamTensor) -> Result<(std::path::PathBuf, std::ops::Range<u64>), RepackError> {
+        let uf = self.upstream.file(&t.source, &t.file).ok_or_else(|| RepackError::NotFetched {
+            unit: self.unit.into(),
+            reason: format!("`{}` is not among the fetched files", t.file),
+        })?;
+        let ti = uf.header.tensor(&t.name).ok_or_else(|| RepackError::NotFetched {
+            unit: self.unit.into(),
+            reason: format!("`{}` is not in the header of `{}`", t.name, t.file),
+        })?;
+        Ok((self.src_root.join(&t.source).join(&t.file), absolute_range(uf.header.data_start, ti)))
+    }
+
+    fn done_already(&mut self, rel: &str) -> bool {
+        let kept = self.journal.outputs.contains_key(rel);
+        if kept {
+            self.report.files_kept += 1;
+        }
+        kept
+    }
+
+    fn finish_file(&mut self, rel: &str) -> Result<(), RepackError> {
+        let rec = self.journal.record_output(&self.out_root, rel)?;
+        self.report.files_written += 1;
+        self.report.bytes_written += rec.size;
+        self.journal.store(&self.ledger_dir)?;
+        Ok(())
+    }
+
+    fn write_small(&mut self, rel: &str, bytes: &[u8]) -> Result<(), RepackError> {
+        let path = self.out_root.join(rel);
+        if std::fs::read(&path).ok().as_deref() == Some(bytes) && self.journal.outputs.contains_key(rel) {
+            self.report.files_kept += 1;
+            return Ok(());
+        }
+        ledger::write_atomic(&path, bytes)?;
+        self.finish_file(rel)
+    }
+
+    fn entry(&self, t: &UpstreamTensor, file: &str, role: &str, range: &std::ops::Range<u64>, sha: String, fallback: Option<String>) -> TensorEntry {
+        TensorEntry {
+            name: t.name.clone(),
+            dtype: t.dtype.clone(),
+            shape: t.shape.clone(),
+            file: file.to_owned(),
+            role: role.to_owned(),
+            source: t.source.clone(),
+            upstream_file: t.file.clone(),
+            upstream_range: [range.start, range.end],
+            sha256: sha,
+            fallback,
+        }
+    }
+
+    fn source_ref(&self, t: &UpstreamTensor) -> SourceRef {
+        SourceRef { repo: None, file: t.file.clone(), tensor: Some(t.name.clone()) }
+    }
+
+    /// One plain stream: the tensor's upstream bytes verbatim in `<name>.bin`.
+    fn plain(&mut self, t: &UpstreamTensor, fallback: Option<String>) -> Result<(), RepackError> {
+        let rel = format!("{}.bin", t.name);
+        let (src, range) = self.upstream_range(t)?;
+        let sha = if self.done_already(&rel) {
+            self.journal.outputs.get(&rel).map(|r| r.sha256.to_string()).unwrap_or_default()
+        } else {
+            let out = self.out_root.join(&rel);
+            copy_range(&src, &range, &out)?;
+            self.finish_file(&rel)?;
+            self.journal.outputs.get(&rel).map(|r| r.sha256.to_string()).unwrap_or_default()
+        };
+        let e = self.entry(t, &rel, "plain", &range, sha, fallback);
+        self.entries.push(e);
+        self.manifest_sources.insert(rel, (FileKind::Plain, vec![self.source_ref(t)]));
+        Ok(())
+    }
+
+    fn container(&mut self, plan: &Plan, c: &ContainerPlacement) -> Result<(), RepackError> {
+        let g = &c.geometry;
+        let name = c.weight.name.clone();
+        let tile_rows = g.tile_rows.min(g.rows).max(1);
+        let spec = match &c.spec.mode {
+            ContainerMode::Fp8E4m3Block { block, .. } => ContainerSpec::fp8_e4m3_block(
+                &name,
+                g.rows,
+                g.cols,
+                u64::from(block[0]),
+                u64::from(block[1]),
+                tile_rows,
+            ),
+            ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(&name, g.rows, g.cols, tile_rows)
+                .with_nibble_order(match nibble_order {
+                    NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
+                    NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
+                }),
+            ContainerMode::Affine { group, bits, .. } => ContainerSpec::affine(
+                &name,
+                g.rows,
+                g.cols,
+                u64::from(*group),
+                u8::try_from(*bits).unwrap_or(8),
+                tile_rows,
+                match c.spec.scale_dtype.as_str() {
+                    "F16" => container::Dtype::F16,
+                    "F32" => container::Dtype::F32,
+                    _ => container::Dtype::Bf16,
+                },
+            ),
+        };
+        let layout = match spec.layout() {
+            Ok(l) => l,
+            Err(e) => {
+                // The geometry cannot satisfy the 16 KiB rules (seed: refused at construction,
+                // never padded into something that looks valid): keep the bytes as plain streams.
+                let why = format!("container geometry refused: {e}");
+                self.plain(&c.weight, Some(why.clone()))?;
+                self.plain(&c.scale, Some(why.clone()))?;
+                if let Some(b) = &c.bias {
+                    self.plain(b, Some(why))?;
+                }
+                return Ok(());
+            }
+        };
+        let _ = plan;
+        let rel = container_file(&name);
+        let (wsrc, wr) = self.upstream_range(&c.weight)?;
+        let (ssrc, sr) = self.upstream_range(&c.scale)?;
+        let bias = match &c.bias {
+            Some(b) => Some(self.upstream_range(b)?),
+            None => None,
+        };
+        let mut shas = [Sha256::new(), Sha256::new(), Sha256::new()];
+        let kept = self.done_already(&rel);
+        {
+            let open = |p: &Path| File::open(p).map_err(io_err("open", p));
+            let (wf, sf) = (open(&wsrc)?, open(&ssrc)?);
+            let bf = match &bias {
+                Some((p, _)) => Some(open(p)?),
+                None => None,
+            };
+            let out_path = self.out_root.join(&rel);
+            let mut writer = if kept {
+                None
+            } else {
+                let out = OpenOptions::new().write(true).create(true).truncate(true).open(&out_path).map_err(io_err("create", &out_path))?;
+                Some(ContainerWriter::with_path(out, &spec, &out_path).map_err(|source| RepackError::Container {
+                    unit: self.unit.into(),
+                    tensor: name.clone(),
+                    source,
+                })?)
+            };
+            for i in 0..layout.tile_count {
+                let Some(tl) = layout.tile(i) else { break };
+                let s = tl.shape;
+                let packed = read_exact(&wf, &wsrc, wr.start + tl.packed_stream_offset, s.packed_payload)?;
+                let scale = read_exact(&sf, &ssrc, sr.start + tl.scale_stream_offset, s.scale_payload)?;
+                let b = match (&bf, &bias) {
+                    (Some(f), Some((p, r))) => Some(read_exact(f, p, r.start + tl.bias_stream_offset, s.bias_payload)?),
+                    _ => None,
+                };
+                shas[0].update(&packed);
+                shas[1].update(&scale);
+                if let Some(b) = &b {
+                    shas[2].update(b);
+                }
+                if let Some(w) = writer.as_mut() {
+                    w.write_tile(&packed, &scale, b.as_deref()).map_err(|source| RepackError::Container {
+                        unit: self.unit.into(),
+                        tensor: name.clone(),
+                        source,
+                    })?;
+                }
+            }
+            if let Some(w) = writer {
+                w.finish().map_err(|source| RepackError::Container { unit: self.unit.into(), tensor: name.clone(), source })?;
+                let f = OpenOptions::new().write(true).open(&out_path).map_err(io_err("open", &out_path))?;
+                f.sync_all().map_err(io_err("fsync", &out_path))?;
+            }
+        }
+        if !kept {
+            self.finish_file(&rel)?;
+        }
+        let [pw, ps, pb] = shas;
+        let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
+        let e = self.entry(&c.weight, &rel, "packed", &wr, hex::encode(pw.finalize()), None);
+        self.entries.push(e);
+        let e = self.entry(&c.scale, &rel, "scale", &sr, hex::encode(ps.finalize()), None);
+        self.entries.push(e);
+        if let (Some(bt), Some((_, br))) = (&c.bias, &bias) {
+            sources.push(self.source_ref(bt));
+            let e = self.entry(bt, &rel, "bias", br, hex::encode(pb.finalize()), None);
+            self.entries.push(e);
+        }
+        self.manifest_sources.insert(rel, (FileKind::Container, sources));
+        Ok(())
+    }
+}
+
+fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, RepackError> {
+    let n = usize::try_from(len).map_err(|_| io_err("read", path)(std::io::Error::other("tile larger than memory")))?;
+    let mut buf = vec![0u8; n];
+    f.read_exact_at(&mut buf, offset).map_err(io_err("read", path))?;
+    Ok(buf)
+}
+
+/// Copy `range` of `src` to a new file `dst`, verbatim: `copy_file_range` (which can reflink or
+/// copy in the kernel) where the filesystem allows, else a buffered copy; then fsync.
+fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<(), RepackError> {
+    use std::os::fd::AsRawFd;
+    let input = File::open(src).map_err(io_err("open", src))?;
+    let mut out = OpenOptions::new().write(true).create(true).truncate(true).open(dst).map_err(io_err("create", dst))?;
+    let mut off_in = i64::try_from(range.start).map_err(|_| io_err("seek", src)(std::io::Error::other("offset too large")))?;
+    let mut left = range.end - range.start;
+    let mut kernel_ok = true;
+    while left > 0 && kernel_ok {
+        let want = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);
+        // SAFETY: both descriptors are open for the duration of the call; `off_in` is a valid
+        // pointer to an i64 and the output offset is the file position (null).
+        let n = unsafe {
+            libc::copy_file_range(input.as_raw_fd(), &mut off_in, out.as_raw_fd(), std::ptr::null_mut(), want, 0)
+        };
+        match n {
+            n if n > 0 => left -= n as u64,
+            0 => return Err(io_err("copy", src)(std::io::Error::other("source ended before the tensor's range"))),
+            _ => kernel_ok = false,
+        }
+    }
+    if left > 0 {
+        // Fall back to a buffered copy of what is left (EXDEV, ENOSYS, EINVAL on some filesystems).
+        let mut at = range.end - left;
+        let mut buf = vec![0u8; 8 << 20];
+        while at < range.end {
+            let n = usize::try_from((range.end - at).min(buf.len() as u64)).unwrap_or(buf.len());
+            let chunk = buf.get_mut(..n).unwrap_or(&mut []);
+            input.read_exact_at(chunk, at).map_err(io_err("read", src))?;
+            out.write_all(chunk).map_err(io_err("write", dst))?;
+            at += n as u64;
+        }
+    }
+    out.sync_all().map_err(io_err("fsync", dst))
+}
