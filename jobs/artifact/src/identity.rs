@@ -132,6 +132,13 @@ pub enum Absent {
     },
     /// The configuration object carries `license`, which only the tokenizer object may carry.
     LicenseOnConfiguration,
+    /// The object (or the index's key for it) appears twice, or one of its fields does: JSON
+    /// with duplicate names is ambiguous (parsers disagree on which value wins), so neither is
+    /// evidence.
+    DuplicateKey {
+        /// JSON pointer of the duplicated name (`/tokenizer/bytes`), at most 128 characters.
+        pointer: String,
+    },
     /// The object carries a key that is not one of its fields (fail-closed: nothing unknown is
     /// evidence).
     UnknownField {
@@ -167,6 +174,9 @@ impl std::fmt::Display for Absent {
                 "the configuration object carries `license`, which only the tokenizer object may carry"
             ),
             Absent::UnknownField { key } => write!(f, "unknown field `{key}`"),
+            Absent::DuplicateKey { pointer } => {
+                write!(f, "the name `{pointer}` appears more than once in the index")
+            }
         }
     }
 }
@@ -229,7 +239,7 @@ pub struct ConfigurationIdentity {
     pub root: RootFile,
 }
 
-fn text<'a>(obj: &'a Map<String, Value>, field: Field) -> Result<&'a str, Absent> {
+fn text(obj: &Map<String, Value>, field: Field) -> Result<&str, Absent> {
     match obj.get(field.key()) {
         None => Err(Absent::MissingField { field }),
         Some(Value::String(s)) => Ok(s),
@@ -281,7 +291,7 @@ fn positive_bytes(obj: &Map<String, Value>) -> Result<u64, Absent> {
     }
 }
 
-fn object<'a>(value: Option<&'a Value>) -> Result<&'a Map<String, Value>, Absent> {
+fn object(value: Option<&Value>) -> Result<&Map<String, Value>, Absent> {
     match value {
         None => Err(Absent::NotPublished),
         Some(Value::Object(m)) => Ok(m),

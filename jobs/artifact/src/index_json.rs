@@ -15,7 +15,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::identity::{
-    ConfigurationIdentity, Parsed, TokenizerIdentity, CONFIGURATION_KEY, TOKENIZER_KEY,
+    Absent, ConfigurationIdentity, Parsed, TokenizerIdentity, CONFIGURATION_KEY, TOKENIZER_KEY,
 };
 use crate::manifest::canonical_json_bytes;
 use crate::names::{check_repo_id, check_revision, check_root_file_name};
@@ -344,11 +344,43 @@ impl IndexDocument {
                 bytes.len()
             ));
         }
-        let value: Value = match serde_json::from_slice(bytes) {
+        let (value, duplicates) = match parse_strict(bytes) {
             Ok(v) => v,
             Err(e) => return Self::unreadable(format!("not JSON: {e}")),
         };
-        Self::from_value(&value)
+        let mut doc = Self::from_value(&value);
+        if duplicates.is_empty() {
+            return doc;
+        }
+        // Duplicate names are ambiguous: whatever they touch is not evidence (docs/index-json.md).
+        let under = |p: &str, key: &str| {
+            p.strip_prefix('/')
+                .and_then(|rest| rest.strip_prefix(key))
+                .is_some_and(|tail| tail.is_empty() || tail.starts_with('/'))
+        };
+        let short = |p: &String| p.chars().take(128).collect::<String>();
+        if let Some(p) = duplicates.iter().find(|p| under(p, TOKENIZER_KEY)) {
+            doc.tokenizer = Parsed::Absent(Absent::DuplicateKey { pointer: short(p) });
+        }
+        if let Some(p) = duplicates.iter().find(|p| under(p, CONFIGURATION_KEY)) {
+            doc.configuration = Parsed::Absent(Absent::DuplicateKey { pointer: short(p) });
+        }
+        if let Some(p) = duplicates
+            .iter()
+            .find(|p| !under(p, TOKENIZER_KEY) && !under(p, CONFIGURATION_KEY))
+        {
+            if let Value::Object(m) = &value {
+                doc.shape = Shape::Unrecognized {
+                    keys: keys_sorted(m),
+                    reason: format!(
+                        "the name `{}` appears more than once, so the document is ambiguous",
+                        short(p)
+                    ),
+                };
+                doc.notes.clear();
+            }
+        }
+        doc
     }
 
     /// Reads `path`; a file that cannot be opened or read is [`Shape::Unreadable`] too.
@@ -363,7 +395,6 @@ impl IndexDocument {
     }
 
     fn unreadable(reason: String) -> IndexDocument {
-        use crate::identity::Absent;
         IndexDocument {
             shape: Shape::Unreadable { reason },
             tokenizer: Parsed::Absent(Absent::IndexUnreadable),
@@ -523,5 +554,95 @@ impl IndexDocument {
     /// document always gives the same bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>, IndexWriteError> {
         Ok(canonical_json_bytes(&self.to_value()?))
+    }
+}
+
+/// Parses JSON like `serde_json::from_slice::<Value>` (same grammar, same recursion limit), and
+/// also returns the JSON pointer of every object member whose name was already present in that
+/// object. `serde_json` keeps the last value silently; other parsers keep the first.
+fn parse_strict(bytes: &[u8]) -> Result<(Value, Vec<String>), serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let dups = std::cell::RefCell::new(Vec::new());
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Strict {
+        dups: &dups,
+        pointer: String::new(),
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok((value, dups.into_inner()))
+}
+
+struct Strict<'a> {
+    dups: &'a std::cell::RefCell<Vec<String>>,
+    pointer: String,
+}
+
+impl Strict<'_> {
+    fn child(&self, token: &str) -> Self {
+        Strict {
+            dups: self.dups,
+            pointer: format!(
+                "{}/{}",
+                self.pointer,
+                token.replace('~', "~0").replace('/', "~1")
+            ),
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(self.child(&out.len().to_string()))? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let child = self.child(&key);
+            let value = map.next_value_seed(Strict {
+                dups: self.dups,
+                pointer: child.pointer.clone(),
+            })?;
+            if out.insert(key, value).is_some() {
+                self.dups.borrow_mut().push(child.pointer);
+            }
+        }
+        Ok(Value::Object(out))
     }
 }

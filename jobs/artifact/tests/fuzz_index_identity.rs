@@ -157,8 +157,10 @@ proptest! {
     #[test]
     fn index_reader_is_sound_on_arbitrary_json(v in json_value()) {
         let bytes = serde_json::to_vec(&v).unwrap();
-        assert_reader_sound(&IndexDocument::read(&bytes));
-        assert_reader_sound(&IndexDocument::from_value(&v));
+        let read = IndexDocument::read(&bytes);
+        assert_reader_sound(&read);
+        // Without duplicate names, the duplicate-detecting parser agrees with serde_json's.
+        prop_assert_eq!(read, IndexDocument::from_value(&v));
     }
 
     #[test]

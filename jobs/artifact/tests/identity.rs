@@ -466,3 +466,40 @@ fn identities_inside_an_index() {
         "field `bytes` is malformed: a boolean, not a positive integer"
     );
 }
+
+#[test]
+fn rule_duplicate_names_make_the_identity_absent() {
+    // `serde_json` would silently keep the last `bytes`; another parser keeps the first. Ambiguous
+    // evidence is no evidence.
+    let tok = tokenizer().to_string();
+    let dup_field = tok.replacen("\"bytes\":7847654", "\"bytes\":7847654,\"bytes\":1", 1);
+    assert_ne!(dup_field, tok);
+    let doc = format!(
+        r#"{{"source_repo":"a/b","source_revision":"{REV}","files":1,"bytes":1,"tokenizer":{dup_field},"configuration":{}}}"#,
+        configuration()
+    );
+    let read = IndexDocument::read(doc.as_bytes());
+    assert_eq!(
+        read.tokenizer,
+        Parsed::Absent(Absent::DuplicateKey {
+            pointer: "/tokenizer/bytes".into()
+        })
+    );
+    assert!(read.configuration.present().is_some());
+    assert!(matches!(
+        read.shape,
+        artifact::index_json::Shape::SingleSourceTotals(_)
+    ));
+    // The whole object given twice.
+    let doc = format!(
+        r#"{{"configuration":{0},"configuration":{0}}}"#,
+        configuration()
+    );
+    let read = IndexDocument::read(doc.as_bytes());
+    assert_eq!(
+        read.configuration,
+        Parsed::Absent(Absent::DuplicateKey {
+            pointer: "/configuration".into()
+        })
+    );
+}

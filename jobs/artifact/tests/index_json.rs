@@ -319,3 +319,28 @@ fn writer_refuses_what_the_reader_would_not_read_back() {
         })
     );
 }
+
+#[test]
+fn duplicate_names_outside_identities_make_the_shape_unrecognized() {
+    let json = format!(
+        r#"{{"source_repo":"a/b","source_repo":"c/d","source_revision":"{REV}","files":1,"bytes":2}}"#
+    );
+    match IndexDocument::read(json.as_bytes()).shape {
+        Shape::Unrecognized { keys, reason } => {
+            assert_eq!(keys, ["bytes", "files", "source_repo", "source_revision"]);
+            assert!(
+                reason.contains("`/source_repo` appears more than once"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Inside a units entry, with a JSON-pointer-escaped name.
+    let json = format!(
+        r#"{{"source_repo":"a/b","source_revision":"{REV}","units":[{{"name":"u","a/b":1,"a/b":2,"files":1,"bytes":1}}],"total_bytes":1}}"#
+    );
+    match IndexDocument::read(json.as_bytes()).shape {
+        Shape::Unrecognized { reason, .. } => assert!(reason.contains("/units/0/a~1b"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
