@@ -19,6 +19,7 @@ use crate::{LedgerError, Result};
 pub const TEMP_MARKER: &str = ".minirun-tmp-";
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+const MAX_TEMP_ATTEMPTS: u32 = 10_000;
 
 /// Replaces `path` with `bytes` atomically and durably (see the module documentation).
 ///
@@ -57,7 +58,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn create_temp(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)> {
     let pid = std::process::id();
-    loop {
+    // Leftovers of earlier processes with the same pid are skipped; a directory holding this many
+    // of them is not one to keep writing into.
+    for _ in 0..MAX_TEMP_ATTEMPTS {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp_path = dir.join(format!(".{name}{TEMP_MARKER}{pid}-{n}"));
         match OpenOptions::new()
@@ -67,10 +70,17 @@ fn create_temp(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)> {
         {
             Ok(f) => return Ok((tmp_path, f)),
             // A leftover from an earlier process with the same pid: never reuse it, take the next n.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u64::MAX => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(LedgerError::io("create temp file", tmp_path)(e)),
         }
     }
+    Err(LedgerError::io(
+        "create temp file",
+        dir.join(format!(".{name}{TEMP_MARKER}{pid}-*")),
+    )(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "every candidate temp name is taken; delete the leftover temp files",
+    )))
 }
 
 /// Fsyncs a directory so a rename or a file creation inside it is durable.
