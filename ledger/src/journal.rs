@@ -229,6 +229,15 @@ impl Journal {
         Ok(Some(journal))
     }
 
+    /// Loads the journal of `(stage, unit)`, or a fresh in-progress one when there is none. Errors
+    /// as [`Journal::load`] (an unreadable journal is never silently replaced).
+    pub fn load_or_new(ledger_dir: &Path, stage: &str, unit: &str) -> Result<Self> {
+        match Self::load(ledger_dir, stage, unit)? {
+            Some(j) => Ok(j),
+            None => Self::new(stage, unit),
+        }
+    }
+
     /// Loads a journal from an explicit path; `Ok(None)` when the file does not exist.
     pub fn load_file(path: &Path) -> Result<Option<Self>> {
         let file = match File::open(path) {
