@@ -9,4 +9,5 @@ pub mod identity;
 pub mod index_json;
 pub mod manifest;
 pub mod mega;
+pub mod names;
 pub mod safetensors;

@@ -1,0 +1,121 @@
+//! `UnitLock`: an advisory lock (fs2, `flock(2)`) so two processes never work the same unit of
+//! the same stage at once.
+//!
+//! The lock file is `<ledger dir>/<stage>/<unit>.lock`. It is never deleted: deleting a lock
+//! file another process is about to lock would let two holders lock two different inodes. The
+//! holder writes `pid <n>` into it so a refused process can say who holds the unit. The kernel
+//! drops the lock when the holder's descriptor closes, including when it is killed, so a crashed
+//! run never leaves a stale lock behind.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use fs2::FileExt;
+
+use crate::names::{check_stage_name, check_unit_name};
+use crate::{LedgerError, Result};
+
+/// A held unit lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct UnitLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl UnitLock {
+    /// Takes the lock of `(stage, unit)` under `ledger_dir` without waiting; if another process
+    /// (or another open handle in this process) holds it, returns [`LedgerError::Busy`] naming the
+    /// lock file and what the holder wrote into it.
+    pub fn acquire(ledger_dir: &Path, stage: &str, unit: &str) -> Result<Self> {
+        check_stage_name(stage)?;
+        check_unit_name(unit)?;
+        let dir = ledger_dir.join(stage);
+        std::fs::create_dir_all(&dir).map_err(LedgerError::io("create ledger directory", &dir))?;
+        let path = dir.join(format!("{unit}.lock"));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(LedgerError::io("open lock file", &path))?;
+        if let Err(e) = file.try_lock_exclusive() {
+            if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+            {
+                let mut holder = String::new();
+                let holder = Read::by_ref(&mut file)
+                    .take(256)
+                    .read_to_string(&mut holder)
+                    .ok()
+                    .map(|_| holder.trim().to_owned())
+                    .filter(|h| !h.is_empty());
+                return Err(LedgerError::Busy {
+                    stage: stage.to_owned(),
+                    unit: unit.to_owned(),
+                    lock_path: path,
+                    holder,
+                });
+            }
+            return Err(LedgerError::io("lock", &path)(e));
+        }
+        // Diagnostics only: a failure here does not weaken the lock itself.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "pid {}", std::process::id()));
+        Ok(UnitLock { file, path })
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for UnitLock {
+    fn drop(&mut self) {
+        // Closing the descriptor releases the lock anyway; unlocking first makes it immediate.
+        let _ = FileExt::unlock(&self.file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_with_the_lock_path_and_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = UnitLock::acquire(dir.path(), "fetch", "layers00").unwrap();
+        let err = UnitLock::acquire(dir.path(), "fetch", "layers00").unwrap_err();
+        match &err {
+            LedgerError::Busy {
+                lock_path, holder, ..
+            } => {
+                assert_eq!(lock_path, held.path());
+                assert_eq!(
+                    holder.as_deref(),
+                    Some(format!("pid {}", std::process::id()).as_str())
+                );
+            }
+            other => panic!("expected busy, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("layers00.lock"), "{msg}");
+        // Other units and other stages are independent.
+        let _other_unit = UnitLock::acquire(dir.path(), "fetch", "layers01").unwrap();
+        let _other_stage = UnitLock::acquire(dir.path(), "repack", "layers00").unwrap();
+        drop(held);
+        let _again = UnitLock::acquire(dir.path(), "fetch", "layers00").unwrap();
+    }
+
+    #[test]
+    fn bad_names_never_touch_the_filesystem() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(UnitLock::acquire(dir.path(), "fetch", "../x").is_err());
+        assert!(UnitLock::acquire(dir.path(), "../x", "u").is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
