@@ -3,3 +3,6 @@
 
 pub mod cli;
 pub mod fetch;
+pub mod gate;
+pub mod repack;
+pub mod work;

@@ -1,0 +1,56 @@
+//! `minirun-repack`: fetched upstream ranges → tile containers, plain streams, unit manifests,
+//! and (once every unit is done, or with `--finalize`) index.json and the identity root files.
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipeline::cli::{self, Exit, Hint, StageArgs, UnitArgs};
+use pipeline::plan::Plan;
+use pipeline::repack::{self, RepackOpts};
+
+/// Repack the plan's fetched units into the artifact tree.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-repack", version)]
+struct Args {
+    #[command(flatten)]
+    stage: StageArgs,
+    #[command(flatten)]
+    units: UnitArgs,
+    /// Only write the release-wide files (every unit must already be repacked).
+    #[arg(long)]
+    finalize: bool,
+    /// Count a finished unit as done only after re-hashing its files.
+    #[arg(long)]
+    verify: bool,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let run = || -> Result<repack::RepackSummary, repack::RepackError> {
+        let plan = Plan::load(&args.stage.plan)?;
+        let opts = RepackOpts {
+            work_dir: args.stage.work_dir.clone(),
+            units: args.units.units.clone(),
+            dry_run: args.stage.dry_run,
+            verify: args.verify,
+            finalize_only: args.finalize,
+        };
+        repack::run(&plan, &opts)
+    };
+    match run() {
+        Ok(s) if args.stage.json => {
+            println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+            Exit::Ok.into()
+        }
+        Ok(s) => {
+            print!("{}", s.render());
+            Exit::Ok.into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

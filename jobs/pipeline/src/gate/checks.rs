@@ -1,0 +1,332 @@
+//! The gate's checks, unit by unit and then release-wide.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use artifact::container::{ContainerReader, DigestCheck};
+use artifact::index_json::IndexDocument;
+use artifact::manifest::{FileKind, Manifest, MANIFEST_FILE_NAME};
+use ledger::Journal;
+use sha2::{Digest, Sha256};
+
+use super::{Check, Verdict};
+use crate::fetch::discover::load_offline;
+use crate::plan::{Plan, Resolution};
+use crate::repack::{TensorMap, TENSORS_FILE};
+use crate::work::WorkDir;
+
+pub(super) struct Gate<'a> {
+    plan: &'a Plan,
+    work: &'a WorkDir,
+    no_upstream: bool,
+    resolution: Result<Resolution, String>,
+    pub checks: Vec<Check>,
+    pub bytes_read: u64,
+}
+
+/// Read a whole file from the drive, not from the page cache (its clean cached pages are dropped
+/// first with `POSIX_FADV_DONTNEED`; every file the stages write is fsynced, so its pages are
+/// clean), hashing as it goes.
+fn read_back(path: &Path) -> std::io::Result<(u64, String)> {
+    use std::os::fd::AsRawFd;
+    let mut f = File::open(path)?;
+    // SAFETY: the descriptor is open; the call only advises the kernel about cached pages.
+    let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut n_total = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(buf.get(..n).unwrap_or(&[]));
+        n_total += n as u64;
+    }
+    Ok((n_total, hex::encode(h.finalize())))
+}
+
+/// A `Write` that compares what is written with a range of an upstream file.
+struct Compare {
+    file: File,
+    at: u64,
+    end: u64,
+    mismatch: Option<u64>,
+    buf: Vec<u8>,
+}
+
+impl Write for Compare {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.mismatch.is_none() {
+            let n = data.len() as u64;
+            if self.at + n > self.end {
+                self.mismatch = Some(self.at.max(self.end));
+            } else {
+                self.buf.resize(data.len(), 0);
+                self.file.read_exact_at(&mut self.buf, self.at)?;
+                if let Some(i) = self.buf.iter().zip(data).position(|(a, b)| a != b) {
+                    self.mismatch = Some(self.at + i as u64);
+                }
+            }
+        }
+        self.at += data.len() as u64;
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        if e.file_type()?.is_dir() {
+            walk(&e.path(), &rel, out)?;
+        } else {
+            out.insert(rel);
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Gate<'a> {
+    pub fn new(plan: &'a Plan, work: &'a WorkDir, no_upstream: bool) -> Self {
+        let resolution = load_offline(plan, work)
+            .map_err(|e| crate::cli::render_error(&e, None))
+            .and_then(|up| plan.resolve(&up.tensors).map_err(|e| e.to_string()));
+        Gate { plan, work, no_upstream, resolution, checks: Vec::new(), bytes_read: 0 }
+    }
+
+    fn push(&mut self, check: &'static str, unit: Option<&str>, file: Option<String>, verdict: Verdict, detail: impl Into<String>) {
+        self.checks.push(Check { check, unit: unit.map(Into::into), file, verdict, central: true, detail: detail.into() });
+    }
+
+    pub fn unit(&mut self, unit: &str) {
+        let dir = self.work.release().join(unit);
+        let ledger_dir = self.work.ledger();
+        let journal = match Journal::load(&ledger_dir, crate::repack::STAGE, unit) {
+            Ok(Some(j)) => j,
+            Ok(None) => return self.push("journal", Some(unit), None, Verdict::Fail, "no repack journal: the unit's output is missing"),
+            Err(e) => return self.push("journal", Some(unit), None, Verdict::Fail, e.to_string()),
+        };
+        match journal.is_done(&dir, false) {
+            Ok(ledger::DoneCheck::Done) => self.push("journal", Some(unit), None, Verdict::Pass, "repack journal done; files match their identities"),
+            Ok(ledger::DoneCheck::NotDone(v)) => {
+                let why = v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+                self.push("journal", Some(unit), None, Verdict::Fail, why);
+            }
+            Err(e) => self.push("journal", Some(unit), None, Verdict::Fail, e.to_string()),
+        }
+        let manifest = match Manifest::read(&dir) {
+            Ok(m) => {
+                self.push("manifest", Some(unit), Some(format!("{unit}/{MANIFEST_FILE_NAME}")), Verdict::Pass, format!("{} files", m.files.len()));
+                m
+            }
+            Err(e) => {
+                let detail = crate::cli::render_error(&e, None);
+                return self.push("manifest", Some(unit), Some(format!("{unit}/{MANIFEST_FILE_NAME}")), Verdict::Fail, detail);
+            }
+        };
+        // The file set: exactly the manifest's files plus the manifest.
+        let mut on_disk = BTreeSet::new();
+        if let Err(e) = walk(&dir, "", &mut on_disk) {
+            self.push("file-set", Some(unit), None, Verdict::Fail, format!("cannot list `{}`: {e}", dir.display()));
+        }
+        let listed: BTreeSet<String> =
+            manifest.files.iter().map(|e| e.path.clone()).chain([MANIFEST_FILE_NAME.to_owned()]).collect();
+        let extra: Vec<_> = on_disk.difference(&listed).cloned().collect();
+        let missing: Vec<_> = listed.difference(&on_disk).cloned().collect();
+        if extra.is_empty() && missing.is_empty() {
+            self.push("file-set", Some(unit), None, Verdict::Pass, format!("{} files, none extra or missing", listed.len()));
+        } else {
+            self.push("file-set", Some(unit), None, Verdict::Fail, format!("missing {missing:?}, not in the manifest {extra:?}"));
+        }
+        // Read-back off the drive against the manifest and the digests journaled at write time.
+        let by_path: BTreeMap<&str, &artifact::manifest::ManifestEntry> = manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
+        for rel in listed.iter().filter(|r| on_disk.contains(*r)) {
+            let path = dir.join(rel);
+            let file = Some(format!("{unit}/{rel}"));
+            match read_back(&path) {
+                Err(e) => self.push("read-back", Some(unit), file, Verdict::Fail, format!("unreadable: {e}")),
+                Ok((size, sha)) => {
+                    self.bytes_read += size;
+                    let journaled = journal.outputs.get(rel.as_str());
+                    let mut bad = Vec::new();
+                    if let Some(e) = by_path.get(rel.as_str()) {
+                        if e.size != size || e.sha256 != sha {
+                            bad.push(format!("manifest says {} B sha256 {}", e.size, e.sha256));
+                        }
+                    }
+                    match journaled {
+                        Some(r) if r.size != size || r.sha256.to_string() != sha => {
+                            bad.push(format!("repack journaled {} B sha256 {}", r.size, r.sha256));
+                        }
+                        None => bad.push("not journaled by repack".into()),
+                        _ => {}
+                    }
+                    if bad.is_empty() {
+                        self.push("read-back", Some(unit), file, Verdict::Pass, format!("{size} B sha256 {sha}"));
+                    } else {
+                        self.push("read-back", Some(unit), file, Verdict::Fail, format!("read back {size} B sha256 {sha}; {}", bad.join("; ")));
+                    }
+                }
+            }
+        }
+        self.containers(unit, &dir, &manifest);
+        self.tensors(unit, &dir);
+    }
+
+    /// Every container reopened through the production reader, every tile's digest checked.
+    fn containers(&mut self, unit: &str, dir: &Path, manifest: &Manifest) {
+        for e in manifest.files.iter().filter(|e| e.kind == FileKind::Container) {
+            let file = Some(format!("{unit}/{}", e.path));
+            let result = ContainerReader::open(&dir.join(&e.path)).and_then(|r| r.verify().map(|()| r));
+            match result {
+                Ok(r) => {
+                    let l = r.layout();
+                    self.push("container", Some(unit), file, Verdict::Pass, format!(
+                        "v{} {} {}x{}, {} tiles, every tile digest verified",
+                        l.version, l.spec.mode.name(), l.spec.rows, l.spec.cols, l.tile_count
+                    ));
+                }
+                Err(err) => {
+                    let detail = crate::cli::render_error(&err, None);
+                    self.push("container", Some(unit), file, Verdict::Fail, detail);
+                }
+            }
+        }
+    }
+
+    /// Coverage against the plan and the central byte comparison with the upstream bytes.
+    fn tensors(&mut self, unit: &str, dir: &Path) {
+        let map_path = dir.join(TENSORS_FILE);
+        let file = Some(format!("{unit}/{TENSORS_FILE}"));
+        let map: TensorMap = match std::fs::read(&map_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+            Ok(m) => m,
+            Err(e) => return self.push("tensor-map", Some(unit), file, Verdict::Fail, format!("unreadable: {e}")),
+        };
+        // Coverage: every upstream tensor the plan puts in this unit is in the map.
+        let expected: Option<BTreeSet<String>> = match &self.resolution {
+            Ok(res) => res.unit(unit).map(|u| u.placements.iter().flat_map(|p| p.tensors()).map(|t| t.name.clone()).collect()),
+            Err(_) => None,
+        };
+        match (&self.resolution, expected) {
+            (Err(e), _) => {
+                let e = e.clone();
+                self.push("coverage", Some(unit), None, Verdict::Inconclusive, format!("cannot resolve the upstream tensors: {e}"));
+            }
+            (Ok(_), None) => self.push("coverage", Some(unit), None, Verdict::Fail, "the plan resolves no tensor into this unit"),
+            (Ok(_), Some(exp)) => {
+                let have: BTreeSet<String> = map.tensors.iter().map(|t| t.name.clone()).collect();
+                if have == exp {
+                    self.push("coverage", Some(unit), file.clone(), Verdict::Pass, format!("all {} upstream tensors present", exp.len()));
+                } else {
+                    let lost: Vec<_> = exp.difference(&have).take(5).cloned().collect();
+                    let foreign: Vec<_> = have.difference(&exp).take(5).cloned().collect();
+                    self.push("coverage", Some(unit), file.clone(), Verdict::Fail, format!("missing tensors {lost:?}, unexpected {foreign:?}"));
+                }
+            }
+        }
+        if self.no_upstream {
+            self.checks.push(Check {
+                check: "upstream-compare",
+                unit: Some(unit.into()),
+                file: None,
+                verdict: Verdict::Skip,
+                central: true,
+                detail: "disabled by --no-upstream-compare".into(),
+            });
+            return;
+        }
+        let upstream_root = self.work.upstream_unit(unit);
+        for t in &map.tensors {
+            let src = upstream_root.join(&t.source).join(&t.upstream_file);
+            let [start, end] = t.upstream_range;
+            let file = Some(format!("{unit}/{}", t.file));
+            let up = match File::open(&src) {
+                Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => f,
+                _ => {
+                    self.push("upstream-compare", Some(unit), file, Verdict::Inconclusive, format!("upstream bytes of `{}` are not on disk (`{}`)", t.name, src.display()));
+                    continue;
+                }
+            };
+            let mut cmp = Compare { file: up, at: start, end, mismatch: None, buf: Vec::new() };
+            let art = dir.join(&t.file);
+            let result: Result<(), String> = if t.role == "plain" {
+                File::open(&art)
+                    .and_then(|mut f| std::io::copy(&mut f, &mut cmp).map(|_| ()))
+                    .map_err(|e| e.to_string())
+            } else {
+                ContainerReader::open(&art).map_err(|e| e.to_string()).and_then(|r| {
+                    let mut sink = std::io::sink();
+                    let mut sink2 = std::io::sink();
+                    match t.role.as_str() {
+                        "packed" => r.reassemble_into(DigestCheck::Require, &mut cmp, &mut sink, &mut sink2),
+                        "scale" => r.reassemble_into(DigestCheck::Require, &mut sink, &mut cmp, &mut sink2),
+                        _ => r.reassemble_into(DigestCheck::Require, &mut sink, &mut sink2, &mut cmp),
+                    }
+                    .map_err(|e| e.to_string())
+                })
+            };
+            let detail = format!("`{}` ({}) vs upstream `{}` [{start}, {end})", t.name, t.role, t.upstream_file);
+            match (result, cmp.mismatch, cmp.at == end) {
+                (Err(e), _, _) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: {e}")),
+                (Ok(()), Some(at), _) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: first differing byte at upstream offset {at}")),
+                (Ok(()), None, false) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: the artifact holds {} bytes, upstream {}", cmp.at - start, end - start)),
+                (Ok(()), None, true) => self.push("upstream-compare", Some(unit), file, Verdict::Pass, format!("{detail}: byte-identical")),
+            }
+        }
+    }
+
+    /// Release-wide: index.json (shape, unit totals, identities) and the root files. Required
+    /// when the whole release is gated; otherwise checked if present, else a listed non-central
+    /// skip (a partial selection before finalize).
+    pub fn index(&mut self, whole_release: bool) {
+        let release = self.work.release();
+        let path = release.join(artifact::index_json::INDEX_FILE_NAME);
+        if !path.exists() {
+            if whole_release {
+                self.push("index", None, Some("index.json".into()), Verdict::Fail, "index.json is missing: run `minirun-repack --finalize`");
+            } else {
+                self.checks.push(Check { check: "index", unit: None, file: Some("index.json".into()), verdict: Verdict::Skip, central: false, detail: "not finalized yet (partial selection)".into() });
+            }
+            return;
+        }
+        if let Ok((size, _)) = read_back(&path) {
+            self.bytes_read += size;
+        }
+        let doc = IndexDocument::read_file(&path);
+        let shape = doc.shape.name();
+        if shape != self.plan.index_shape.as_str() {
+            let detail = format!("shape {shape} ({:?}), the plan says {}", doc.shape, self.plan.index_shape.as_str());
+            return self.push("index", None, Some("index.json".into()), Verdict::Fail, detail);
+        }
+        self.push("index", None, Some("index.json".into()), Verdict::Pass, format!("shape {shape}"));
+        let idents: [(&str, Option<artifact::identity::RootFile>, bool); 2] = [
+            ("tokenizer", doc.tokenizer.present().map(|t| t.root.clone()), self.plan.tokenizer.is_some()),
+            ("configuration", doc.configuration.present().map(|c| c.root.clone()), self.plan.config.is_some()),
+        ];
+        for (name, root, declared) in idents {
+            match (root, declared) {
+                (None, false) => {}
+                (None, true) => self.push("identity", None, Some("index.json".into()), Verdict::Fail, format!("{name} identity absent")),
+                (Some(r), _) => {
+                    let p: PathBuf = release.join(&r.file);
+                    match read_back(&p) {
+                        Ok((size, sha)) if size == r.bytes && sha == r.sha256 => {
+                            self.bytes_read += size;
+                            self.push("identity", None, Some(r.file.clone()), Verdict::Pass, format!("{name}: {size} B sha256 {sha} from {}@{}", r.source_repo, r.source_revision));
+                        }
+                        Ok((size, sha)) => self.push("identity", None, Some(r.file.clone()), Verdict::Fail, format!("{name}: file is {size} B sha256 {sha}, the index records {} B {}", r.bytes, r.sha256)),
+                        Err(e) => self.push("identity", None, Some(r.file.clone()), Verdict::Fail, format!("{name}: `{}` unreadable: {e}", r.file)),
+                    }
+                }
+            }
+        }
+    }
+}

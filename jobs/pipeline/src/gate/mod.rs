@@ -1,0 +1,199 @@
+//! The gate: proves that what landed on disk is what the checkpoint contained (seed 001, step 2;
+//! ARCHITECTURE.md §9). It reads every written byte back off the drive against the digests
+//! recorded when it was written, reopens the whole product through the production reader (every
+//! container header, every tile with its digest, every manifest, the index and identities), and
+//! proves byte preservation by reassembling each tensor from its tiles and comparing it with the
+//! fetched upstream bytes — a byte comparison, not a tolerance.
+//!
+//! Exit contract: 0 PASS (non-empty evidence checked and agreed), 1 FAIL (contradiction,
+//! malformed or missing file), 2 INCONCLUSIVE (no evidence, or coverage missing), 77 SKIP (the
+//! central comparison disabled with `--no-upstream-compare`). Results aggregate
+//! FAIL > INCONCLUSIVE > SKIP > PASS; a skipped non-central probe keeps 0 but is listed. A report
+//! alone is never a pass: the exit code is the verdict. See `docs/gate.md`.
+
+mod checks;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::cli::Exit;
+use crate::plan::{Plan, PlanError};
+use crate::work::WorkDir;
+
+/// Options of one gate run.
+#[derive(Debug, Clone, Default)]
+pub struct GateOpts {
+    /// `--work-dir`, else the plan's.
+    pub work_dir: Option<PathBuf>,
+    /// `--units`; `Some("")` is an empty selection (INCONCLUSIVE).
+    pub units: Option<String>,
+    /// `--report`, else `<work>/reports/gate.json`.
+    pub report: Option<PathBuf>,
+    /// `--no-upstream-compare`: skip the central byte comparison (exit 77 at best).
+    pub no_upstream_compare: bool,
+    /// `--dry-run`: list what would be checked.
+    pub dry_run: bool,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// Agreed.
+    Pass,
+    /// Could not run here, or disabled (`central` says whether it counts).
+    Skip,
+    /// No evidence, or coverage missing.
+    Inconclusive,
+    /// Contradicted, malformed or missing.
+    Fail,
+}
+
+/// One check in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What was checked (`read-back`, `container`, `upstream-compare`, `manifest`, `index`, ...).
+    pub check: &'static str,
+    /// The unit, if the check belongs to one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The file (relative to the release root), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Whether a SKIP of this check sets the overall verdict (the central comparison) or is
+    /// only listed (an optional probe).
+    pub central: bool,
+    /// What was found.
+    pub detail: String,
+}
+
+/// The gate report (`reports/gate.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct GateReport {
+    /// Schema version.
+    pub v: u32,
+    /// The plan.
+    pub plan: String,
+    /// The aggregate verdict.
+    pub verdict: Verdict,
+    /// The exit code that verdict maps to.
+    pub exit_code: u8,
+    /// Units gated.
+    pub units: Vec<String>,
+    /// Bytes read back off the drive.
+    pub bytes_read: u64,
+    /// Every check, in order.
+    pub checks: Vec<Check>,
+}
+
+/// Why the gate could not run at all (a refusal: exit 1, no report).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The report could not be written.
+    #[error("failed to write the gate report")]
+    Report(#[from] ledger::LedgerError),
+}
+
+impl crate::cli::Hint for GateError {}
+
+impl GateReport {
+    /// The process exit code of this report.
+    pub fn exit(&self) -> Exit {
+        match self.verdict {
+            Verdict::Pass => Exit::Ok,
+            Verdict::Fail => Exit::Failure,
+            Verdict::Inconclusive => Exit::Inconclusive,
+            Verdict::Skip => Exit::Skip,
+        }
+    }
+
+    /// A readable summary: failures first, then the counts.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for c in self.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+            s.push_str(&format!(
+                "{:?} {} {}{}: {}\n",
+                c.verdict,
+                c.check,
+                c.unit.as_deref().unwrap_or("-"),
+                c.file.as_deref().map(|f| format!(" `{f}`")).unwrap_or_default(),
+                c.detail
+            ));
+        }
+        let pass = self.checks.iter().filter(|c| c.verdict == Verdict::Pass).count();
+        s.push_str(&format!(
+            "gate {}: {:?} — {} checks ({} passed), {} units, {} bytes read back\n",
+            self.plan,
+            self.verdict,
+            self.checks.len(),
+            pass,
+            self.units.len(),
+            self.bytes_read
+        ));
+        s
+    }
+}
+
+/// Aggregate: FAIL > INCONCLUSIVE > SKIP (central only) > PASS; no evidence is INCONCLUSIVE.
+pub fn aggregate(checks: &[Check]) -> Verdict {
+    let evidence = checks.iter().any(|c| c.verdict == Verdict::Pass);
+    let worst = checks
+        .iter()
+        .map(|c| if c.verdict == Verdict::Skip && !c.central { Verdict::Pass } else { c.verdict })
+        .max()
+        .unwrap_or(Verdict::Inconclusive);
+    if worst == Verdict::Pass && !evidence {
+        Verdict::Inconclusive
+    } else {
+        worst
+    }
+}
+
+/// Run the gate and write its report.
+pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
+    plan.ensure_runnable()?;
+    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    let units: Vec<String> = match opts.units.as_deref() {
+        Some(s) if s.trim().is_empty() => Vec::new(),
+        sel => plan.select_units(sel)?.iter().map(|u| u.as_str().to_owned()).collect(),
+    };
+    let whole_release = units.len() == plan.units.len();
+    let mut checks = Vec::new();
+    let mut bytes_read = 0;
+    if units.is_empty() {
+        checks.push(Check {
+            check: "selection",
+            unit: None,
+            file: None,
+            verdict: Verdict::Inconclusive,
+            central: true,
+            detail: "the unit selection is empty: no evidence".into(),
+        });
+    } else if !opts.dry_run {
+        let mut g = checks::Gate::new(plan, &work, opts.no_upstream_compare);
+        for u in &units {
+            g.unit(u);
+        }
+        g.index(whole_release);
+        bytes_read = g.bytes_read;
+        checks = g.checks;
+    }
+    let verdict = if opts.dry_run { Verdict::Inconclusive } else { aggregate(&checks) };
+    let mut report = GateReport { v: 1, plan: plan.name.clone(), verdict, exit_code: 0, units, bytes_read, checks };
+    report.exit_code = report.exit().code();
+    if !opts.dry_run {
+        let path = opts.report.clone().unwrap_or_else(|| work.reports().join("gate.json"));
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let bytes = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        ledger::write_atomic(&path, &bytes)?;
+    }
+    Ok(report)
+}
