@@ -2,3 +2,5 @@
 //! per stage. Binaries in `jobs/bin` are thin wrappers over this crate.
 
 pub mod cli;
+pub mod inspect;
+pub mod plan;
