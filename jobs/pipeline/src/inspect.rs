@@ -6,7 +6,9 @@
 //! status; a refused plan is the [`PlanError`]. [`render_resolution`] shows a plan bound to
 //! upstream tensors (what the fetch stage read), unit by unit.
 
-use crate::plan::{ContainerMode, Placement, Plan, PlanError, PlanStatus, Resolution, RuleAction};
+use crate::plan::{
+    ContainerMode, NibbleOrder, Placement, Plan, PlanError, PlanStatus, Resolution, RuleAction,
+};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -160,7 +162,11 @@ fn action(a: &RuleAction) -> String {
                     group,
                     nibble_order,
                 } => {
-                    format!("scale {scale}, group {group}, {nibble_order:?}")
+                    let order = match nibble_order {
+                        NibbleOrder::LowFirst => "low-first",
+                        NibbleOrder::HighFirst => "high-first",
+                    };
+                    format!("scale {scale}, group {group}, {order}")
                 }
                 ContainerMode::Affine {
                     scales,

@@ -1043,7 +1043,7 @@ impl V<'_> {
             if let Some(l) = &s.license {
                 add(
                     l.file.as_str(),
-                    format!("licence `{}` of source `{}`", l.from, s.name),
+                    format!("licence `{}` of `{}@{}`", l.from, s.repo, s.revision),
                     src_span(&s.name),
                     &format!("{key}.license"),
                 )?;
