@@ -527,6 +527,18 @@ impl V<'_> {
         key: &str,
         total: &mut i64,
     ) -> R<Vec<BTreeMap<String, i64>>> {
+        // Refuse before allocating: the product of the ranges is what would be built.
+        let product = ranges
+            .iter()
+            .fold(1i64, |p, (_, lo, hi)| p.saturating_mul(hi - lo + 1));
+        *total = total.saturating_add(product);
+        if *total > MAX_UNITS {
+            return self.err(
+                span,
+                key,
+                format!("the plan expands to more than {MAX_UNITS} units or omissions"),
+            );
+        }
         let mut combos: Vec<BTreeMap<String, i64>> = vec![BTreeMap::new()];
         for (var, lo, hi) in ranges {
             let mut next = Vec::new();
@@ -536,14 +548,6 @@ impl V<'_> {
                     c2.insert(var.clone(), v);
                     next.push(c2);
                 }
-            }
-            *total = total.saturating_add(next.len() as i64);
-            if *total > MAX_UNITS {
-                return self.err(
-                    span,
-                    key,
-                    format!("the plan expands to more than {MAX_UNITS} units or omissions"),
-                );
             }
             combos = next;
         }
