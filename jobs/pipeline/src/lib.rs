@@ -4,5 +4,7 @@
 pub mod cli;
 pub mod fetch;
 pub mod gate;
+pub mod inspect;
+pub mod plan;
 pub mod repack;
 pub mod work;

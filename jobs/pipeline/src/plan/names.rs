@@ -1,0 +1,312 @@
+//! Validated string newtypes of the plan (`plans/README.md` §"Names"): `RepoId`, `CommitSha`,
+//! `UnitName`, `BranchName`, `Dtype`, `RootFileName`, `RepoPath`.
+//!
+//! Each has a `new` that returns the reason for a refusal (which the plan loader turns into a
+//! `file:line: key` error), and a `Deserialize` that calls `new` through
+//! `serde::de::Error::custom`, so toml keeps the span of the offending value (cargo's
+//! `str_newtype!` idea). Rules for repository ids and revisions follow seed 000 ("Tokenizer and
+//! configuration identity": canonical repo id, exactly 40 lowercase hex).
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+macro_rules! str_newtype {
+    ($(#[$m:meta])* $name:ident, $check:path) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validate `s`; the error is a lower-case sentence naming the value and the fix.
+            pub fn new(s: &str) -> Result<Self, String> {
+                $check(s).map(|()| Self(s.to_owned()))
+            }
+            /// The validated text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                Self::new(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+str_newtype!(
+    /// A canonical Hugging Face repository id `owner/name`.
+    RepoId,
+    check_repo_id
+);
+str_newtype!(
+    /// An immutable commit: exactly 40 lowercase hexadecimal characters, never a branch name.
+    CommitSha,
+    check_commit
+);
+str_newtype!(
+    /// A unit (artifact directory) name: `[a-z0-9][a-z0-9_-]*`, at most 64 characters.
+    UnitName,
+    check_unit_name
+);
+str_newtype!(
+    /// A git branch name for the public branch of the target repository.
+    BranchName,
+    check_branch
+);
+str_newtype!(
+    /// A safetensors dtype string as written in a header (`F8_E4M3`, `BF16`, …).
+    Dtype,
+    check_dtype
+);
+str_newtype!(
+    /// A canonical repository-root file name (seed 000: letters, digits, `-`, `.`, `_`).
+    RootFileName,
+    check_root_file
+);
+str_newtype!(
+    /// A relative path inside an upstream repository (`tokenizer/tokenizer.json`).
+    RepoPath,
+    check_repo_path
+);
+
+/// Longest owner or name part the hub accepts.
+const REPO_PART_MAX: usize = 96;
+/// Longest unit name: unit names become directory names and journal file names.
+const UNIT_NAME_MAX: usize = 64;
+
+fn check_repo_id(s: &str) -> Result<(), String> {
+    let fix = "write the canonical hub id `owner/name` (letters, digits, `-`, `_`, `.`)";
+    let Some((owner, name)) = s.split_once('/') else {
+        return Err(format!("`{s}` is not a repository id: {fix}"));
+    };
+    if name.contains('/') {
+        return Err(format!("`{s}` has more than one `/`: {fix}"));
+    }
+    for (what, part) in [("owner", owner), ("name", name)] {
+        if part.is_empty() || part.len() > REPO_PART_MAX {
+            return Err(format!(
+                "`{s}`: the {what} must have 1 to {REPO_PART_MAX} characters: {fix}"
+            ));
+        }
+        if let Some(c) = part
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        {
+            return Err(format!("`{s}`: character {c:?} is not allowed: {fix}"));
+        }
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !word(part.chars().next()) || !word(part.chars().last()) {
+            return Err(format!(
+                "`{s}`: the {what} must start and end with a letter, digit or `_`: {fix}"
+            ));
+        }
+        if part.contains("--") || part.contains("..") {
+            return Err(format!("`{s}`: `--` and `..` are not allowed: {fix}"));
+        }
+    }
+    if name.ends_with(".git") {
+        return Err(format!(
+            "`{s}`: a repository name may not end in `.git`: {fix}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_commit(s: &str) -> Result<(), String> {
+    let pin =
+        "pin the full commit sha (40 lowercase hex digits) it points at, e.g. from the hub's \
+               `/api/models/<repo>/revision/<branch>`";
+    let all_hex = !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    if !all_hex {
+        return Err(format!(
+            "`{s}` is a branch or tag name, not a commit; a plan must be replayable: {pin}"
+        ));
+    }
+    if s.len() != 40 {
+        return Err(format!(
+            "`{s}` has {} hex digits; a commit sha has exactly 40 (abbreviated shas are refused): {pin}",
+            s.len()
+        ));
+    }
+    if s.chars().any(|c| c.is_ascii_uppercase()) {
+        return Err(format!(
+            "`{s}` has uppercase hex digits; write it as `{}`",
+            s.to_ascii_lowercase()
+        ));
+    }
+    Ok(())
+}
+
+fn check_unit_name(s: &str) -> Result<(), String> {
+    let ok_first = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok_rest = s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !ok_first || !ok_rest || s.len() > UNIT_NAME_MAX {
+        return Err(format!(
+            "`{s}` is not a unit name: use lowercase letters, digits, `-` and `_`, starting with a \
+             letter or digit, at most {UNIT_NAME_MAX} characters (e.g. `layers07`, `dit-block-00`)"
+        ));
+    }
+    Ok(())
+}
+
+fn check_branch(s: &str) -> Result<(), String> {
+    let bad = s.is_empty()
+        || s.len() > 255
+        || s.starts_with('-')
+        || s.starts_with('/')
+        || s.ends_with('/')
+        || s.ends_with('.')
+        || s.ends_with(".lock")
+        || s.contains("..")
+        || s.contains("//")
+        || s.contains("@{")
+        || s.chars().any(|c| {
+            c.is_ascii_control()
+                || c.is_whitespace()
+                || matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+        });
+    if bad {
+        return Err(format!(
+            "`{s}` is not a valid git branch name: use e.g. `main` (no spaces, `..`, `~^:?*[\\`)"
+        ));
+    }
+    if s.starts_with("candidate-") {
+        return Err(format!(
+            "`{s}`: branches named `candidate-*` are reserved for candidate uploads; publish to \
+             another branch (e.g. `main`)"
+        ));
+    }
+    Ok(())
+}
+
+/// The dtype strings safetensors writes in headers.
+pub const KNOWN_DTYPES: &[&str] = &[
+    "BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I16", "U16",
+    "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64",
+];
+
+fn check_dtype(s: &str) -> Result<(), String> {
+    if KNOWN_DTYPES.contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{s}` is not a safetensors dtype; use one of {}",
+            KNOWN_DTYPES.join(", ")
+        ))
+    }
+}
+
+fn check_root_file(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 255
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{s}` is not a canonical root file name: no `/`, not `.` or `..`, only letters, \
+             digits, `-`, `.` and `_`"
+        ))
+    }
+}
+
+fn check_repo_path(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 1024
+        && !s.contains('\\')
+        && s.split('/').all(|c| {
+            !c.is_empty() && c != "." && c != ".." && !c.chars().any(|ch| ch.is_control())
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{s}` is not a relative repository path: `/`-separated, no empty, `.` or `..` \
+             components, no `\\`"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids() {
+        for ok in [
+            "deepseek-ai/DeepSeek-V4-Flash",
+            "a/b",
+            "x_1/y.z",
+            "minirun/K-minirun",
+        ] {
+            assert!(RepoId::new(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "noslash", "a/b/c", "/b", "a/", "-a/b", "a/b-", "a--b/c", "a/b..c", "a/b.git",
+            "a b/c", "a/ü",
+        ] {
+            assert!(RepoId::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commits() {
+        let good = "60d8d70770c6776ff598c94bb586a859a38244f1";
+        assert!(CommitSha::new(good).is_ok());
+        let e = CommitSha::new("main").unwrap_err();
+        assert!(e.contains("branch") && e.contains("pin"), "{e}");
+        let e = CommitSha::new(&good.to_uppercase()).unwrap_err();
+        assert!(e.contains("uppercase") && e.contains(good), "{e}");
+        let e = CommitSha::new(&good[..39]).unwrap_err();
+        assert!(e.contains("39 hex digits"), "{e}");
+        assert!(CommitSha::new("").is_err());
+    }
+
+    #[test]
+    fn unit_names_branches_files() {
+        assert!(UnitName::new("layers00").is_ok());
+        assert!(UnitName::new("dit-block-00").is_ok());
+        for bad in ["", "Layers", "-x", "a/b", "a.b", &"x".repeat(65)] {
+            assert!(UnitName::new(bad).is_err(), "{bad}");
+        }
+        assert!(BranchName::new("main").is_ok());
+        assert!(BranchName::new("release/v1").is_ok());
+        for bad in ["", "a..b", "-x", "x.lock", "a b", "candidate-123", "a:b"] {
+            assert!(BranchName::new(bad).is_err(), "{bad}");
+        }
+        assert!(RootFileName::new("tokenizer.json").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b"] {
+            assert!(RootFileName::new(bad).is_err(), "{bad}");
+        }
+        assert!(RepoPath::new("tokenizer/tokenizer.json").is_ok());
+        for bad in ["", "/a", "a//b", "a/../b", "a\\b", "./a"] {
+            assert!(RepoPath::new(bad).is_err(), "{bad}");
+        }
+        assert!(Dtype::new("F8_E4M3").is_ok());
+        assert!(Dtype::new("f8_e4m3").is_err());
+    }
+}
