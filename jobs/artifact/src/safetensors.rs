@@ -392,6 +392,16 @@ pub fn encode_header(
     specs: &[TensorSpec],
     metadata: Option<&[(String, String)]>,
 ) -> Result<(Vec<u8>, Header), SafetensorsError> {
+    encode_header_padded(specs, metadata, true)
+}
+
+/// [`encode_header`] with the 8-byte padding optional: `mx.save_safetensors` does not pad, so its
+/// data section can start at any offset (formats.md §1.2).
+pub fn encode_header_padded(
+    specs: &[TensorSpec],
+    metadata: Option<&[(String, String)]>,
+    pad: bool,
+) -> Result<(Vec<u8>, Header), SafetensorsError> {
     let mut json = String::from("{");
     let mut first = true;
     let mut push_key = |json: &mut String, key: &str| -> Result<(), SafetensorsError> {
@@ -448,7 +458,7 @@ pub fn encode_header(
         offset = end;
     }
     json.push('}');
-    while json.len() % 8 != 0 {
+    while pad && json.len() % 8 != 0 {
         json.push(' ');
     }
     let n = json.len() as u64;
