@@ -310,3 +310,69 @@ fn encode_refuses_bad_specs() {
         vec!["a\"b\\c\u{1}é"]
     );
 }
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dtype() -> impl Strategy<Value = Dtype> {
+        prop::sample::select(vec![
+            Dtype::U8,
+            Dtype::I8,
+            Dtype::F8E4M3,
+            Dtype::F8E8M0,
+            Dtype::BF16,
+            Dtype::F16,
+            Dtype::F32,
+            Dtype::I64,
+            Dtype::U32,
+        ])
+    }
+
+    fn specs() -> impl Strategy<Value = Vec<TensorSpec>> {
+        prop::collection::vec(
+            (
+                "[a-z0-9._]{1,12}",
+                dtype(),
+                prop::collection::vec(0u64..5, 0..4),
+            ),
+            0..12,
+        )
+        .prop_map(|v| {
+            let mut seen = std::collections::HashSet::new();
+            v.into_iter()
+                .filter(|(n, _, _)| seen.insert(n.clone()))
+                .map(|(n, d, s)| TensorSpec::new(n, d, &s))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn encode_parse_round_trip_and_crate_agrees(specs in specs(), pad in any::<bool>()) {
+            let (prefix, header) = encode_header_padded(&specs, Some(&pt_metadata()), pad).unwrap();
+            let mut file = prefix.clone();
+            for s in &specs {
+                let n = s.byte_len().unwrap() as usize;
+                file.extend((0..n).map(|i| (i * 31 + s.name.len()) as u8));
+            }
+            let parsed = parse_header(&file).unwrap();
+            prop_assert_eq!(parsed.data_len, header.data_len);
+            prop_assert_eq!(parsed.data_start, prefix.len() as u64);
+            parsed.check_file_len(file.len() as u64).unwrap();
+            // Same tensors; order equal up to zero-length tensors sharing an offset.
+            let mut a = parsed.tensors.clone();
+            let mut b = header.tensors.clone();
+            a.sort_by(|x, y| x.name.cmp(&y.name));
+            b.sort_by(|x, y| x.name.cmp(&y.name));
+            prop_assert_eq!(a, b);
+            let st = ::safetensors::SafeTensors::deserialize(&file).unwrap();
+            prop_assert_eq!(st.len(), specs.len());
+            for t in &parsed.tensors {
+                let v = st.tensor(&t.name).unwrap();
+                let r = absolute_range(parsed.data_start, t);
+                prop_assert_eq!(v.data(), &file[r.start as usize..r.end as usize]);
+            }
+        }
+    }
+}
