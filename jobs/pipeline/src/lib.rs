@@ -7,4 +7,5 @@ pub mod gate;
 pub mod inspect;
 pub mod plan;
 pub mod repack;
+pub mod synth;
 pub mod work;

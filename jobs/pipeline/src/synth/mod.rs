@@ -1,0 +1,137 @@
+//! `minirun-synth`: tiny checkpoints in each family's real upstream layout, with values drawn
+//! from realistic distributions and quantized by the upstream rules, byte-identical for the same
+//! `(family, seed, scale)` on every machine.
+//!
+//! Spec: issue 4 item 1; `../shared/design/models.md` §1 (DeepSeek V4 Flash), §4 (Kimi K3), §5
+//! (MiniMax H3); `formats.md` §1–4. What each family writes and what is guessed: `docs/synth.md`.
+
+pub mod deepseek;
+pub mod kimi;
+pub mod minimax;
+pub mod prng;
+pub mod quant;
+pub mod tokenizer;
+pub mod write;
+
+pub use write::FileDigest;
+
+use std::path::{Path, PathBuf};
+
+/// Largest `--scale` accepted (scale 64 is a few GB; beyond 256 the disk fills).
+pub const MAX_SCALE: u64 = 256;
+
+/// A checkpoint family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// `deepseek-ai/DeepSeek-V4-Flash` layout.
+    #[value(name = "deepseek-v4")]
+    DeepseekV4,
+    /// `moonshotai/Kimi-K3` layout (text MoE part).
+    #[value(name = "kimi-k3")]
+    KimiK3,
+    /// MiniMax H3: the diffusers repo and the community MLX 8-bit port, one subdirectory each.
+    #[value(name = "minimax-h3")]
+    MinimaxH3,
+}
+
+/// What was written.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    /// The family.
+    pub family: Family,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Seed.
+    pub seed: u64,
+    /// Scale.
+    pub scale: u64,
+    /// Number of tensors in all safetensors files.
+    pub tensors: usize,
+    /// Every file, in write order.
+    pub files: Vec<FileDigest>,
+}
+
+impl Summary {
+    /// Total bytes written.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
+    }
+    /// `sha256sum`-style lines (`<hex>  <path>`), sorted by path: the golden-digest format.
+    pub fn sha256sum_lines(&self) -> String {
+        let mut files: Vec<&FileDigest> = self.files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
+            .iter()
+            .map(|f| format!("{}  {}\n", f.sha256, f.path))
+            .collect()
+    }
+}
+
+/// Why generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// Filesystem.
+    #[error("failed to write `{}`", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Header encoding.
+    #[error("failed to encode the safetensors header of `{}`", path.display())]
+    Safetensors {
+        /// The shard.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: artifact::safetensors::SafetensorsError,
+    },
+    /// Tokenizer training or serialization.
+    #[error("failed to train the BPE tokenizer: {0}")]
+    Tokenizer(String),
+    /// An internal plan inconsistency.
+    #[error("inconsistent generator plan: {0}")]
+    Plan(String),
+    /// `--scale` out of range.
+    #[error("scale {0} is out of range: use 1..={MAX_SCALE}")]
+    Scale(u64),
+    /// The output directory is not empty.
+    #[error("output directory `{}` is not empty; pass an empty or new directory", .0.display())]
+    NotEmpty(PathBuf),
+}
+
+impl crate::cli::Hint for SynthError {}
+
+/// Generate `family` into `out` (created if missing; must be empty).
+pub fn generate(family: Family, out: &Path, seed: u64, scale: u64) -> Result<Summary, SynthError> {
+    if scale == 0 || scale > MAX_SCALE {
+        return Err(SynthError::Scale(scale));
+    }
+    std::fs::create_dir_all(out).map_err(|source| SynthError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let mut entries = std::fs::read_dir(out).map_err(|source| SynthError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    if entries.next().is_some() {
+        return Err(SynthError::NotEmpty(out.to_path_buf()));
+    }
+    let (files, tensors) = match family {
+        Family::DeepseekV4 => deepseek::generate(out, seed, scale)?,
+        Family::KimiK3 => kimi::generate(out, seed, scale)?,
+        Family::MinimaxH3 => minimax::generate(out, seed, scale)?,
+    };
+    Ok(Summary {
+        family,
+        out: out.to_path_buf(),
+        seed,
+        scale,
+        tensors,
+        files,
+    })
+}
