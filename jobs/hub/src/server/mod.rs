@@ -4,6 +4,7 @@
 //! decoded twice. An optional second listener plays the CDN that LFS downloads are redirected to.
 
 mod faults;
+mod import;
 mod lfs;
 mod routes_read;
 mod routes_write;
@@ -20,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::Digest as _;
 
 pub use faults::{FaultMode, FaultSpec, Faults};
+pub use import::{import_dir, ImportError, ImportSummary};
 use store::Store;
 
 use crate::protocol::{self, RepoId, RepoType};

@@ -109,7 +109,16 @@ pub(crate) async fn cdn(State(st): State<Arc<AppState>>, req: Request) -> Respon
     st.log
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push(format!("CDN {} {}", parts.method, parts.uri.path()));
+        .push(format!(
+            "CDN {} {} auth={}",
+            parts.method,
+            parts.uri.path(),
+            if parts.headers.contains_key("authorization") {
+                "yes"
+            } else {
+                "no"
+            }
+        ));
     let sha = parts.uri.path().strip_prefix("/cdn/").unwrap_or("");
     let sig = parts.uri.query().and_then(|q| {
         url::form_urlencoded::parse(q.as_bytes())
