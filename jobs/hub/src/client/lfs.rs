@@ -1,0 +1,229 @@
+//! LFS uploads (hub-protocol.md §7.3): the batch call (with the token), then per object either a
+//! basic `PUT` of the whole body or a multipart upload (part `PUT`s whose `ETag`s go into the
+//! completion `POST`) — both to pre-signed URLs and WITHOUT the token — then the authenticated
+//! verify. Objects the hub already has (no `actions`) are skipped.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{http_error, json_body, HubClient, HubError, Idempotence};
+use crate::protocol::RepoId;
+
+/// One LFS object to upload.
+#[derive(Debug, Clone)]
+pub struct LfsObject {
+    /// SHA-256 of the content.
+    pub oid: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Where the bytes are.
+    pub source: super::UploadSource,
+}
+
+fn read_slice(src: &super::UploadSource, start: u64, len: u64) -> Result<Bytes, HubError> {
+    match src {
+        super::UploadSource::Bytes(b) => {
+            let lo = usize::try_from(start).unwrap_or(usize::MAX).min(b.len());
+            let hi = usize::try_from(start.saturating_add(len))
+                .unwrap_or(usize::MAX)
+                .min(b.len());
+            Ok(b.slice(lo..hi))
+        }
+        super::UploadSource::File(p) => {
+            let io = |source| HubError::Io {
+                path: p.display().to_string(),
+                source,
+            };
+            let mut f = std::fs::File::open(p).map_err(io)?;
+            f.seek(SeekFrom::Start(start)).map_err(io)?;
+            let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            f.take(len).read_to_end(&mut buf).map_err(io)?;
+            Ok(Bytes::from(buf))
+        }
+    }
+}
+
+fn body_of(src: &super::UploadSource, path: &Option<PathBuf>) -> Result<reqwest::Body, HubError> {
+    match (src, path) {
+        (super::UploadSource::Bytes(b), _) => Ok(reqwest::Body::from(b.clone())),
+        (super::UploadSource::File(p), _) => {
+            let f = std::fs::File::open(p).map_err(|source| HubError::Io {
+                path: p.display().to_string(),
+                source,
+            })?;
+            Ok(reqwest::Body::from(tokio::fs::File::from_std(f)))
+        }
+    }
+}
+
+impl HubClient {
+    /// Upload the objects the hub lacks (batch → PUT or multipart → verify), 256 per batch.
+    /// Returns how many objects were actually sent.
+    pub async fn upload_lfs(
+        &self,
+        repo: &RepoId,
+        rev: Option<&str>,
+        objects: &[LfsObject],
+    ) -> Result<usize, HubError> {
+        let u = self.url(&format!(
+            "{}/{}{}.git/info/lfs/objects/batch",
+            self.endpoint(),
+            repo.kind.url_prefix(),
+            repo.id()
+        ))?;
+        let mut sent = 0;
+        for batch in objects.chunks(256) {
+            let mut body = json!({
+                "operation": "upload",
+                "transfers": ["basic", "multipart"],
+                "objects": batch.iter().map(|o| json!({"oid": o.oid, "size": o.size})).collect::<Vec<_>>(),
+                "hash_algo": "sha256",
+            });
+            if let Some(r) = rev {
+                body["ref"] = json!({"name": r});
+            }
+            let body = serde_json::to_vec(&body).map_err(|e| HubError::Protocol {
+                url: u.to_string(),
+                detail: e.to_string(),
+            })?;
+            let r = self
+                .send(&Method::POST, &u, Idempotence::Idempotent, || {
+                    Ok(self
+                        .request(Method::POST, &u)
+                        .header("accept", "application/vnd.git-lfs+json")
+                        .header("content-type", "application/vnd.git-lfs+json")
+                        .body(body.clone()))
+                })
+                .await?;
+            let answer: Value = json_body(&u, r).await?;
+            let items = answer
+                .get("objects")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for o in batch {
+                let item = items
+                    .iter()
+                    .find(|i| i.get("oid").and_then(Value::as_str) == Some(o.oid.as_str()))
+                    .ok_or_else(|| HubError::Protocol {
+                        url: u.to_string(),
+                        detail: format!("LFS batch answer lacks object {}", o.oid),
+                    })?;
+                if let Some(err) = item.get("error") {
+                    return Err(HubError::Protocol {
+                        url: u.to_string(),
+                        detail: format!("LFS batch refused object {}: {err}", o.oid),
+                    });
+                }
+                let Some(actions) = item.get("actions") else {
+                    continue;
+                };
+                self.transfer(o, actions).await?;
+                sent += 1;
+            }
+        }
+        Ok(sent)
+    }
+
+    async fn transfer(&self, o: &LfsObject, actions: &Value) -> Result<(), HubError> {
+        let upload = actions.get("upload").ok_or_else(|| {
+            HubError::Config(format!("LFS batch gave no upload action for {}", o.oid))
+        })?;
+        let href = upload.get("href").and_then(Value::as_str).unwrap_or("");
+        let href = self.url(href)?;
+        let header = upload.get("header");
+        match header.and_then(|h| h.get("chunk_size")) {
+            Some(cs) => {
+                let chunk: u64 = cs
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .or_else(|| cs.as_u64())
+                    .filter(|c| *c > 0)
+                    .ok_or_else(|| HubError::Protocol {
+                        url: href.to_string(),
+                        detail: "bad `chunk_size`".into(),
+                    })?;
+                let parts = o.size.div_ceil(chunk);
+                let mut etags = Vec::new();
+                for n in 1..=parts {
+                    let part_url = header
+                        .and_then(|h| h.get(n.to_string()))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| HubError::Protocol {
+                            url: href.to_string(),
+                            detail: format!("multipart header lacks part {n} of {parts}"),
+                        })?;
+                    let pu = self.url(part_url)?;
+                    let data = read_slice(&o.source, (n - 1) * chunk, chunk)?;
+                    let r = self
+                        .send(&Method::PUT, &pu, Idempotence::Idempotent, || {
+                            Ok(self.request_anon(Method::PUT, &pu).body(data.clone()))
+                        })
+                        .await?;
+                    let etag = r
+                        .headers()
+                        .get("etag")
+                        .and_then(|v| v.to_str().ok())
+                        .map(String::from)
+                        .ok_or_else(|| HubError::Protocol {
+                            url: pu.to_string(),
+                            detail: "part upload answer has no `ETag`".into(),
+                        })?;
+                    etags.push(json!({"partNumber": n, "etag": etag}));
+                }
+                let body =
+                    serde_json::to_vec(&json!({"oid": o.oid, "parts": etags})).map_err(|e| {
+                        HubError::Protocol {
+                            url: href.to_string(),
+                            detail: e.to_string(),
+                        }
+                    })?;
+                self.send(&Method::POST, &href, Idempotence::Idempotent, || {
+                    Ok(self
+                        .request_anon(Method::POST, &href)
+                        .header("accept", "application/vnd.git-lfs+json")
+                        .header("content-type", "application/vnd.git-lfs+json")
+                        .body(body.clone()))
+                })
+                .await?;
+            }
+            None => {
+                self.send(&Method::PUT, &href, Idempotence::Idempotent, || {
+                    Ok(self
+                        .request_anon(Method::PUT, &href)
+                        .body(body_of(&o.source, &None)?))
+                })
+                .await?;
+            }
+        }
+        if let Some(v) = actions
+            .get("verify")
+            .and_then(|v| v.get("href"))
+            .and_then(Value::as_str)
+        {
+            let vu = self.url(v)?;
+            let body = serde_json::to_vec(&json!({"oid": o.oid, "size": o.size})).map_err(|e| {
+                HubError::Protocol {
+                    url: vu.to_string(),
+                    detail: e.to_string(),
+                }
+            })?;
+            let r = self.send(&Method::POST, &vu, Idempotence::Idempotent, || {
+                Ok(self
+                    .request(Method::POST, &vu)
+                    .header("accept", "application/vnd.git-lfs+json")
+                    .header("content-type", "application/vnd.git-lfs+json")
+                    .body(body.clone()))
+            });
+            let r = r.await?;
+            if !r.status().is_success() {
+                return Err(http_error(&Method::POST, &vu, r).await);
+            }
+        }
+        Ok(())
+    }
+}

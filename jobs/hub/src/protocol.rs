@@ -1,0 +1,505 @@
+//! Protocol types and rules shared by the client and the server: repo ids, revisions and paths
+//! (validated the same way on both sides), git-blob and LFS hashing, and the JSON shapes of
+//! `../shared/design/hub-protocol.md` §3–§9 (tree entries, siblings, refs, preupload, LFS batch,
+//! NDJSON commit lines, the `{"error": …}` body).
+
+use serde::{Deserialize, Serialize};
+use sha1::Digest as _;
+
+/// Python's `quote(s, safe="")`: everything but `A-Za-z0-9-_.~` percent-encoded.
+pub const QUOTE_ALL: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// The three repository kinds of the Hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum RepoType {
+    /// `/api/models/…`, files under `/{id}/…`.
+    Model,
+    /// `/api/datasets/…`, files under `/datasets/{id}/…`.
+    Dataset,
+    /// `/api/spaces/…`, files under `/spaces/{id}/…`.
+    Space,
+}
+
+impl RepoType {
+    /// The plural used in API URLs (`models`).
+    pub fn api_plural(self) -> &'static str {
+        match self {
+            RepoType::Model => "models",
+            RepoType::Dataset => "datasets",
+            RepoType::Space => "spaces",
+        }
+    }
+    /// The prefix of file URLs (`""`, `"datasets/"`, `"spaces/"`).
+    pub fn url_prefix(self) -> &'static str {
+        match self {
+            RepoType::Model => "",
+            RepoType::Dataset => "datasets/",
+            RepoType::Space => "spaces/",
+        }
+    }
+    /// Parse `model`/`dataset`/`space` (singular, as in `/api/repos/create`).
+    pub fn from_singular(s: &str) -> Option<RepoType> {
+        match s {
+            "model" => Some(RepoType::Model),
+            "dataset" => Some(RepoType::Dataset),
+            "space" => Some(RepoType::Space),
+            _ => None,
+        }
+    }
+    /// Parse `models`/`datasets`/`spaces`.
+    pub fn from_plural(s: &str) -> Option<RepoType> {
+        match s {
+            "models" => Some(RepoType::Model),
+            "datasets" => Some(RepoType::Dataset),
+            "spaces" => Some(RepoType::Space),
+            _ => None,
+        }
+    }
+}
+
+/// A canonical `owner/name` repo id with its kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RepoId {
+    /// Model, dataset or space.
+    pub kind: RepoType,
+    /// The namespace (user or organisation).
+    pub owner: String,
+    /// The repo name.
+    pub name: String,
+}
+
+impl RepoId {
+    /// A model repo from `owner/name`, validated ([`valid_repo_part`]).
+    pub fn model(id: &str) -> Result<RepoId, String> {
+        RepoId::parse(RepoType::Model, id)
+    }
+    /// A repo of `kind` from `owner/name`, validated.
+    pub fn parse(kind: RepoType, id: &str) -> Result<RepoId, String> {
+        let (owner, name) = id
+            .split_once('/')
+            .ok_or_else(|| format!("repo id `{}` is not of the form owner/name", printable(id)))?;
+        RepoId::from_parts(kind, owner, name)
+    }
+    /// A repo from its two parts, validated.
+    pub fn from_parts(kind: RepoType, owner: &str, name: &str) -> Result<RepoId, String> {
+        if !valid_repo_part(owner) || !valid_repo_part(name) || name.ends_with(".git") {
+            return Err(format!(
+                "repo id `{}/{}` is not canonical (letters, digits, `-`, `_`, `.`; no `--` or `..`; at most 96 characters)",
+                printable(owner),
+                printable(name)
+            ));
+        }
+        Ok(RepoId {
+            kind,
+            owner: owner.to_string(),
+            name: name.to_string(),
+        })
+    }
+    /// `owner/name`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+}
+
+impl std::fmt::Display for RepoId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}/{}", self.kind.url_prefix(), self.owner, self.name)
+    }
+}
+
+/// One half of a canonical repo id: `[A-Za-z0-9][A-Za-z0-9._-]*`, 1..=96 chars, no `--`/`..`,
+/// not ending in `.` or `-`.
+pub fn valid_repo_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 96
+        && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
+        && b.last()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && !s.contains("--")
+        && !s.contains("..")
+}
+
+/// A repo-relative file path: non-empty, ≤ 1024 bytes, `/`-separated components none of which is
+/// empty, `.` or `..`; no leading `/`, no `\`, no NUL or control characters.
+pub fn valid_repo_path(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 1024
+        && !p.chars().any(|c| c.is_control() || c == '\\')
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// A branch or tag name as a ref (`refs/heads/<name>` component): like a path, ≤ 255 bytes, no
+/// spaces, `~^:?*[`, `@{`, no `.lock` suffix, not `refs/…`, not 40 hex (would shadow a commit id).
+pub fn valid_ref_name(n: &str) -> bool {
+    valid_repo_path(n)
+        && n.len() <= 255
+        && !n.starts_with("refs/")
+        && !n.chars().any(|c| c == ' ' || "~^:?*[".contains(c))
+        && !n.contains("@{")
+        && !n.contains("..")
+        && !n.ends_with(".lock")
+        && !n.ends_with('.')
+        && !is_commit_id(n)
+}
+
+/// 40 lower-case hex characters.
+pub fn is_commit_id(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// 64 lower-case hex characters.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Control characters replaced by `?` so hostile input cannot forge log or error lines.
+pub fn printable(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if s.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+/// The git blob SHA-1 of `data` (`sha1("blob <len>\0" + data)`), the oid of a regular file.
+pub fn git_blob_sha1(data: &[u8]) -> String {
+    let mut h = sha1::Sha1::new();
+    h.update(format!("blob {}\0", data.len()).as_bytes());
+    h.update(data);
+    hex::encode(h.finalize())
+}
+
+/// SHA-256 of `data` as lower-case hex, the oid of an LFS object.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(data))
+}
+
+/// The git-lfs pointer file text for an object.
+pub fn lfs_pointer(sha256: &str, size: u64) -> String {
+    format!("version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n")
+}
+
+/// The LFS descriptor of a tree entry (`lfs` in tree listings, §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeLfs {
+    /// SHA-256 of the content.
+    pub oid: String,
+    /// Real size in bytes.
+    pub size: u64,
+    /// Size of the pointer file.
+    #[serde(default)]
+    pub pointer_size: u64,
+}
+
+/// One entry of `/tree` or `/paths-info` (§5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeEntry {
+    /// `file` or `directory`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Git oid (blob SHA-1; of the pointer for LFS files).
+    pub oid: String,
+    /// Real size (0 for directories).
+    #[serde(default)]
+    pub size: u64,
+    /// Repo-relative path.
+    pub path: String,
+    /// Present on LFS files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lfs: Option<TreeLfs>,
+}
+
+impl TreeEntry {
+    /// True for files (not directories).
+    pub fn is_file(&self) -> bool {
+        self.kind == "file"
+    }
+}
+
+/// The `lfs` object of a sibling (note: key `sha256`, not `oid`, §4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SiblingLfs {
+    /// SHA-256 of the content.
+    pub sha256: String,
+    /// Real size.
+    pub size: u64,
+    /// Size of the pointer file.
+    #[serde(default)]
+    pub pointer_size: u64,
+}
+
+/// One `siblings` entry of repo info (§4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sibling {
+    /// Repo-relative path.
+    pub rfilename: String,
+    /// Real size (with `blobs=true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Git oid (with `blobs=true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob_id: Option<String>,
+    /// LFS descriptor (with `blobs=true`, LFS files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lfs: Option<SiblingLfs>,
+}
+
+/// Repo info at a revision (`GET /api/models/{id}[/revision/{rev}]`, §4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoInfo {
+    /// `owner/name`.
+    pub id: String,
+    /// The commit the revision resolved to.
+    #[serde(default)]
+    pub sha: Option<String>,
+    /// Private repo.
+    #[serde(default)]
+    pub private: bool,
+    /// The files.
+    #[serde(default)]
+    pub siblings: Vec<Sibling>,
+    /// The owner.
+    #[serde(default)]
+    pub author: Option<String>,
+    /// Last commit date (ISO 8601).
+    #[serde(default)]
+    pub last_modified: Option<String>,
+}
+
+/// One ref of `/refs` (§6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRef {
+    /// Short name (`main`, `v1`, `1` for PR 1).
+    pub name: String,
+    /// Full ref (`refs/heads/main`).
+    #[serde(rename = "ref")]
+    pub full_ref: String,
+    /// The commit it points to.
+    pub target_commit: String,
+}
+
+/// `GET /api/models/{id}/refs` (§6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refs {
+    /// Branches.
+    #[serde(default)]
+    pub branches: Vec<GitRef>,
+    /// Conversion refs (always empty here).
+    #[serde(default)]
+    pub converts: Vec<GitRef>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<GitRef>,
+    /// Pull-request refs (with `include_prs=1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_requests: Option<Vec<GitRef>>,
+}
+
+/// One file of a preupload request (§7.2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreuploadFile {
+    /// Repo-relative path.
+    pub path: String,
+    /// Base64 of the first ≤ 512 bytes.
+    pub sample: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// One file of a preupload answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreuploadResult {
+    /// Repo-relative path.
+    pub path: String,
+    /// `lfs` or `regular`.
+    pub upload_mode: String,
+    /// Ignored by `.gitignore`.
+    pub should_ignore: bool,
+    /// The remote oid at the revision (sha256 for LFS, git SHA-1 otherwise), if the path exists.
+    #[serde(default)]
+    pub oid: Option<String>,
+}
+
+/// A model listing entry (`GET /api/models`, §9).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    /// `owner/name`.
+    pub id: String,
+    /// Private repo.
+    #[serde(default)]
+    pub private: bool,
+}
+
+/// The commit answer (§8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitResponse {
+    /// Always true on 200.
+    #[serde(default)]
+    pub success: bool,
+    /// The new commit id.
+    pub commit_oid: String,
+    /// `{endpoint}/{repo}/commit/{oid}`.
+    pub commit_url: String,
+    /// `{endpoint}/{repo}/discussions/N` with `create_pr`.
+    #[serde(default)]
+    pub pull_request_url: Option<String>,
+}
+
+/// The Hub's error body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The message.
+    pub error: String,
+}
+
+/// Whether a `.gitattributes`-style glob matches `path`. A pattern without `/` matches the base
+/// name; with `/` the whole path (a leading `/` anchors). `*` and `?` do not cross `/`; `**`
+/// matches across directories.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    let pat = pattern.strip_prefix('/').unwrap_or(pattern);
+    if pattern.contains('/') {
+        glob_bytes(pat.as_bytes(), path.as_bytes())
+    } else {
+        let base = path.rsplit('/').next().unwrap_or(path);
+        glob_bytes(pat.as_bytes(), base.as_bytes())
+    }
+}
+
+fn glob_bytes(p: &[u8], s: &[u8]) -> bool {
+    // Iterative matcher with backtracking for `*` (bounded: O(len(p) * len(s))).
+    match p.first() {
+        None => s.is_empty(),
+        Some(b'*') => {
+            let (double, rest) = if p.get(1) == Some(&b'*') {
+                let r = p.get(2..).unwrap_or(&[]);
+                (true, r.strip_prefix(b"/").unwrap_or(r))
+            } else {
+                (false, p.get(1..).unwrap_or(&[]))
+            };
+            for i in 0..=s.len() {
+                let (head, tail) = s.split_at(i);
+                if !double && head.contains(&b'/') {
+                    return false;
+                }
+                if glob_bytes(rest, tail) {
+                    return true;
+                }
+            }
+            false
+        }
+        Some(b'?') => s.first().is_some_and(|c| *c != b'/') && glob_bytes(&p[1..], &s[1..]),
+        Some(c) => s.first() == Some(c) && glob_bytes(&p[1..], &s[1..]),
+    }
+}
+
+/// LFS patterns of a `.gitattributes` text (lines with `filter=lfs`).
+pub fn lfs_patterns(gitattributes: &str) -> Vec<String> {
+    gitattributes
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let pat = it.next()?;
+            it.any(|a| a == "filter=lfs").then(|| pat.to_string())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_hash_matches_git() {
+        assert_eq!(
+            git_blob_sha1(b"Hello, World!"),
+            "b45ef6fec89518d314f546fd6c3025367b721684"
+        );
+    }
+
+    #[test]
+    fn repo_ids_are_canonical() {
+        assert!(RepoId::model("ns/model-1_x.y").is_ok());
+        for bad in [
+            "ns",
+            "../x",
+            "ns/..",
+            "ns/a--b",
+            "ns/a..b",
+            "/x",
+            "ns/x.git",
+            "ns/x/y",
+            "ns/\u{0}x",
+            "ns/-x",
+        ] {
+            assert!(RepoId::model(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn paths_reject_traversal_and_control() {
+        assert!(valid_repo_path("a/b.bin"));
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "a//b",
+            "a/./b",
+            "a\\b",
+            "a\u{0}b",
+            "a\nb",
+            "a/",
+        ] {
+            assert!(!valid_repo_path(bad), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*.bin", "a/b/c.bin"));
+        assert!(!glob_match("*.bin", "a/b/c.binx"));
+        assert!(glob_match("saved_model/**/*", "saved_model/x/y"));
+        assert!(glob_match("/top.gguf", "top.gguf"));
+        assert!(!glob_match("/top.gguf", "d/top.gguf"));
+        assert!(glob_match("*tfevents*", "runs/events.out.tfevents.1"));
+        assert!(glob_match("d/*.x", "d/a.x"));
+        assert!(!glob_match("d/*.x", "d/e/a.x"));
+    }
+
+    #[test]
+    fn ref_names() {
+        assert!(valid_ref_name("candidate-abc"));
+        assert!(valid_ref_name("feature/x"));
+        for bad in [
+            "refs/pr/5",
+            "refs/x/y",
+            "a b",
+            "a..b",
+            "x.lock",
+            &"a".repeat(40),
+        ] {
+            assert!(!valid_ref_name(bad), "{bad:?} accepted");
+        }
+    }
+}

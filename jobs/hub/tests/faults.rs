@@ -1,0 +1,171 @@
+//! Every fault mode: the client either recovers with identical bytes or fails with a clear error —
+//! never a short or wrong file.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use hub::client::{CommitOperation, CommitRequest, RetryPolicy, UploadFile, UploadSource};
+use hub::server::ServerOptions;
+use hub::HubError;
+
+async fn setup() -> (Hub, hub::HubClient, hub::RepoId, Vec<u8>) {
+    let h = start(ServerOptions::default()).await;
+    let c = client(&h, None);
+    let r = repo("o/faults");
+    c.create_repo(&r, false, false).await.unwrap();
+    let data = bytes(700_001, 5);
+    c.upload_files(
+        &r,
+        "main",
+        &[UploadFile {
+            path: "w.bin".into(),
+            source: UploadSource::Bytes(Bytes::from(data.clone())),
+        }],
+        "w",
+        None,
+    )
+    .await
+    .unwrap();
+    (h, c, r, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_faults_are_recovered_with_identical_bytes() {
+    let (h, c, r, data) = setup().await;
+    for spec in [
+        "5xx:x2",
+        "ratelimit:x1@1",
+        "reset:x1",
+        "truncate:x1",
+        "delay:x1@300",
+        "ignore-range:x1",
+        "whole-206:x1",
+    ] {
+        h.handle.set_faults(spec.parse().unwrap());
+        let meta = c.file_metadata(&r, "main", "w.bin").await.unwrap();
+        let part = c
+            .get_range(&meta, 1000, Some(200_999))
+            .await
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(part, data[1000..201_000].to_vec(), "{spec}");
+        h.handle.set_faults(spec.parse().unwrap());
+        let dest = h.dir.path().join("w.bin");
+        c.download_to_file(&r, "main", "w.bin", &dest)
+            .await
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(std::fs::read(&dest).unwrap(), data, "{spec}");
+        h.handle.set_faults(spec.parse().unwrap());
+        let (_, all) = c
+            .download_bytes(&r, "main", "w.bin")
+            .await
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(all, data, "{spec}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_faults_fail_with_clear_errors() {
+    let (h, c, r, _) = setup().await;
+    let c = c.with_retry(RetryPolicy {
+        max_attempts: 2,
+        base_delay: std::time::Duration::from_millis(5),
+        max_delay: std::time::Duration::from_millis(20),
+    });
+    let meta = c.file_metadata(&r, "main", "w.bin").await.unwrap();
+    let dest = h.dir.path().join("never.bin");
+    for (spec, check) in [
+        (
+            "truncate:1",
+            (|e: &HubError| matches!(e, HubError::BodyLength { .. })) as fn(&HubError) -> bool,
+        ),
+        ("reset:1", |e| matches!(e, HubError::Transport { .. })),
+        ("whole-206:1", |e| {
+            matches!(e, HubError::BodyLength { .. } | HubError::BadRange { .. })
+        }),
+        ("5xx:1", |e| e.status() == Some(503)),
+    ] {
+        h.handle.set_faults(spec.parse().unwrap());
+        let e = c.get_range(&meta, 10, Some(99_999)).await.unwrap_err();
+        assert!(check(&e), "{spec}: {e}");
+        assert!(
+            e.to_string().contains("/cdn/") || e.to_string().contains("/resolve/"),
+            "error names the URL: {e}"
+        );
+        if spec != "whole-206:1" {
+            let e = c
+                .download_to_file(&r, "main", "w.bin", &dest)
+                .await
+                .unwrap_err();
+            assert!(check(&e), "{spec}: {e}");
+            assert!(
+                !dest.exists(),
+                "{spec}: no file is left under the final name"
+            );
+        }
+    }
+    h.handle.set_faults(Default::default());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_commit_response_is_reported_not_retried() {
+    let (h, c, r, _) = setup().await;
+    let head = c
+        .revision_info(&r, "main", false)
+        .await
+        .unwrap()
+        .sha
+        .unwrap();
+    let before = h
+        .handle
+        .request_log()
+        .iter()
+        .filter(|l| l.contains("/commit/"))
+        .count();
+    h.handle.set_faults("drop-after-commit:x1".parse().unwrap());
+    let req = CommitRequest {
+        summary: "x".into(),
+        parent_commit: Some(head.clone()),
+        operations: vec![CommitOperation::Regular {
+            path: "x.txt".into(),
+            content: Bytes::from_static(b"x"),
+        }],
+        ..Default::default()
+    };
+    let e = c.commit(&r, "main", &req).await.unwrap_err();
+    assert!(matches!(e, HubError::CommitOutcomeUnknown { .. }), "{e}");
+    let commits = h
+        .handle
+        .request_log()
+        .iter()
+        .filter(|l| l.contains("/commit/"))
+        .count();
+    assert_eq!(commits - before, 1, "the commit POST was sent exactly once");
+    // it was applied: the head moved, and re-sending with the same parent is a 412
+    assert_ne!(
+        c.revision_info(&r, "main", false)
+            .await
+            .unwrap()
+            .sha
+            .unwrap(),
+        head
+    );
+    assert!(matches!(
+        c.commit(&r, "main", &req).await,
+        Err(HubError::HeadMoved { .. })
+    ));
+    // a 5xx on the commit is not retried either
+    h.handle.set_faults("5xx:x1".parse().unwrap());
+    let req2 = CommitRequest {
+        summary: "y".into(),
+        operations: vec![CommitOperation::Regular {
+            path: "y.txt".into(),
+            content: Bytes::from_static(b"y"),
+        }],
+        ..Default::default()
+    };
+    assert_eq!(
+        c.commit(&r, "main", &req2).await.unwrap_err().status(),
+        Some(503)
+    );
+}

@@ -1,0 +1,209 @@
+//! Hostile requests against the server: traversal in repo ids, revisions and paths (raw and
+//! percent-encoded, double-encoded), NUL/control characters, absolute paths in commits, tokens
+//! (401/403, private reads), and body / NDJSON line limits. Nothing may read or write outside the
+//! store, and nothing may panic.
+
+mod common;
+
+use common::*;
+use hub::server::ServerOptions;
+
+async fn raw(
+    method: reqwest::Method,
+    url: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let c = reqwest::Client::new();
+    let mut rb = c.request(method, url).body(body);
+    if let Some(t) = token {
+        rb = rb.bearer_auth(t);
+    }
+    let r = rb.send().await.expect("request");
+    let s = r.status().as_u16();
+    (s, r.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traversal_and_control_characters_are_refused() {
+    let h = start(ServerOptions::default()).await;
+    // A secret next to the store that no request may reach.
+    std::fs::write(h.dir.path().join("secret.txt"), "TOPSECRET").unwrap();
+    let c = client(&h, None);
+    let r = repo("o/r");
+    c.create_repo(&r, false, false).await.unwrap();
+    let base = h.handle.url();
+    let gets = [
+        "/api/models/..%2F..%2F/secret.txt",
+        "/api/models/../../secret.txt",
+        "/api/models/o/..",
+        "/api/models/%2E%2E/r",
+        "/o/r/resolve/main/..%2F..%2F..%2Fsecret.txt",
+        "/o/r/resolve/main/../../../secret.txt",
+        "/o/r/resolve/main/%252e%252e%252fsecret.txt",
+        "/o/r/resolve/main/a%00b",
+        "/o/r/resolve/main/%2Fetc%2Fpasswd",
+        "/o/r/resolve/..%2F..%2Fsecret.txt/x",
+        "/o/r/resolve/main%0a/x",
+        "/..%2F..%2Fsecret.txt/r/resolve/main/x",
+        "/o/r/resolve/main/.gitattributes%00",
+        "/api/models/o/r/tree/main/..%2F..",
+        "/api/models/o/r/revision/..%2F..%2Fsecret",
+        "/cdn/../../secret.txt",
+    ];
+    for g in gets {
+        let (s, body) = raw(reqwest::Method::GET, &format!("{base}{g}"), None, vec![]).await;
+        assert!(s >= 400, "{g} answered {s}");
+        assert!(!body.contains("TOPSECRET"), "{g} leaked the secret");
+    }
+    // commits with hostile paths
+    for p in ["../escape.txt", "/abs.txt", "a/../../b", "a\u{0}b", "a\\b"] {
+        let line = serde_json::json!({"key": "file", "value": {"path": p, "content": "eA==", "encoding": "base64"}});
+        let body = format!(
+            "{}\n{}\n",
+            serde_json::json!({"key": "header", "value": {"summary": "x"}}),
+            line
+        );
+        let (s, _) = raw(
+            reqwest::Method::POST,
+            &format!("{base}/api/models/o/r/commit/main"),
+            None,
+            body.into_bytes(),
+        )
+        .await;
+        assert_eq!(s, 400, "path {p:?}");
+    }
+    // the store holds nothing outside its root
+    assert!(!h.dir.path().join("escape.txt").exists());
+    assert!(!h.dir.path().join("abs.txt").exists());
+    // repo create with a hostile name
+    for n in ["../x", "a/b/c", "..", "x\u{1}"] {
+        let (s, _) = raw(
+            reqwest::Method::POST,
+            &format!("{base}/api/repos/create"),
+            None,
+            serde_json::to_vec(&serde_json::json!({"name": n})).unwrap(),
+        )
+        .await;
+        assert_eq!(s, 400, "name {n:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_is_required_for_writes_and_private_reads() {
+    let h = start(ServerOptions {
+        token: Some("hf_right".into()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let base = h.handle.url();
+    let create =
+        serde_json::to_vec(&serde_json::json!({"name": "p", "organization": "o", "private": true}))
+            .unwrap();
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/repos/create"),
+        None,
+        create.clone(),
+    )
+    .await;
+    assert_eq!(s, 401);
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/repos/create"),
+        Some("hf_wrong"),
+        create.clone(),
+    )
+    .await;
+    assert_eq!(s, 403);
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/repos/create"),
+        Some("hf_right"),
+        create,
+    )
+    .await;
+    assert_eq!(s, 200);
+    for (tok, want) in [
+        (None, 401),
+        (Some("hf_wrong"), 401),
+        (Some("hf_right"), 200),
+    ] {
+        let (s, _) = raw(
+            reqwest::Method::GET,
+            &format!("{base}/api/models/o/p"),
+            tok,
+            vec![],
+        )
+        .await;
+        assert_eq!(s, want, "private read with {tok:?}");
+    }
+    let (s, _) = raw(
+        reqwest::Method::GET,
+        &format!("{base}/o/p/resolve/main/.gitattributes"),
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(s, 401);
+    let commit = b"{\"key\":\"header\",\"value\":{\"summary\":\"x\"}}\n".to_vec();
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/models/o/p/commit/main"),
+        None,
+        commit,
+    )
+    .await;
+    assert_eq!(s, 401);
+    // unsigned upload URLs are refused
+    let (s, _) = raw(
+        reqwest::Method::PUT,
+        &format!("{base}/lfs-upload/{}?size=1", "a".repeat(64)),
+        Some("hf_right"),
+        b"x".to_vec(),
+    )
+    .await;
+    assert_eq!(s, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_and_lines_are_size_limited() {
+    let h = start(ServerOptions {
+        max_body: 1 << 20,
+        max_line: 64 * 1024,
+        ..ServerOptions::default()
+    })
+    .await;
+    let c = client(&h, None);
+    c.create_repo(&repo("o/r"), false, false).await.unwrap();
+    let base = h.handle.url();
+    let header = "{\"key\":\"header\",\"value\":{\"summary\":\"x\"}}\n";
+    let long = format!(
+        "{header}{{\"key\":\"file\",\"value\":{{\"path\":\"a\",\"content\":\"{}\"}}}}\n",
+        "A".repeat(100_000)
+    );
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/models/o/r/commit/main"),
+        None,
+        long.into_bytes(),
+    )
+    .await;
+    assert_eq!(s, 413);
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/models/o/r/commit/main"),
+        None,
+        vec![b'\n'; 2 << 20],
+    )
+    .await;
+    assert_eq!(s, 413);
+    let (s, _) = raw(
+        reqwest::Method::POST,
+        &format!("{base}/api/models/o/r/commit/main"),
+        None,
+        b"not json\n".to_vec(),
+    )
+    .await;
+    assert_eq!(s, 400);
+}
