@@ -1,6 +1,7 @@
 //! Plan model: every file in `plans/` loads; refusals name `file:line` and the key; resolution of
 //! each family against synthetic tensor lists built from `models.md`; unit selection; a snapshot
 //! of a fully resolved plan.
+#![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
 mod common;
 

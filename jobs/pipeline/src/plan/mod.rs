@@ -7,10 +7,12 @@
 //! `--units SEL`. Errors are [`PlanError`]s naming file, line and key.
 
 mod error;
+mod identity;
 mod names;
 mod pattern;
 mod raw;
 mod resolve;
+mod rules;
 mod select;
 mod validate;
 
