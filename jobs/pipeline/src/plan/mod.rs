@@ -387,6 +387,29 @@ impl Plan {
         self.sources.iter().find(|s| s.name == name)
     }
 
+    /// The source whose `weights` globs name repository path `file` (first in plan order).
+    pub fn source_for_file(&self, file: &str) -> Option<&Source> {
+        self.sources
+            .iter()
+            .find(|s| s.weights.iter().any(|w| glob_match(w, file)))
+    }
+
+    /// The work directory: `--work-dir` if given, else the plan's `run.work_dir`.
+    pub fn work_dir(&self, cli: Option<&Path>) -> PathBuf {
+        cli.map_or_else(|| self.run.work_dir.clone(), Path::to_path_buf)
+    }
+
+    /// The hub endpoint: `--endpoint` if given, else the plan's `run.endpoint`, else `env` (the
+    /// caller passes `HF_ENDPOINT`), else `None` (the client's default). Empty values are skipped.
+    pub fn endpoint(&self, cli: Option<&str>, env: Option<&str>) -> Option<String> {
+        [cli, self.run.endpoint.as_deref(), env]
+            .into_iter()
+            .flatten()
+            .map(|e| e.trim().trim_end_matches('/'))
+            .find(|e| !e.is_empty())
+            .map(str::to_owned)
+    }
+
     /// The unit named `name`.
     pub fn unit(&self, name: &str) -> Option<&Unit> {
         self.units.iter().find(|u| u.name.as_str() == name)

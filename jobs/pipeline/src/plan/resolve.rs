@@ -163,6 +163,14 @@ pub struct Omitted {
     pub reason: String,
 }
 
+impl ResolvedUnit {
+    /// Every upstream tensor the unit needs (weights, companions, plain streams): what fetch
+    /// must bring in for it.
+    pub fn tensors(&self) -> impl Iterator<Item = &UpstreamTensor> {
+        self.placements.iter().flat_map(|p| p.tensors())
+    }
+}
+
 /// The plan bound to the upstream tensors: every unit in plan order, and what was deliberately
 /// left out.
 #[derive(Debug, Clone, Serialize)]
