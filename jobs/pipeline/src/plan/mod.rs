@@ -352,6 +352,9 @@ pub struct Plan {
     locator: Locator,
     #[serde(skip)]
     status_line: usize,
+    /// Lines of the first `[[units]]` / `[[rules]]` (for tensors no unit / rule claims).
+    #[serde(skip)]
+    list_lines: (usize, usize),
 }
 
 impl Plan {
@@ -428,5 +431,9 @@ impl Plan {
 
     pub(crate) fn locator(&self) -> &Locator {
         &self.locator
+    }
+
+    pub(crate) fn list_lines(&self) -> (usize, usize) {
+        self.list_lines
     }
 }

@@ -332,7 +332,7 @@ pub(super) fn resolve(plan: &Plan, tensors: &[UpstreamTensor]) -> Result<Resolut
                 }
             }
             (None, Some((o, _))) => omitted.push(Omitted { tensor: t.clone(), reason: o.reason.clone() }),
-            (None, None) => return Err(fail(t, None, "units", "is claimed by no unit; add a pattern for it to a unit's `tensors`, or leave it out explicitly with `[[omit]]` and a reason (a weight is never silently dropped)".into())),
+            (None, None) => return Err(fail(t, Some(plan.list_lines().0), "units", "is claimed by no unit; add a pattern for it to a unit's `tensors`, or leave it out explicitly with `[[omit]]` and a reason (a weight is never silently dropped)".into())),
         }
     }
 
@@ -354,7 +354,7 @@ pub(super) fn resolve(plan: &Plan, tensors: &[UpstreamTensor]) -> Result<Resolut
                     *slot = r;
                 }
             }
-            None => return Err(fail(t, None, "rules", format!("(dtype `{}`) matches no rule; add a rule for it (e.g. a last `match = \"*\"`, `plain = true`)", t.dtype))),
+            None => return Err(fail(t, Some(plan.list_lines().1), "rules", format!("(dtype `{}`) matches no rule; add a rule for it (e.g. a last `match = \"*\"`, `plain = true`)", t.dtype))),
         }
     }
 

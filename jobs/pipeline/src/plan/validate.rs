@@ -106,6 +106,10 @@ impl V<'_> {
             config,
             locator: self.loc.clone(),
             status_line,
+            list_lines: (
+                self.loc.line(raw.units.span().start),
+                self.loc.line(raw.rules.span().start),
+            ),
         })
     }
 
