@@ -776,3 +776,16 @@ fn overrides_and_file_sources() {
     let r = p.resolve(&tiny_tensors()).unwrap();
     assert_eq!(r.unit("layers00").unwrap().tensors().count(), 5);
 }
+
+#[test]
+fn oversized_or_missing_plan_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, vec![b'#'; (MAX_PLAN_BYTES + 1) as usize]).unwrap();
+    assert!(matches!(Plan::load(&big), Err(PlanError::TooLarge { .. })));
+    let e = Plan::load(&dir.path().join("none.toml")).unwrap_err();
+    assert!(
+        matches!(e, PlanError::Read { .. }) && e.to_string().contains("none.toml"),
+        "{e}"
+    );
+}

@@ -29,6 +29,8 @@ pub use resolve::{
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+/// Largest plan file read (real plans are a few KiB).
+pub const MAX_PLAN_BYTES: u64 = 1 << 20;
 /// The plan schema version this build reads (`schema = 1`).
 pub const SCHEMA_VERSION: u32 = 1;
 /// Default `run.concurrency`: parallel range requests / units in flight.
@@ -360,6 +362,16 @@ pub struct Plan {
 impl Plan {
     /// Read and validate the plan at `path`.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        // A plan is a few KiB; refuse before reading something that is not one.
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.len() > MAX_PLAN_BYTES {
+                return Err(PlanError::TooLarge {
+                    path: path.display().to_string(),
+                    len: meta.len(),
+                    max: MAX_PLAN_BYTES,
+                });
+            }
+        }
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
             path: path.display().to_string(),
             source,
