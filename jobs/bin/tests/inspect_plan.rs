@@ -1,5 +1,6 @@
 //! `minirun-inspect` on plans: a valid plan prints and exits 0, a refused plan exits 1 with its
 //! `file:line: key` error, a non-plan path is refused with exit 1, a usage error exits 64.
+#![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,6 +1,7 @@
 //! Plan model: every file in `plans/` loads; refusals name `file:line` and the key; resolution of
 //! each family against synthetic tensor lists built from `models.md`; unit selection; a snapshot
 //! of a fully resolved plan.
+#![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
 mod common;
 
@@ -734,4 +735,57 @@ fn inspect_plan_table_and_json() {
     assert_eq!(json["family"], "kimi-k3");
     assert_eq!(json["status"]["status"], "draft");
     assert_eq!(json["units"].as_array().unwrap().len(), 94);
+}
+
+#[test]
+fn overrides_and_file_sources() {
+    let text = MINI.replace(
+        "[target]",
+        "[run]\nendpoint = \"http://127.0.0.1:9/\"\nwork_dir = \"w\"\n\n[target]",
+    );
+    let p = parse(&text).unwrap();
+    assert_eq!(
+        p.endpoint(None, Some("https://env")).as_deref(),
+        Some("http://127.0.0.1:9")
+    );
+    assert_eq!(
+        p.endpoint(Some("http://cli"), Some("https://env"))
+            .as_deref(),
+        Some("http://cli")
+    );
+    let bare = parse(MINI).unwrap();
+    assert_eq!(
+        bare.endpoint(None, Some("https://env/")).as_deref(),
+        Some("https://env")
+    );
+    assert_eq!(bare.endpoint(None, None), None);
+    assert_eq!(p.work_dir(None), Path::new("w"));
+    assert_eq!(p.work_dir(Some(Path::new("/x"))), Path::new("/x"));
+    let h3 = Plan::load(&plans_dir().join("minimax-h3.toml")).unwrap();
+    assert_eq!(
+        h3.source_for_file("vae/diffusion_pytorch_model.safetensors")
+            .unwrap()
+            .name,
+        "vae-video"
+    );
+    assert_eq!(
+        h3.source_for_file("audio_vae/x.safetensors").unwrap().name,
+        "vae-audio"
+    );
+    assert!(h3.source_for_file("README.md").is_none());
+    let r = p.resolve(&tiny_tensors()).unwrap();
+    assert_eq!(r.unit("layers00").unwrap().tensors().count(), 5);
+}
+
+#[test]
+fn oversized_or_missing_plan_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, vec![b'#'; (MAX_PLAN_BYTES + 1) as usize]).unwrap();
+    assert!(matches!(Plan::load(&big), Err(PlanError::TooLarge { .. })));
+    let e = Plan::load(&dir.path().join("none.toml")).unwrap_err();
+    assert!(
+        matches!(e, PlanError::Read { .. }) && e.to_string().contains("none.toml"),
+        "{e}"
+    );
 }

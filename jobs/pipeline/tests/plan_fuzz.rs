@@ -2,6 +2,7 @@
 //! mutations of the real plans never panic `Plan::parse`, and whatever parses also resolves
 //! (or refuses) without panicking. CI runs a bounded number of cases; the long run is
 //! `PROPTEST_CASES=200000 cargo test -p pipeline --release --test plan_fuzz` (plans/README.md).
+#![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
 mod common;
 

@@ -22,6 +22,16 @@ pub enum PlanError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is far larger than any plan.
+    #[error("`{path}` is {len} bytes, more than the {max} a plan may have; is it a plan?")]
+    TooLarge {
+        /// The plan path.
+        path: String,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
     /// toml refused the document (syntax, unknown key, wrong type, invalid value).
     #[error("`{path}`:{line}:{column}: {}{message}", KeyPrefix(key))]
     Parse {

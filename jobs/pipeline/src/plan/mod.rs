@@ -7,10 +7,12 @@
 //! `--units SEL`. Errors are [`PlanError`]s naming file, line and key.
 
 mod error;
+mod identity;
 mod names;
 mod pattern;
 mod raw;
 mod resolve;
+mod rules;
 mod select;
 mod validate;
 
@@ -27,6 +29,8 @@ pub use resolve::{
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+/// Largest plan file read (real plans are a few KiB).
+pub const MAX_PLAN_BYTES: u64 = 1 << 20;
 /// The plan schema version this build reads (`schema = 1`).
 pub const SCHEMA_VERSION: u32 = 1;
 /// Default `run.concurrency`: parallel range requests / units in flight.
@@ -350,11 +354,24 @@ pub struct Plan {
     locator: Locator,
     #[serde(skip)]
     status_line: usize,
+    /// Lines of the first `[[units]]` / `[[rules]]` (for tensors no unit / rule claims).
+    #[serde(skip)]
+    list_lines: (usize, usize),
 }
 
 impl Plan {
     /// Read and validate the plan at `path`.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        // A plan is a few KiB; refuse before reading something that is not one.
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.len() > MAX_PLAN_BYTES {
+                return Err(PlanError::TooLarge {
+                    path: path.display().to_string(),
+                    len: meta.len(),
+                    max: MAX_PLAN_BYTES,
+                });
+            }
+        }
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
             path: path.display().to_string(),
             source,
@@ -385,6 +402,29 @@ impl Plan {
         self.sources.iter().find(|s| s.name == name)
     }
 
+    /// The source whose `weights` globs name repository path `file` (first in plan order).
+    pub fn source_for_file(&self, file: &str) -> Option<&Source> {
+        self.sources
+            .iter()
+            .find(|s| s.weights.iter().any(|w| glob_match(w, file)))
+    }
+
+    /// The work directory: `--work-dir` if given, else the plan's `run.work_dir`.
+    pub fn work_dir(&self, cli: Option<&Path>) -> PathBuf {
+        cli.map_or_else(|| self.run.work_dir.clone(), Path::to_path_buf)
+    }
+
+    /// The hub endpoint: `--endpoint` if given, else the plan's `run.endpoint`, else `env` (the
+    /// caller passes `HF_ENDPOINT`), else `None` (the client's default). Empty values are skipped.
+    pub fn endpoint(&self, cli: Option<&str>, env: Option<&str>) -> Option<String> {
+        [cli, self.run.endpoint.as_deref(), env]
+            .into_iter()
+            .flatten()
+            .map(|e| e.trim().trim_end_matches('/'))
+            .find(|e| !e.is_empty())
+            .map(str::to_owned)
+    }
+
     /// The unit named `name`.
     pub fn unit(&self, name: &str) -> Option<&Unit> {
         self.units.iter().find(|u| u.name.as_str() == name)
@@ -403,5 +443,9 @@ impl Plan {
 
     pub(crate) fn locator(&self) -> &Locator {
         &self.locator
+    }
+
+    pub(crate) fn list_lines(&self) -> (usize, usize) {
+        self.list_lines
     }
 }

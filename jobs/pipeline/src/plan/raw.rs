@@ -122,13 +122,16 @@ pub struct RawTiles {
     pub memory_budget_mib: Option<Spanned<u32>>,
 }
 
+/// `range = { VAR = [first, last], … }`.
+pub type RawRange = Spanned<BTreeMap<String, Spanned<[i64; 2]>>>;
+
 /// One `[[units]]` entry (a single unit, or a template expanded over `range`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawUnit {
     pub name: Spanned<String>,
     #[serde(default)]
-    pub range: Option<Spanned<BTreeMap<String, Spanned<[i64; 2]>>>>,
+    pub range: Option<RawRange>,
     #[serde(default)]
     pub source: Option<Spanned<String>>,
     pub tensors: Spanned<Vec<Spanned<String>>>,
@@ -139,7 +142,7 @@ pub struct RawUnit {
 #[serde(deny_unknown_fields)]
 pub struct RawOmit {
     #[serde(default)]
-    pub range: Option<Spanned<BTreeMap<String, Spanned<[i64; 2]>>>>,
+    pub range: Option<RawRange>,
     #[serde(default)]
     pub source: Option<Spanned<String>>,
     pub tensors: Spanned<Vec<Spanned<String>>>,

@@ -163,6 +163,14 @@ pub struct Omitted {
     pub reason: String,
 }
 
+impl ResolvedUnit {
+    /// Every upstream tensor the unit needs (weights, companions, plain streams): what fetch
+    /// must bring in for it.
+    pub fn tensors(&self) -> impl Iterator<Item = &UpstreamTensor> {
+        self.placements.iter().flat_map(|p| p.tensors())
+    }
+}
+
 /// The plan bound to the upstream tensors: every unit in plan order, and what was deliberately
 /// left out.
 #[derive(Debug, Clone, Serialize)]
@@ -324,7 +332,7 @@ pub(super) fn resolve(plan: &Plan, tensors: &[UpstreamTensor]) -> Result<Resolut
                 }
             }
             (None, Some((o, _))) => omitted.push(Omitted { tensor: t.clone(), reason: o.reason.clone() }),
-            (None, None) => return Err(fail(t, None, "units", "is claimed by no unit; add a pattern for it to a unit's `tensors`, or leave it out explicitly with `[[omit]]` and a reason (a weight is never silently dropped)".into())),
+            (None, None) => return Err(fail(t, Some(plan.list_lines().0), "units", "is claimed by no unit; add a pattern for it to a unit's `tensors`, or leave it out explicitly with `[[omit]]` and a reason (a weight is never silently dropped)".into())),
         }
     }
 
@@ -346,7 +354,7 @@ pub(super) fn resolve(plan: &Plan, tensors: &[UpstreamTensor]) -> Result<Resolut
                     *slot = r;
                 }
             }
-            None => return Err(fail(t, None, "rules", format!("(dtype `{}`) matches no rule; add a rule for it (e.g. a last `match = \"*\"`, `plain = true`)", t.dtype))),
+            None => return Err(fail(t, Some(plan.list_lines().1), "rules", format!("(dtype `{}`) matches no rule; add a rule for it (e.g. a last `match = \"*\"`, `plain = true`)", t.dtype))),
         }
     }
 

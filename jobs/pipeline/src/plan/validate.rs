@@ -4,8 +4,8 @@
 //! Each refusal names the line and key of the value at fault via its `toml::Spanned` span.
 
 use super::error::{Locator, PlanError};
-use super::names::{Dtype, RepoPath, RootFileName, UnitName};
-use super::pattern::{has_glob, Template};
+use super::names::{RepoPath, RootFileName, UnitName};
+use super::pattern::Template;
 use super::raw::*;
 use super::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,12 +18,10 @@ const MAX_CONCURRENCY: u32 = 256;
 /// Bounds of `run.chunk_mib`.
 const MAX_CHUNK_MIB: u32 = 4096;
 /// Bounds of `tiles.rows_per_tile` and `tiles.memory_budget_mib`.
-const MAX_ROWS_PER_TILE: u32 = 1 << 20;
+pub(super) const MAX_ROWS_PER_TILE: u32 = 1 << 20;
 const MAX_BUDGET_MIB: u32 = 1 << 20;
-/// Root names the artifact itself writes; an upstream file may not take them.
-const RESERVED_ROOT: &[&str] = &["index.json", ".gitattributes", "README.md"];
 
-type R<T> = Result<T, PlanError>;
+pub(super) type R<T> = Result<T, PlanError>;
 
 pub(super) fn parse(text: &str, path: &Path) -> R<Plan> {
     let loc = Locator::new(&path.display().to_string(), text);
@@ -35,12 +33,12 @@ pub(super) fn parse(text: &str, path: &Path) -> R<Plan> {
     V { loc: &loc }.plan(raw, name, path)
 }
 
-struct V<'a> {
-    loc: &'a Locator,
+pub(super) struct V<'a> {
+    pub(super) loc: &'a Locator,
 }
 
 impl V<'_> {
-    fn err<T>(
+    pub(super) fn err<T>(
         &self,
         span: std::ops::Range<usize>,
         key: impl Into<String>,
@@ -108,6 +106,10 @@ impl V<'_> {
             config,
             locator: self.loc.clone(),
             status_line,
+            list_lines: (
+                self.loc.line(raw.units.span().start),
+                self.loc.line(raw.rules.span().start),
+            ),
         })
     }
 
@@ -493,11 +495,7 @@ impl V<'_> {
         Ok(out)
     }
 
-    fn ranges(
-        &self,
-        range: Option<&Spanned<BTreeMap<String, Spanned<[i64; 2]>>>>,
-        key: &str,
-    ) -> R<Vec<(String, i64, i64)>> {
+    fn ranges(&self, range: Option<&RawRange>, key: &str) -> R<Vec<(String, i64, i64)>> {
         let Some(m) = range else {
             return Ok(Vec::new());
         };
@@ -634,7 +632,7 @@ impl V<'_> {
         Ok(out)
     }
 
-    fn source_ref(
+    pub(super) fn source_ref(
         &self,
         s: Option<&Spanned<String>>,
         key: &str,
@@ -668,417 +666,5 @@ impl V<'_> {
                 ),
             ),
         }
-    }
-
-    fn rules(
-        &self,
-        rules: &Spanned<Vec<Spanned<RawRule>>>,
-        multi: bool,
-        sources: &[&str],
-        tiles: &TileSettings,
-    ) -> R<Vec<Rule>> {
-        if rules.get_ref().is_empty() {
-            return self.err(
-                rules.span(),
-                "rules",
-                "declare at least one `[[rules]]` (e.g. a last `match = \"*\"`, `plain = true`)",
-            );
-        }
-        let mut out = Vec::new();
-        for (i, rs) in rules.get_ref().iter().enumerate() {
-            let key = format!("rules[{i}]");
-            let r = rs.get_ref();
-            if r.pattern.get_ref().is_empty() || r.pattern.get_ref().contains(['{', '}']) {
-                return self.err(
-                    r.pattern.span(),
-                    format!("{key}.match"),
-                    "give a non-empty glob over tensor names (`*`, `?`; no `{}`)",
-                );
-            }
-            let source = match &r.source {
-                None => None,
-                Some(_) => {
-                    Some(self.source_ref(r.source.as_ref(), &key, rs.span(), multi, sources)?)
-                }
-            };
-            let action = match (&r.container, &r.plain) {
-                (Some(_), Some(p)) => {
-                    return self.err(
-                        p.span(),
-                        format!("{key}.plain"),
-                        "a rule is either `container = {…}` or `plain = true`, not both",
-                    )
-                }
-                (None, None) => {
-                    return self.err(
-                        rs.span(),
-                        key,
-                        "say what the rule does: `container = { mode = … }` or `plain = true`",
-                    )
-                }
-                (None, Some(p)) if !*p.get_ref() => {
-                    return self.err(
-                        p.span(),
-                        format!("{key}.plain"),
-                        "`plain = false` means nothing; write `plain = true` or a `container`",
-                    )
-                }
-                (None, Some(_)) => RuleAction::Plain,
-                (Some(c), None) => RuleAction::Container(self.container(
-                    c,
-                    &format!("{key}.container"),
-                    r.when_dtype.as_ref(),
-                    tiles,
-                )?),
-            };
-            out.push(Rule {
-                pattern: r.pattern.get_ref().clone(),
-                source,
-                when_dtype: r.when_dtype.as_ref().map(|d| d.get_ref().clone()),
-                action,
-                line: self.loc.line(rs.get_ref().pattern.span().start),
-                key,
-            });
-        }
-        Ok(out)
-    }
-
-    fn container(
-        &self,
-        c: &Spanned<RawContainer>,
-        key: &str,
-        when: Option<&Spanned<Dtype>>,
-        tiles: &TileSettings,
-    ) -> R<ContainerSpec> {
-        let r = c.get_ref();
-        let mode = *r.mode.get_ref();
-        let mname = match mode {
-            RawMode::Fp8E4m3Block => "fp8-e4m3-block",
-            RawMode::Mxfp4 => "mxfp4",
-            RawMode::Affine => "affine",
-        };
-        let (takes, elem, scales): (&[&str], &[&str], &[&str]) = match mode {
-            RawMode::Fp8E4m3Block => (&["scale", "block"], &["F8_E4M3"], &["F8_E8M0", "U8"]),
-            RawMode::Mxfp4 => (
-                &["scale", "group", "nibble_order"],
-                &["I8", "U8"],
-                &["F8_E8M0", "U8"],
-            ),
-            RawMode::Affine => (
-                &["scales", "biases", "group", "bits"],
-                &["U32"],
-                &["BF16", "F16", "F32"],
-            ),
-        };
-        let present: [(&str, Option<std::ops::Range<usize>>); 7] = [
-            ("scale", r.scale.as_ref().map(|x| x.span())),
-            ("scales", r.scales.as_ref().map(|x| x.span())),
-            ("biases", r.biases.as_ref().map(|x| x.span())),
-            ("block", r.block.as_ref().map(|x| x.span())),
-            ("group", r.group.as_ref().map(|x| x.span())),
-            ("bits", r.bits.as_ref().map(|x| x.span())),
-            ("nibble_order", r.nibble_order.as_ref().map(|x| x.span())),
-        ];
-        for (k, span) in &present {
-            match (takes.contains(k), span) {
-                (false, Some(span)) => {
-                    return self.err(
-                        span.clone(),
-                        format!("{key}.{k}"),
-                        format!(
-                            "mode `{mname}` takes no `{k}` (it takes {})",
-                            takes.join(", ")
-                        ),
-                    )
-                }
-                (true, None) => {
-                    return self.err(
-                        c.span(),
-                        key,
-                        format!("mode `{mname}` needs `{k}` (it takes {})", takes.join(", ")),
-                    )
-                }
-                _ => {}
-            }
-        }
-        if !scales.contains(&r.scale_dtype.get_ref().as_str()) {
-            return self.err(
-                r.scale_dtype.span(),
-                format!("{key}.scale_dtype"),
-                format!(
-                    "mode `{mname}` stores scales as one of {}",
-                    scales.join(", ")
-                ),
-            );
-        }
-        if let Some(w) = when {
-            if !elem.contains(&w.get_ref().as_str()) {
-                return self.err(
-                    w.span(),
-                    key.replace(".container", ".when_dtype"),
-                    format!(
-                        "a `{mname}` container holds {} weights, not `{}`",
-                        elem.join(" or "),
-                        w.get_ref()
-                    ),
-                );
-            }
-        }
-        let tpl = |s: &Option<Spanned<String>>, k: &str| -> R<String> {
-            let s = s
-                .as_ref()
-                .map_or_else(|| self.err(c.span(), key, format!("missing `{k}`")), Ok)?;
-            let t = Template::parse(s.get_ref())
-                .or_else(|e| self.err(s.span(), format!("{key}.{k}"), e))?;
-            let vars = t.vars();
-            if vars.is_empty()
-                || vars.iter().any(|v| *v != "name" && *v != "stem")
-                || has_glob(s.get_ref())
-            {
-                return self.err(s.span(), format!("{key}.{k}"), "a companion name is a template over `{name}` (the weight's name) or `{stem}` (its name up to the last `.`), e.g. `{stem}.scale`; no globs");
-            }
-            Ok(s.get_ref().clone())
-        };
-        let mode = match mode {
-            RawMode::Fp8E4m3Block => {
-                let b = r
-                    .block
-                    .as_ref()
-                    .map(|b| (*b.get_ref(), b.span()))
-                    .unwrap_or(([0, 0], c.span()));
-                if b.0[0] == 0 || b.0[1] == 0 {
-                    return self.err(
-                        b.1,
-                        format!("{key}.block"),
-                        "block sizes must be positive, e.g. `[128, 128]`",
-                    );
-                }
-                ContainerMode::Fp8E4m3Block {
-                    scale: tpl(&r.scale, "scale")?,
-                    block: b.0,
-                }
-            }
-            RawMode::Mxfp4 => {
-                let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
-                if g != 32 {
-                    return self.err(
-                        r.group.as_ref().map_or(c.span(), |g| g.span()),
-                        format!("{key}.group"),
-                        "OCP MX fixes the mxfp4 group at 32: write `group = 32`",
-                    );
-                }
-                let nibble_order = match r.nibble_order.as_ref().map(|n| *n.get_ref()) {
-                    Some(RawNibbleOrder::HighFirst) => NibbleOrder::HighFirst,
-                    _ => NibbleOrder::LowFirst,
-                };
-                ContainerMode::Mxfp4 {
-                    scale: tpl(&r.scale, "scale")?,
-                    group: 32,
-                    nibble_order,
-                }
-            }
-            RawMode::Affine => {
-                let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
-                if g < 2 || !g.is_power_of_two() {
-                    return self.err(
-                        r.group.as_ref().map_or(c.span(), |g| g.span()),
-                        format!("{key}.group"),
-                        format!("{g} is not a power of two >= 2 (MLX uses 32, 64 or 128)"),
-                    );
-                }
-                let bits = r.bits.as_ref().map_or(0, |b| *b.get_ref());
-                if !(2..=8).contains(&bits) || bits == 7 {
-                    return self.err(
-                        r.bits.as_ref().map_or(c.span(), |b| b.span()),
-                        format!("{key}.bits"),
-                        format!("{bits} is not an MLX affine width; use 2, 3, 4, 5, 6 or 8"),
-                    );
-                }
-                ContainerMode::Affine {
-                    scales: tpl(&r.scales, "scales")?,
-                    biases: tpl(&r.biases, "biases")?,
-                    group: g,
-                    bits,
-                }
-            }
-        };
-        let rows_per_tile = match &r.rows_per_tile {
-            None => None,
-            Some(v) if (1..=MAX_ROWS_PER_TILE).contains(v.get_ref()) => Some(*v.get_ref()),
-            Some(v) => {
-                return self.err(
-                    v.span(),
-                    format!("{key}.rows_per_tile"),
-                    format!("use 1..={MAX_ROWS_PER_TILE}"),
-                )
-            }
-        };
-        if let ContainerMode::Fp8E4m3Block { block, .. } = &mode {
-            let eff = rows_per_tile.unwrap_or(tiles.rows_per_tile);
-            if eff % block[0] != 0 {
-                let span = r.rows_per_tile.as_ref().map_or(c.span(), |v| v.span());
-                return self.err(span, format!("{key}.rows_per_tile"), format!("{eff} rows per tile split a {}-row scale block; use a multiple of {} (set `rows_per_tile` here or in `[tiles]`)", block[0], block[0]));
-            }
-        }
-        Ok(ContainerSpec {
-            mode,
-            scale_dtype: r.scale_dtype.get_ref().clone(),
-            rows_per_tile,
-        })
-    }
-
-    fn identity(
-        &self,
-        id: Option<&Spanned<RawIdentity>>,
-        multi: bool,
-        sources: &[Source],
-    ) -> R<(Option<IdentitySource>, Option<IdentitySource>)> {
-        let Some(id) = id else {
-            return Ok((None, None));
-        };
-        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
-        let tokenizer = match &id.get_ref().tokenizer {
-            None => None,
-            Some(t) => {
-                let r = t.get_ref();
-                let source = self.source_ref(
-                    r.source.as_ref(),
-                    "identity.tokenizer",
-                    t.span(),
-                    multi,
-                    &names,
-                )?;
-                let lic = r.license.get_ref();
-                let declared = sources
-                    .iter()
-                    .find(|s| s.name == source)
-                    .and_then(|s| s.license.as_ref());
-                if declared.is_none_or(|l| &l.file != lic) {
-                    return self.err(r.license.span(), "identity.tokenizer.license", format!("`{lic}` is not the licence file of source `{source}`: declare `license = \"{lic}\"` in that source table (the licence must be copied to the artifact root)"));
-                }
-                Some(IdentitySource {
-                    source,
-                    file: r.file.get_ref().clone(),
-                    from: self.from(r.from.as_ref(), r.file.get_ref())?,
-                    license: Some(lic.clone()),
-                })
-            }
-        };
-        let config = match &id.get_ref().config {
-            None => None,
-            Some(c) => {
-                let r = c.get_ref();
-                let source = self.source_ref(
-                    r.source.as_ref(),
-                    "identity.config",
-                    c.span(),
-                    multi,
-                    &names,
-                )?;
-                Some(IdentitySource {
-                    source,
-                    file: r.file.get_ref().clone(),
-                    from: self.from(r.from.as_ref(), r.file.get_ref())?,
-                    license: None,
-                })
-            }
-        };
-        Ok((tokenizer, config))
-    }
-
-    fn from(&self, from: Option<&Spanned<RepoPath>>, file: &RootFileName) -> R<RepoPath> {
-        match from {
-            Some(f) => Ok(f.get_ref().clone()),
-            None => RepoPath::new(file.as_str()).map_err(|e| self.loc.invalid(0..0, "identity", e)),
-        }
-    }
-
-    /// Every file the artifact root receives has one distinct name.
-    fn root_names(
-        &self,
-        raw: &RawPlan,
-        sources: &[Source],
-        tok: Option<&IdentitySource>,
-        cfg: Option<&IdentitySource>,
-    ) -> R<()> {
-        let mut seen: BTreeMap<String, String> = RESERVED_ROOT
-            .iter()
-            .map(|r| (r.to_string(), "the artifact itself".to_owned()))
-            .collect();
-        let span = |k: &str| -> std::ops::Range<usize> {
-            let whole = raw.identity.as_ref().map(|i| i.span());
-            match (k, raw.identity.as_ref()) {
-                ("tokenizer", Some(i)) => i
-                    .get_ref()
-                    .tokenizer
-                    .as_ref()
-                    .map(|t| t.get_ref().file.span()),
-                ("config", Some(i)) => i.get_ref().config.as_ref().map(|t| t.get_ref().file.span()),
-                _ => whole,
-            }
-            .unwrap_or(0..0)
-        };
-        let mut add = |name: &str,
-                       what: String,
-                       span: std::ops::Range<usize>,
-                       key: &str|
-         -> R<()> {
-            if let Some(prev) = seen.insert(name.to_owned(), what.clone()) {
-                // The same upstream file named twice (e.g. LICENSE as licence and as tokenizer licence) is fine.
-                if prev != what {
-                    return self.err(span, key, format!("root file `{name}` would be written by {what} and by {prev}; give one of them another root name"));
-                }
-            }
-            Ok(())
-        };
-        let src_span = |n: &str| -> std::ops::Range<usize> {
-            match (&raw.source, &raw.sources) {
-                (Some(s), _) => s.span(),
-                (_, Some(m)) => m.get_ref().get(n).map_or(m.span(), |s| s.span()),
-                _ => 0..0,
-            }
-        };
-        for s in sources {
-            let key = if raw.sources.is_some() {
-                format!("sources.{}", s.name)
-            } else {
-                "source".to_owned()
-            };
-            if let Some(l) = &s.license {
-                add(
-                    l.file.as_str(),
-                    format!("licence `{}` of `{}@{}`", l.from, s.repo, s.revision),
-                    src_span(&s.name),
-                    &format!("{key}.license"),
-                )?;
-            }
-            for f in &s.files {
-                let base = f.as_str().rsplit('/').next().unwrap_or_default();
-                if RootFileName::new(base).is_err() {
-                    return self.err(
-                        src_span(&s.name),
-                        format!("{key}.files"),
-                        format!("`{f}` has no canonical root file name"),
-                    );
-                }
-                add(
-                    base,
-                    format!("`{f}` of source `{}`", s.name),
-                    src_span(&s.name),
-                    &format!("{key}.files"),
-                )?;
-            }
-        }
-        for (k, id) in [("tokenizer", tok), ("config", cfg)] {
-            if let Some(id) = id {
-                add(
-                    id.file.as_str(),
-                    format!("`{}` of source `{}`", id.from, id.source),
-                    span(k),
-                    &format!("identity.{k}.file"),
-                )?;
-            }
-        }
-        Ok(())
     }
 }

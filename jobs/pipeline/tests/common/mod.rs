@@ -1,6 +1,6 @@
 //! Synthetic upstream tensor lists built from the names, dtypes and shapes of
 //! `../shared/design/models.md` (§1 DeepSeek V4 Flash, §4 Kimi K3, §5 MiniMax H3).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::type_complexity)]
 
 use pipeline::plan::UpstreamTensor;
 use std::path::PathBuf;
