@@ -344,3 +344,21 @@ pub fn source_tensors(src: &Path) -> Result<TensorMap, MegaError> {
     }
     Ok(out)
 }
+
+/// A short text summary of a written release (one line per shard).
+pub fn render_summary(s: &ReleaseSummary) -> String {
+    let mut out = String::new();
+    for sh in &s.shards {
+        out.push_str(&format!(
+            "wrote {} ({} tensors, {} payload bytes, sha256 {})\n",
+            sh.file,
+            sh.tensors.len(),
+            sh.payload_nbytes,
+            sh.sha256
+        ));
+    }
+    if let Some(i) = &s.index_file {
+        out.push_str(&format!("wrote {i}\n"));
+    }
+    out
+}

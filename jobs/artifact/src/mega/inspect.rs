@@ -528,6 +528,12 @@ impl VerifyReport {
         self.shards.iter().all(ShardCheck::ok)
     }
 
+    /// True when the hashes match and the trust metadata is not invalid (unsigned is fine: hash
+    /// and trust verification are separate).
+    pub fn ok(&self) -> bool {
+        self.hashes_ok() && !matches!(self.trust, TrustState::Invalid(_))
+    }
+
     /// The report as text: one line per shard, then `hashes:` and `trust:`.
     pub fn render(&self) -> String {
         let mut s = String::new();

@@ -28,6 +28,12 @@ pub trait Opener {
     fn open(&self, name: &str) -> Result<Box<dyn ReadSeek>, MegaError>;
 }
 
+impl<T: Opener + ?Sized> Opener for &T {
+    fn open(&self, name: &str) -> Result<Box<dyn ReadSeek>, MegaError> {
+        (**self).open(name)
+    }
+}
+
 /// Opens files inside one directory.
 #[derive(Debug, Clone)]
 pub struct DirOpener {
