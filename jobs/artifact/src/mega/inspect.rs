@@ -49,6 +49,12 @@ pub fn choose_entry(dir: &str, names: &[String]) -> Result<EntryPoint, MegaError
 /// directory, the entry point and the `.mega` files selected (for the fallbacks).
 pub fn resolve(path: &Path) -> Result<(PathBuf, EntryPoint, Vec<String>), MegaError> {
     let label = path.display().to_string();
+    if !path.exists() {
+        return Err(MegaError::NotMega {
+            path: label,
+            reason: "the path does not exist".into(),
+        });
+    }
     if path.is_dir() {
         let mut names = Vec::new();
         let rd = std::fs::read_dir(path).map_err(|e| MegaError::io("list", &label, e))?;
@@ -306,6 +312,9 @@ pub fn inspect_with<O: Opener>(
             card.trust = Some(combine_trust(&s.trust));
             card.unknown_reserved = s.unknown;
         }
+        // Unindexed shards are a legitimate state, not a failed inspection (seed: "remains
+        // identifiable as MEGA").
+        Err(_) if matches!(entry, EntryPoint::Unindexed(_)) => {}
         Err(e) => card.failure = Some(e.to_string()),
     }
     card
@@ -486,6 +495,12 @@ impl Card {
         }
         if let Some(f) = &self.failure {
             let _ = writeln!(s, "inspection: failed: {f}");
+        } else if matches!(self.entry, EntryPoint::Unindexed(_)) {
+            let _ = writeln!(
+                s,
+                "inspection: unavailable: several shards without a `.mega.index.json`, \
+                 aggregate metadata cannot be validated"
+            );
         }
         s
     }

@@ -83,6 +83,10 @@ fn shards_without_index_use_fallbacks() {
         "{text}"
     );
     assert!(text.contains("without an index"), "{text}");
+    assert!(
+        card.failure.is_none() && text.contains("inspection: unavailable"),
+        "{text}"
+    );
     let card = inspect(&dir, Some("acme/thing-BF16")).unwrap();
     assert_eq!(card.tensor_type(), "BF16");
     let stored: u64 = megas
