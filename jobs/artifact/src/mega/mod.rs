@@ -8,13 +8,15 @@
 //! - [`reader`]: bounded header reader, tensor access and on-demand hash verification;
 //! - [`index`]: the `.mega.index.json` schema and the release view that resolves the index first;
 //! - [`inspect`]: the hub card's entry-point rules, summary, fallbacks, hash and trust states;
-//! - [`convert`]: safetensors (single or sharded) → MEGA, byte-preserving.
+//! - [`convert`]: safetensors (single or sharded) → MEGA, byte-preserving;
+//! - [`ops`]: the `minirun-mega` operations (convert, inspect, verify) returning text + status.
 
 pub mod convert;
 pub mod index;
 pub mod inspect;
 pub mod layout;
 pub mod metadata;
+pub mod ops;
 pub mod reader;
 pub mod writer;
 
