@@ -92,7 +92,10 @@ def section(buf, count):
 
 
 def read_shard(path):
-    data = open(path, "rb").read()
+    return read_shard_bytes(open(path, "rb").read())
+
+
+def read_shard_bytes(data):
     check(len(data) >= 128 and data[:8] == MAGIC, "bad magic or short file")
     major, minor, flags = struct.unpack_from("<HHI", data, 8)
     (align, mcount, tcount, moff, msize, doff, dsize, poff, psize, foff, fsize) = struct.unpack_from(
@@ -213,6 +216,20 @@ def main(root):
         compare(sh)
     check(seen == set(expected) and str(params) == idx["metadata"]["mega.parameter.count"], "aggregate")
     print("sharded: %d shards, %d tensors, index contract and hashes ok" % (len(idx["shards"]), len(seen)))
+
+    # The reader must also reject: a flipped payload byte, a flipped header byte, a truncation.
+    raw = open(os.path.join(root, "single", "model.mega"), "rb").read()
+    poff = single["poff"]
+    for what, mutated in (("payload crc32", raw[:poff] + bytes([raw[poff] ^ 1]) + raw[poff + 1:]),
+                          ("header crc", raw[:130] + bytes([raw[130] ^ 1]) + raw[131:]),
+                          ("file length", raw[:-1])):
+        try:
+            read_shard_bytes(mutated)
+        except Bad as e:
+            check(str(e) == what, "mutation rejected for the wrong reason: %s (want %s)" % (e, what))
+        else:
+            raise Bad("mutation not detected: " + what)
+    print("mutations: payload, header and truncation rejected")
 
 
 if __name__ == "__main__":

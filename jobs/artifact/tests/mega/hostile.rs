@@ -421,3 +421,44 @@ fn hostile_indexes() {
     let extra = g.replacen('{', "{\n  \"future_field\": {\"x\": [1, 2]},", 1);
     assert!(Index::parse("g", extra.as_bytes()).is_ok());
 }
+
+/// Rebuild the golden single shard with extra header metadata and a chosen minor version.
+fn golden_with_key(minor: u16, key: &str) -> Vec<u8> {
+    use artifact::mega::metadata::decode_section;
+    let g = golden_single();
+    let mut h = FixedHeader::decode("g", g[..128].try_into().unwrap()).unwrap();
+    let meta_end = (128 + h.metadata_size) as usize;
+    let mut md = decode_section(&g[128..meta_end], h.metadata_count, "g").unwrap();
+    md.insert(key.into(), Value::Str("from the future".into()));
+    let meta = encode_section(&md).unwrap();
+    let dir = &g[meta_end..(h.directory_offset + h.directory_size) as usize];
+    let rest = &g[h.payload_offset as usize..];
+    h.minor = minor;
+    h.metadata_count = md.len() as u64;
+    h.metadata_size = meta.len() as u64;
+    h.directory_offset = 128 + meta.len() as u64;
+    h.payload_offset = (h.directory_offset + h.directory_size).div_ceil(64) * 64;
+    h.footer_offset = h.payload_offset + h.payload_size;
+    let mut b = h.encode().to_vec();
+    b.extend_from_slice(&meta);
+    b.extend_from_slice(dir);
+    b.resize(h.payload_offset as usize, 0);
+    b.extend_from_slice(rest);
+    fix_crc(&mut b);
+    b
+}
+
+#[test]
+fn compatibility_policy_for_unknown_keys() {
+    // Unknown custom key: accepted and kept, not interpreted.
+    let h = read(&golden_with_key(0, "vendor.new.field")).unwrap();
+    assert!(h.unknown_reserved.is_empty());
+    assert!(h.metadata.contains_key("vendor.new.field"));
+    // Unknown reserved key: an error in a 1.0 file, a warning in a newer-minor file.
+    assert_rejects(
+        &golden_with_key(0, "mega.future.thing"),
+        "unknown key in a reserved",
+    );
+    let h = read(&golden_with_key(1, "mega.future.thing")).unwrap();
+    assert_eq!(h.unknown_reserved, vec!["mega.future.thing".to_string()]);
+}

@@ -194,3 +194,60 @@ fn corrupted_payload_fails_hashes_not_header() {
         "trust is reported separately: {text}"
     );
 }
+
+mod prop {
+    use artifact::mega::index::Release;
+    use artifact::mega::layout::tensor_nbytes;
+    use artifact::mega::{write_release, DirOpener, ReleaseOptions, TensorData, TensorOrder};
+    use proptest::prelude::*;
+
+    const DTYPES: &[&str] = &["U8", "F4", "BF16", "F32", "F64"];
+
+    fn tensors() -> impl Strategy<Value = Vec<(usize, Vec<u64>)>> {
+        proptest::collection::vec(
+            (0..DTYPES.len(), proptest::collection::vec(0u64..7, 0..3)),
+            1..10,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Any tensor set, alignment and shard budget: every tensor reads back byte-identical.
+        #[test]
+        fn write_read_round_trip(
+            specs in tensors(),
+            align_log in 3u32..9,
+            budget in proptest::option::of(1u64..600),
+            by_name in any::<bool>(),
+        ) {
+            let mut owned = Vec::new();
+            for (i, (d, shape)) in specs.iter().enumerate() {
+                let mut shape = shape.clone();
+                // F4 needs an even element count.
+                if DTYPES[*d] == "F4" { shape.push(2); }
+                let n = tensor_nbytes(DTYPES[*d], &shape).unwrap() as usize;
+                owned.push((format!("t{i}"), DTYPES[*d], shape, crate::common::pattern(i as u32, n)));
+            }
+            let data: Vec<TensorData<'_>> = owned.iter().map(|(n, d, s, b)| TensorData {
+                name: n.clone(), dtype: d.to_string(), shape: s.clone(), bytes: b,
+            }).collect();
+            let tmp = tempfile::tempdir().unwrap();
+            let opts = ReleaseOptions {
+                alignment: 1 << align_log,
+                max_shard_size: budget,
+                order: if by_name { TensorOrder::Name } else { TensorOrder::Source },
+                ..Default::default()
+            };
+            let out = write_release(tmp.path(), &data, &opts).unwrap();
+            let opener = DirOpener { dir: tmp.path().to_path_buf() };
+            let mut rel = match &out.index_file {
+                Some(i) => Release::open_index(opener, i).unwrap(),
+                None => Release::open_single(opener, &out.shards[0].file).unwrap(),
+            };
+            for (n, _, _, b) in &owned {
+                prop_assert_eq!(&rel.read_tensor(n).unwrap(), b);
+            }
+            prop_assert!(artifact::mega::verify(tmp.path()).unwrap().ok());
+        }
+    }
+}
