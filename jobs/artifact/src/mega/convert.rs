@@ -47,8 +47,19 @@ fn src_err(file: &Path, reason: impl Into<String>) -> MegaError {
     }
 }
 
-/// The safetensors files of a source, in conversion order, and the directory holding side files.
-pub fn source_files(src: &Path) -> Result<(PathBuf, Vec<PathBuf>), MegaError> {
+/// A resolved conversion source.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Directory holding the side files (`config.json`, tokenizer files).
+    pub dir: PathBuf,
+    /// safetensors files in conversion order (lexical for a sharded source).
+    pub files: Vec<PathBuf>,
+    /// The `weight_map` of a sharded source: tensor → file name.
+    pub weight_map: Option<BTreeMap<String, String>>,
+}
+
+/// Resolve a source path: a `.safetensors` file, a `*.index.json`, or a checkpoint directory.
+pub fn source_files(src: &Path) -> Result<Source, MegaError> {
     let (dir, entry) = if src.is_dir() {
         let idx = src.join("model.safetensors.index.json");
         let single = src.join("model.safetensors");
@@ -80,6 +91,7 @@ pub fn source_files(src: &Path) -> Result<(PathBuf, Vec<PathBuf>), MegaError> {
             .and_then(serde_json::Value::as_object)
             .ok_or_else(|| src_err(&entry, "no `weight_map` object"))?;
         let mut files: Vec<String> = Vec::new();
+        let mut weight_map = BTreeMap::new();
         for (t, f) in map {
             let f = f
                 .as_str()
@@ -93,11 +105,20 @@ pub fn source_files(src: &Path) -> Result<(PathBuf, Vec<PathBuf>), MegaError> {
             if !files.iter().any(|x| x == f) {
                 files.push(f.to_string());
             }
+            weight_map.insert(t.clone(), f.to_string());
         }
         files.sort();
-        Ok((dir.clone(), files.iter().map(|f| dir.join(f)).collect()))
+        Ok(Source {
+            files: files.iter().map(|f| dir.join(f)).collect(),
+            dir,
+            weight_map: Some(weight_map),
+        })
     } else if name.ends_with(".safetensors") {
-        Ok((dir, vec![entry]))
+        Ok(Source {
+            dir,
+            files: vec![entry],
+            weight_map: None,
+        })
     } else {
         Err(src_err(
             &entry,
@@ -257,13 +278,38 @@ pub fn tokenizer_metadata(dir: &Path) -> Result<Metadata, MegaError> {
     Ok(md)
 }
 
+/// Refuse an output directory that already holds MEGA files: stale shards or a stale index next to
+/// a new release would change which entry point inspection picks (docs/mega.md §9.1).
+fn refuse_existing_release(out_dir: &Path) -> Result<(), MegaError> {
+    let Ok(rd) = std::fs::read_dir(out_dir) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.ends_with(".mega") || n.ends_with(".mega.index.json") {
+            return Err(MegaError::Source {
+                file: out_dir.display().to_string(),
+                reason: format!(
+                    "the output directory already holds `{n}`; convert into an empty directory"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Convert the safetensors checkpoint at `src` into a MEGA release in `out_dir`.
 pub fn convert(
     src: &Path,
     out_dir: &Path,
     opts: &ConvertOptions,
 ) -> Result<ReleaseSummary, MegaError> {
-    let (dir, files) = source_files(src)?;
+    refuse_existing_release(out_dir)?;
+    let Source {
+        dir,
+        files,
+        weight_map,
+    } = source_files(src)?;
     let mut maps = Vec::with_capacity(files.len());
     for f in &files {
         let label = f.display().to_string();
@@ -288,7 +334,19 @@ pub fn convert(
                 }
             }
         }
+        let fname = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         for name in meta.offset_keys() {
+            if let Some(wm) = &weight_map {
+                if wm.get(&name) != Some(&fname) {
+                    return Err(src_err(
+                        f,
+                        format!("tensor `{name}` is not mapped to this file by the index"),
+                    ));
+                }
+            }
             let view = st
                 .tensor(&name)
                 .map_err(|e| src_err(f, format!("tensor `{name}`: {e}")))?;
@@ -298,6 +356,18 @@ pub fn convert(
                 shape: view.shape().iter().map(|&d| d as u64).collect(),
                 bytes: view.data(),
             });
+        }
+    }
+    if let Some(wm) = &weight_map {
+        if wm.len() != tensors.len() {
+            return Err(src_err(
+                src,
+                format!(
+                    "the index maps {} tensors, the shard files hold {}",
+                    wm.len(),
+                    tensors.len()
+                ),
+            ));
         }
     }
     let name = opts.name.clone().unwrap_or_else(|| {
@@ -324,9 +394,8 @@ pub type TensorMap = BTreeMap<String, (String, Vec<u64>, Vec<u8>)>;
 
 /// Every tensor of a safetensors source, for round-trip checks.
 pub fn source_tensors(src: &Path) -> Result<TensorMap, MegaError> {
-    let (_, files) = source_files(src)?;
     let mut out = BTreeMap::new();
-    for f in files {
+    for f in source_files(src)?.files {
         let bytes =
             std::fs::read(&f).map_err(|e| MegaError::io("read", f.display().to_string(), e))?;
         let st = SafeTensors::deserialize(&bytes)

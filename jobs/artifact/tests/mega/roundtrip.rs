@@ -251,3 +251,30 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn convert_refuses_inconsistent_sources_and_non_empty_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    write_sharded_source(&src);
+    let out = tmp.path().join("out");
+    convert(&src, &out, &ConvertOptions::default()).unwrap();
+    let e = convert(&src, &out, &ConvertOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("already holds") && e.contains("model.mega"),
+        "{e}"
+    );
+    // An index that places a tensor in the wrong file is refused, naming the tensor.
+    let idx = src.join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&idx).unwrap().replacen(
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        1,
+    );
+    std::fs::write(&idx, text).unwrap();
+    let e = convert(&src, &tmp.path().join("out2"), &ConvertOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("is not mapped to this file"), "{e}");
+}
