@@ -85,5 +85,5 @@ fn convert_inspect_verify_and_exit_codes() {
     assert_eq!(r.status.code(), Some(64));
     let r = mega(&["verify", tmp.path().join("missing").to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1));
-    assert!(text(&r).contains("does not exist"));
+    assert!(text(&r).contains("does not exist") && text(&r).contains("\nhint: "));
 }

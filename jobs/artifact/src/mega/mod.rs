@@ -183,6 +183,42 @@ pub enum MegaError {
 }
 
 impl MegaError {
+    /// A fix the user can apply, for the binaries' `hint:` line.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            MegaError::Truncated { .. }
+            | MegaError::HeaderCrc { .. }
+            | MegaError::BadMagic { .. } => {
+                "the file is damaged or incomplete: download or convert it again, then run \
+                 `minirun-mega verify`"
+                    .into()
+            }
+            MegaError::UnsupportedVersion { .. } => {
+                "this file needs a newer reader (docs/mega.md §8)".into()
+            }
+            MegaError::BadAlignment { .. } => "pass --alignment 4096 or 65536".into(),
+            MegaError::KeyRefused { .. } => {
+                "custom metadata goes under an owned prefix such as `acme.`; reserved keys are \
+                 listed in docs/mega.md §4"
+                    .into()
+            }
+            MegaError::Source { .. } => {
+                "point SRC at a `.safetensors` file, a `*.index.json`, or their directory, and \
+                 --output-dir at an empty directory"
+                    .into()
+            }
+            MegaError::NotMega { .. } => {
+                "pass a release directory, a `.mega` file or a `.mega.index.json`".into()
+            }
+            MegaError::ShardMismatch { .. } | MegaError::BadIndex { .. } => {
+                "the index and its shards come from different conversions: re-convert or \
+                 re-download the whole release"
+                    .into()
+            }
+            _ => return None,
+        })
+    }
+
     pub(crate) fn io(op: &'static str, file: impl Into<String>, source: std::io::Error) -> Self {
         MegaError::Io {
             op,

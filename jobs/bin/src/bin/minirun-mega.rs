@@ -79,7 +79,7 @@ fn main() -> ExitCode {
             if out.ok { Exit::Ok } else { Exit::Failure }.into()
         }
         Err(err) => {
-            print_error(&err, None);
+            print_error(&err, err.hint());
             Exit::Failure.into()
         }
     }
