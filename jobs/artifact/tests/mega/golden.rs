@@ -1,6 +1,7 @@
 //! Golden files: the writer's output for fixed inputs is frozen byte for byte under
 //! `tests/golden/mega/` (docs/mega.md §10). Regenerate deliberately with
-//! `MEGA_BLESS=1 cargo test -p artifact --test mega golden` and review the diff.
+//! `MEGA_BLESS=1 cargo test -p artifact --test mega golden_files_are_byte_identical` and review
+//! the diff (only that test: the others read the goldens while it rewrites them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -155,3 +155,65 @@ fn inspection_is_bounded_to_headers_and_index() {
         assert_no_payload_reads(&dir, &opener);
     }
 }
+
+#[test]
+fn trust_states_are_reported_apart_from_hashes() {
+    use artifact::mega::metadata::{Metadata, Value};
+    use artifact::mega::writer::append_footer;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("model.mega");
+    std::fs::copy(golden("single/model.mega"), &path).unwrap();
+    let r = artifact::mega::verify(tmp.path()).unwrap();
+    assert!(r.hashes_ok() && r.ok());
+    assert!(
+        matches!(r.trust, TrustState::SignedUnverified { ref scheme, .. } if scheme == "ed25519")
+    );
+    // A signature bound to another digest: hashes still ok, trust invalid, overall not ok.
+    let mut md = Metadata::new();
+    md.insert(
+        "mega.trust.signed_digest".into(),
+        Value::Str(format!("sha256:{}", "0".repeat(64))),
+    );
+    append_footer(&path, &md).unwrap();
+    let r = artifact::mega::verify(tmp.path()).unwrap();
+    assert!(
+        r.hashes_ok(),
+        "the footer overlay never touches the payload"
+    );
+    assert!(matches!(r.trust, TrustState::Invalid(ref m) if m.contains("not the payload sha256")));
+    assert!(!r.ok());
+    let text = r.render();
+    assert!(text.contains("hashes: ok\ntrust: invalid"), "{text}");
+    // Incomplete signing metadata is invalid too.
+    let sharded = tmp.path().join("s");
+    std::fs::create_dir(&sharded).unwrap();
+    let p2 = sharded.join("model.mega");
+    let g = std::fs::read(golden("single/model.mega")).unwrap();
+    let h = ShardHeader::read("g", &mut std::io::Cursor::new(g.clone())).unwrap();
+    // Strip the footer: truncate to the payload end and clear the footer fields + CRCs.
+    let end = (h.fixed.payload_offset + h.fixed.payload_size) as usize;
+    let mut fixed = h.fixed.clone();
+    fixed.flags = 0;
+    fixed.footer_offset = 0;
+    fixed.footer_size = 0;
+    fixed.footer_crc32 = 0;
+    fixed.header_crc32 = 0;
+    let mut b = g[..end].to_vec();
+    b[..128].copy_from_slice(&fixed.encode());
+    let crc = crc32fast::hash(&b[..h.fixed.payload_offset as usize]);
+    b[0x68..0x6c].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&p2, &b).unwrap();
+    assert_eq!(
+        artifact::mega::verify(&sharded).unwrap().trust,
+        TrustState::Unsigned
+    );
+    let mut md = Metadata::new();
+    md.insert("mega.trust.scheme".into(), Value::Str("ed25519".into()));
+    append_footer(&p2, &md).unwrap();
+    let r = artifact::mega::verify(&sharded).unwrap();
+    assert!(
+        matches!(r.trust, TrustState::Invalid(ref m) if m.contains("mega.trust.signer")),
+        "{:?}",
+        r.trust
+    );
+}
