@@ -43,6 +43,30 @@ proptest! {
         let _ = ShardHeader::read("fuzz.mega", &mut Cursor::new(bytes));
     }
 
+    /// Mutations inside the header region with the header CRC recomputed, so the metadata,
+    /// directory and footer parsers (not just the CRC check) see the hostile bytes.
+    #[test]
+    fn fuzz_shard_header_mutations_crc_fixed(
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let mut bytes = golden("single/model.mega");
+        let po = u64::from_le_bytes(bytes[0x48..0x50].try_into().unwrap()) as usize;
+        for (at, v) in edits {
+            let i = at.index(po);
+            if !(0x68..0x6c).contains(&i) {
+                bytes[i] = v;
+            }
+        }
+        let po = (u64::from_le_bytes(bytes[0x48..0x50].try_into().unwrap()) as usize).min(bytes.len());
+        let mut head = bytes[..po].to_vec();
+        if head.len() >= 0x6c {
+            head[0x68..0x6c].fill(0);
+            let c = crc32fast::hash(&head);
+            bytes[0x68..0x6c].copy_from_slice(&c.to_le_bytes());
+        }
+        let _ = ShardHeader::read("fuzz.mega", &mut Cursor::new(bytes));
+    }
+
     #[test]
     fn fuzz_index_random_text(s in "\\PC{0,512}") {
         let _ = Index::parse("fuzz.mega.index.json", s.as_bytes());
