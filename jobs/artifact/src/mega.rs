@@ -1,1 +1,0 @@
-//! `mega`: to be written (see the issue that owns it).
