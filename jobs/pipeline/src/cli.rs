@@ -101,6 +101,27 @@ where
     }
 }
 
+/// Write `text` to stdout; a closed pipe (`| head`) is not an error worth a panic.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Join reasons for one line: the first `max`, then how many more.
+pub fn join_limited<T: std::fmt::Display>(items: &[T], max: usize) -> String {
+    let mut s = items
+        .iter()
+        .take(max)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > max {
+        s.push_str(&format!("; … and {} more", items.len() - max));
+    }
+    s
+}
+
 /// A hint a user can act on, attached to an error type (uv's `Hint` idea).
 pub trait Hint {
     /// The fix, if this error has one the user can apply.

@@ -40,11 +40,11 @@ fn main() -> ExitCode {
     };
     match run() {
         Ok(summary) if args.stage.json => {
-            println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+            cli::emit(&(serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n"));
             Exit::Ok.into()
         }
         Ok(summary) => {
-            print!("{}", summary.render());
+            cli::emit(&summary.render());
             Exit::Ok.into()
         }
         Err(e) => {

@@ -44,9 +44,9 @@ fn main() -> ExitCode {
     match run() {
         Ok(r) => {
             if args.stage.json {
-                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
             } else {
-                print!("{}", r.render());
+                cli::emit(&r.render());
             }
             r.exit().into()
         }

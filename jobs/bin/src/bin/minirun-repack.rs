@@ -41,11 +41,11 @@ fn main() -> ExitCode {
     };
     match run() {
         Ok(s) if args.stage.json => {
-            println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+            cli::emit(&(serde_json::to_string_pretty(&s).unwrap_or_default() + "\n"));
             Exit::Ok.into()
         }
         Ok(s) => {
-            print!("{}", s.render());
+            cli::emit(&s.render());
             Exit::Ok.into()
         }
         Err(e) => {

@@ -51,7 +51,11 @@ impl Upstream {
 }
 
 fn upstream_err(src: &Source, detail: String) -> FetchError {
-    FetchError::Upstream { repo: src.repo.as_str().to_owned(), revision: src.revision.as_str().to_owned(), detail }
+    FetchError::Upstream {
+        repo: src.repo.as_str().to_owned(),
+        revision: src.revision.as_str().to_owned(),
+        detail,
+    }
 }
 
 fn hub_err(what: String) -> impl FnOnce(hub::HubError) -> FetchError {
@@ -59,66 +63,128 @@ fn hub_err(what: String) -> impl FnOnce(hub::HubError) -> FetchError {
 }
 
 /// Pin, check and read the headers of every source of `plan`.
-pub async fn discover(client: &HubClient, plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
-    let mut up = Upstream { files: BTreeMap::new(), tensors: Vec::new() };
-    let mut discovery = Discovery { v: 1, sources: BTreeMap::new() };
+pub async fn discover(
+    client: &HubClient,
+    plan: &Plan,
+    work: &WorkDir,
+) -> Result<Upstream, FetchError> {
+    let mut up = Upstream {
+        files: BTreeMap::new(),
+        tensors: Vec::new(),
+    };
+    let mut discovery = Discovery {
+        v: 1,
+        sources: BTreeMap::new(),
+    };
     for src in &plan.sources {
         let repo = RepoId::model(src.repo.as_str()).map_err(|d| upstream_err(src, d))?;
         let rev = src.revision.as_str();
         let info = client
             .revision_info(&repo, rev, true)
             .await
-            .map_err(hub_err(format!("failed to read revision `{rev}` of `{}`", src.repo.as_str())))?;
+            .map_err(hub_err(format!(
+                "failed to read revision `{rev}` of `{}`",
+                src.repo.as_str()
+            )))?;
         if info.sha.as_deref() != Some(rev) {
-            return Err(upstream_err(src, format!("the hub resolved the pin to commit {:?}", info.sha)));
+            return Err(upstream_err(
+                src,
+                format!("the hub resolved the pin to commit {:?}", info.sha),
+            ));
         }
         let tree = client
             .list_tree(&repo, rev, None, true)
             .await
-            .map_err(hub_err(format!("failed to list the tree of `{}` at `{rev}`", src.repo.as_str())))?;
-        let tree_files: BTreeMap<&str, u64> =
-            tree.iter().filter(|e| e.kind == "file").map(|e| (e.path.as_str(), e.size)).collect();
+            .map_err(hub_err(format!(
+                "failed to list the tree of `{}` at `{rev}`",
+                src.repo.as_str()
+            )))?;
+        let tree_files: BTreeMap<&str, u64> = tree
+            .iter()
+            .filter(|e| e.kind == "file")
+            .map(|e| (e.path.as_str(), e.size))
+            .collect();
         let mut digests = BTreeMap::new();
         for s in &info.siblings {
             match tree_files.get(s.rfilename.as_str()) {
-                None => return Err(upstream_err(src, format!("`{}` is in the revision but not in its tree: the tree is incomplete", s.rfilename))),
+                None => {
+                    return Err(upstream_err(
+                        src,
+                        format!(
+                            "`{}` is in the revision but not in its tree: the tree is incomplete",
+                            s.rfilename
+                        ),
+                    ))
+                }
                 Some(&size) if s.size.is_some_and(|rs| rs != size) => {
-                    return Err(upstream_err(src, format!("`{}` is {size} B in the tree but {:?} B in the revision", s.rfilename, s.size)));
+                    return Err(upstream_err(
+                        src,
+                        format!(
+                            "`{}` is {size} B in the tree but {:?} B in the revision",
+                            s.rfilename, s.size
+                        ),
+                    ));
                 }
                 Some(_) => {}
             }
             let digest = match (&s.lfs, &s.blob_id) {
                 (Some(lfs), _) => lfs.sha256.clone(),
                 (None, Some(oid)) => oid.clone(),
-                (None, None) => return Err(upstream_err(src, format!("`{}` has no digest in the revision info", s.rfilename))),
+                (None, None) => {
+                    return Err(upstream_err(
+                        src,
+                        format!("`{}` has no digest in the revision info", s.rfilename),
+                    ))
+                }
             };
             digests.insert(s.rfilename.clone(), digest);
         }
         if tree_files.len() != info.siblings.len() {
-            return Err(upstream_err(src, format!("the tree lists {} files, the revision {}", tree_files.len(), info.siblings.len())));
+            return Err(upstream_err(
+                src,
+                format!(
+                    "the tree lists {} files, the revision {}",
+                    tree_files.len(),
+                    info.siblings.len()
+                ),
+            ));
         }
-        let weights: Vec<&String> =
-            digests.keys().filter(|p| src.weights.iter().any(|g| glob_match(g, p))).collect();
+        let weights: Vec<&String> = digests
+            .keys()
+            .filter(|p| src.weights.iter().any(|g| glob_match(g, p)))
+            .collect();
         if weights.is_empty() {
-            return Err(upstream_err(src, format!("no file matches the weight globs {:?}", src.weights)));
+            return Err(upstream_err(
+                src,
+                format!("no file matches the weight globs {:?}", src.weights),
+            ));
         }
         for path in weights {
             let meta = client
                 .file_metadata(&repo, rev, path)
                 .await
-                .map_err(hub_err(format!("failed to resolve `{path}` in `{}`", src.repo.as_str())))?;
+                .map_err(hub_err(format!(
+                    "failed to resolve `{path}` in `{}`",
+                    src.repo.as_str()
+                )))?;
             if meta.commit != rev {
-                return Err(upstream_err(src, format!("`{path}` resolved at commit `{}`", meta.commit)));
+                return Err(upstream_err(
+                    src,
+                    format!("`{path}` resolved at commit `{}`", meta.commit),
+                ));
             }
             let header = read_header(client, work, src, &repo, path, &meta).await?;
-            header.check_file_len(meta.size).map_err(|source| FetchError::Header {
-                repo: src.repo.as_str().to_owned(),
-                file: path.clone(),
-                source,
-            })?;
+            header
+                .check_file_len(meta.size)
+                .map_err(|source| FetchError::Header {
+                    repo: src.repo.as_str().to_owned(),
+                    file: path.clone(),
+                    source,
+                })?;
             for t in &header.tensors {
                 up.tensors.push(
-                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path).in_source(&src.name),
+                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path)
+                        .in_source(&src.name),
                 );
             }
             let digest = digests.get(path).cloned().unwrap_or_default();
@@ -138,13 +204,23 @@ pub async fn discover(client: &HubClient, plan: &Plan, work: &WorkDir) -> Result
         let mut record = SourceRecord {
             repo: src.repo.as_str().to_owned(),
             commit: rev.to_owned(),
-            weights: up.files.keys().filter(|(s, _)| s == &src.name).map(|(_, p)| p.clone()).collect(),
+            weights: up
+                .files
+                .keys()
+                .filter(|(s, _)| s == &src.name)
+                .map(|(_, p)| p.clone())
+                .collect(),
             files: BTreeMap::new(),
         };
         for s in &info.siblings {
             let digest = digests.get(&s.rfilename).cloned().unwrap_or_default();
-            let size = tree_files.get(s.rfilename.as_str()).copied().unwrap_or_default();
-            record.files.insert(s.rfilename.clone(), RemoteFile { size, digest });
+            let size = tree_files
+                .get(s.rfilename.as_str())
+                .copied()
+                .unwrap_or_default();
+            record
+                .files
+                .insert(s.rfilename.clone(), RemoteFile { size, digest });
         }
         root::fetch_root_files(client, plan, src, &repo, &record, work).await?;
         discovery.sources.insert(src.name.clone(), record);
@@ -155,7 +231,11 @@ pub async fn discover(client: &HubClient, plan: &Plan, work: &WorkDir) -> Result
         source: std::io::Error::other(e),
     })?;
     if let Some(dir) = work.discovery().parent() {
-        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io { what: "create", path: dir.to_owned(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io {
+            what: "create",
+            path: dir.to_owned(),
+            source,
+        })?;
     }
     ledger::write_atomic(&work.discovery(), &bytes)?;
     Ok(up)
@@ -200,11 +280,21 @@ impl Discovery {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(FetchError::Io { what: "read", path, source }),
+            Err(source) => {
+                return Err(FetchError::Io {
+                    what: "read",
+                    path,
+                    source,
+                })
+            }
         };
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| FetchError::Io { what: "parse", path, source: std::io::Error::other(e) })
+            .map_err(|e| FetchError::Io {
+                what: "parse",
+                path,
+                source: std::io::Error::other(e),
+            })
     }
 }
 
@@ -213,26 +303,50 @@ pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError>
     let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::Upstream {
         repo: plan.name.clone(),
         revision: String::new(),
-        detail: format!("`{}` is missing: run minirun-fetch first", work.discovery().display()),
+        detail: format!(
+            "`{}` is missing: run minirun-fetch first",
+            work.discovery().display()
+        ),
     })?;
-    let mut up = Upstream { files: BTreeMap::new(), tensors: Vec::new() };
+    let mut up = Upstream {
+        files: BTreeMap::new(),
+        tensors: Vec::new(),
+    };
     for src in &plan.sources {
-        let rec = discovery.sources.get(&src.name).filter(|r| r.commit == src.revision.as_str()).ok_or_else(|| {
-            upstream_err(src, "no discovery record for this pin: run minirun-fetch first".into())
-        })?;
+        let rec = discovery
+            .sources
+            .get(&src.name)
+            .filter(|r| r.commit == src.revision.as_str())
+            .ok_or_else(|| {
+                upstream_err(
+                    src,
+                    "no discovery record for this pin: run minirun-fetch first".into(),
+                )
+            })?;
         let repo = RepoId::model(src.repo.as_str()).map_err(|d| upstream_err(src, d))?;
         for path in &rec.weights {
             let cache = work.headers(&src.name).join(path);
-            let bytes = std::fs::read(&cache).map_err(|source| FetchError::Io { what: "read", path: cache.clone(), source })?;
-            let header = safetensors::parse_header(&bytes).map_err(|source| FetchError::Header {
-                repo: src.repo.as_str().to_owned(),
-                file: path.clone(),
+            let bytes = std::fs::read(&cache).map_err(|source| FetchError::Io {
+                what: "read",
+                path: cache.clone(),
                 source,
             })?;
+            let header =
+                safetensors::parse_header(&bytes).map_err(|source| FetchError::Header {
+                    repo: src.repo.as_str().to_owned(),
+                    file: path.clone(),
+                    source,
+                })?;
             for t in &header.tensors {
-                up.tensors.push(UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path).in_source(&src.name));
+                up.tensors.push(
+                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path)
+                        .in_source(&src.name),
+                );
             }
-            let remote = rec.files.get(path).cloned().unwrap_or(RemoteFile { size: header.file_len(), digest: String::new() });
+            let remote = rec.files.get(path).cloned().unwrap_or(RemoteFile {
+                size: header.file_len(),
+                digest: String::new(),
+            });
             up.files.insert(
                 (src.name.clone(), path.clone()),
                 UpstreamFile {
@@ -268,21 +382,38 @@ async fn read_header(
             }
         }
     }
-    let herr = |source| FetchError::Header { repo: src.repo.as_str().to_owned(), file: path.to_owned(), source };
+    let herr = |source| FetchError::Header {
+        repo: src.repo.as_str().to_owned(),
+        file: path.to_owned(),
+        source,
+    };
     let what = || format!("failed to read the header of `{path}` in `{}`", repo.id());
-    let first = client.get_range(meta, 0, Some(7)).await.map_err(hub_err(what()))?;
+    let first = client
+        .get_range(meta, 0, Some(7))
+        .await
+        .map_err(hub_err(what()))?;
     let first8: [u8; 8] = first.as_slice().try_into().map_err(|_| {
-        herr(safetensors::SafetensorsError::Truncated { need: 8, have: first.len() as u64 })
+        herr(safetensors::SafetensorsError::Truncated {
+            need: 8,
+            have: first.len() as u64,
+        })
     })?;
     let n = safetensors::header_len(first8).map_err(herr)?;
     let mut bytes = first;
     if n > 0 {
-        let json = client.get_range(meta, 8, Some(7 + n)).await.map_err(hub_err(what()))?;
+        let json = client
+            .get_range(meta, 8, Some(7 + n))
+            .await
+            .map_err(hub_err(what()))?;
         bytes.extend_from_slice(&json);
     }
     let header = safetensors::parse_header(&bytes).map_err(herr)?;
     if let Some(dir) = cache.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io { what: "create", path: dir.to_owned(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io {
+            what: "create",
+            path: dir.to_owned(),
+            source,
+        })?;
     }
     ledger::write_atomic(&cache, &bytes)?;
     Ok(header)

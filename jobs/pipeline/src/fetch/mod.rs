@@ -204,7 +204,11 @@ impl FetchSummary {
             self.plan,
             self.units.len(),
             self.bytes_fetched,
-            if self.no_requests { ", no hub requests" } else { "" }
+            if self.no_requests {
+                ", no hub requests"
+            } else {
+                ""
+            }
         ));
         s
     }
@@ -214,7 +218,11 @@ impl FetchSummary {
 pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     plan.ensure_runnable()?;
     let selected = plan.select_units(opts.units.as_deref())?;
-    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    let work = WorkDir::new(
+        opts.work_dir
+            .clone()
+            .unwrap_or_else(|| plan.run.work_dir.clone()),
+    );
     let ledger_dir = work.ledger();
 
     let mut reports = Vec::new();
@@ -230,12 +238,21 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         }
     }
     if (pending.is_empty() && root::root_files_present(plan, &work)) || opts.dry_run {
-        return Ok(FetchSummary { plan: plan.name.clone(), units: reports, bytes_fetched: 0, no_requests: true });
+        return Ok(FetchSummary {
+            plan: plan.name.clone(),
+            units: reports,
+            bytes_fetched: 0,
+            no_requests: true,
+        });
     }
 
     let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
-    let client = hub::client::HubClient::from_env(endpoint.as_deref())
-        .map_err(|source| FetchError::Hub { what: "failed to configure the hub client".into(), source })?;
+    let client = hub::client::HubClient::from_env(endpoint.as_deref()).map_err(|source| {
+        FetchError::Hub {
+            what: "failed to configure the hub client".into(),
+            source,
+        }
+    })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -245,17 +262,24 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         let upstream = discover::discover(&client, plan, &work).await?;
         let resolution = plan.resolve(&upstream.tensors)?;
         for report in reports.iter_mut().filter(|r| r.status == "pending") {
-            let ru = resolution.unit(&report.unit).ok_or_else(|| FetchError::Upstream {
-                repo: String::new(),
-                revision: String::new(),
-                detail: format!("unit `{}` holds no tensor", report.unit),
-            })?;
+            let ru = resolution
+                .unit(&report.unit)
+                .ok_or_else(|| FetchError::Upstream {
+                    repo: String::new(),
+                    revision: String::new(),
+                    detail: format!("unit `{}` holds no tensor", report.unit),
+                })?;
             *report = unit::fetch_unit(&client, plan, &work, &upstream, ru, opts).await?;
         }
         Ok::<(), FetchError>(())
     })?;
     let bytes_fetched = reports.iter().map(|r| r.bytes_fetched).sum();
-    Ok(FetchSummary { plan: plan.name.clone(), units: reports, bytes_fetched, no_requests: false })
+    Ok(FetchSummary {
+        plan: plan.name.clone(),
+        units: reports,
+        bytes_fetched,
+        no_requests: false,
+    })
 }
 
 impl UnitReport {
@@ -275,15 +299,18 @@ impl UnitReport {
 }
 
 /// `None` when the unit's fetch journal says done and its files still match; else why not.
-fn unit_done(ledger_dir: &std::path::Path, work: &WorkDir, unit: &str, verify: bool) -> Result<Option<String>, FetchError> {
+fn unit_done(
+    ledger_dir: &std::path::Path,
+    work: &WorkDir,
+    unit: &str,
+    verify: bool,
+) -> Result<Option<String>, FetchError> {
     let Some(journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
         return Ok(Some("no journal".into()));
     };
     let check = journal.is_done(&work.upstream_unit(unit), verify)?;
     Ok(match check {
         ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(why) => {
-            Some(why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
-        }
+        ledger::DoneCheck::NotDone(why) => Some(crate::cli::join_limited(&why, 5)),
     })
 }

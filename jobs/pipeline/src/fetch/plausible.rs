@@ -62,8 +62,12 @@ const MAX_INDEX_VALUE: i64 = 1 << 20;
 /// Smallest e4m3 magnitude code a non-zero quantized block may peak at (0x70 = 128.0; the
 /// power-of-two rule puts every block peak in (224, 448], code 0x76..=0x7E).
 const FP8_BLOCK_PEAK_MIN: u8 = 0x70;
-/// Share of non-zero e2m1 groups that must contain a code of magnitude ≥ 4.0 (code 6 or 7).
-const E2M1_PEAK_SHARE_PERMILLE: usize = 970;
+/// Share of non-zero e2m1 groups that must peak at magnitude ≥ 3.0 (codes 5..=7): power-of-two
+/// MX scales put every group's largest element at 3.0..6.0 (UE8M0 `ceil(log2(amax/6))` rule, as
+/// DeepSeek's converters use) or 4.0..6.0 (OCP `floor(log2 amax) - 2`).
+const E2M1_PEAK_SHARE_PERMILLE: usize = 990;
+/// Smallest e2m1 magnitude code a non-zero MX group peaks at (code 5 = 3.0).
+const E2M1_PEAK_MIN: u8 = 5;
 
 fn fail(dtype: &str, reason: String) -> Result<(), Implausible> {
     Err(Implausible {
@@ -298,16 +302,16 @@ fn check_e2m1(dtype: &str, group: u32, bytes: &[u8]) -> Result<(), Implausible> 
         }
         if peak != 0 {
             groups += 1;
-            // MX scaling puts each group's largest element at 4.0 or 6.0 (codes 6, 7).
-            peaked += usize::from(peak >= 6);
+            // MX scaling puts each group's largest element at 3.0..6.0 (codes 5..=7).
+            peaked += usize::from(peak >= E2M1_PEAK_MIN);
         }
     }
     if groups > 0 && peaked * 1000 < groups * E2M1_PEAK_SHARE_PERMILLE {
         return fail(
             dtype,
             format!(
-                "only {peaked} of {groups} non-zero {group}-element groups reach e2m1 magnitude 4.0; \
-                 MX-scaled groups peak at 4.0 or 6.0 (reads off the group grid do not)"
+                "only {peaked} of {groups} non-zero {group}-element groups reach e2m1 magnitude 3.0; \
+                 MX-scaled groups peak at 3.0..6.0 (reads off the group grid do not)"
             ),
         );
     }

@@ -40,21 +40,33 @@ pub async fn fetch_root_files(
 ) -> Result<(), FetchError> {
     let dir = work.root_files(&src.name);
     for path in root_paths(plan, src) {
-        let remote = record.files.get(&path).ok_or_else(|| FetchError::Upstream {
-            repo: src.repo.as_str().to_owned(),
-            revision: src.revision.as_str().to_owned(),
-            detail: format!("the plan names root file `{path}`, which the revision does not hold"),
-        })?;
+        let remote = record
+            .files
+            .get(&path)
+            .ok_or_else(|| FetchError::Upstream {
+                repo: src.repo.as_str().to_owned(),
+                revision: src.revision.as_str().to_owned(),
+                detail: format!(
+                    "the plan names root file `{path}`, which the revision does not hold"
+                ),
+            })?;
         let local = dir.join(&path);
         if local.is_file() && hash_file(&local, &remote.digest, remote.size)?.1 == remote.digest {
             continue;
         }
-        let (_, bytes) = client.download_bytes(repo, src.revision.as_str(), &path).await.map_err(|source| {
-            FetchError::Hub { what: format!("failed to download `{path}` from `{}`", src.repo.as_str()), source }
-        })?;
+        let (_, bytes) = client
+            .download_bytes(repo, src.revision.as_str(), &path)
+            .await
+            .map_err(|source| FetchError::Hub {
+                what: format!("failed to download `{path}` from `{}`", src.repo.as_str()),
+                source,
+            })?;
         if let Some(parent) = local.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|source| FetchError::Io { what: "create", path: parent.to_owned(), source })?;
+            std::fs::create_dir_all(parent).map_err(|source| FetchError::Io {
+                what: "create",
+                path: parent.to_owned(),
+                source,
+            })?;
         }
         ledger::write_atomic(&local, &bytes)?;
     }
@@ -65,17 +77,31 @@ pub async fn fetch_root_files(
 /// "nothing to do" path must send nothing and read little).
 pub fn root_files_present(plan: &Plan, work: &WorkDir) -> bool {
     plan.sources.iter().all(|src| {
-        root_paths(plan, src).iter().all(|p| work.root_files(&src.name).join(p).is_file())
+        root_paths(plan, src)
+            .iter()
+            .all(|p| work.root_files(&src.name).join(p).is_file())
     })
 }
 
 /// Hash a whole file the way the hub records it: SHA-256 for LFS (a 64-hex digest), git-blob
 /// SHA-1 otherwise. Returns the algorithm's name and the hex digest.
-pub fn hash_file(path: &Path, hub_digest: &str, size: u64) -> Result<(&'static str, String), FetchError> {
-    let mut f = File::open(path).map_err(|source| FetchError::Io { what: "open", path: path.to_owned(), source })?;
+pub fn hash_file(
+    path: &Path,
+    hub_digest: &str,
+    size: u64,
+) -> Result<(&'static str, String), FetchError> {
+    let mut f = File::open(path).map_err(|source| FetchError::Io {
+        what: "open",
+        path: path.to_owned(),
+        source,
+    })?;
     let mut buf = vec![0u8; 1 << 20];
     let mut read = |f: &mut File, buf: &mut [u8]| {
-        f.read(buf).map_err(|source| FetchError::Io { what: "read", path: path.to_owned(), source })
+        f.read(buf).map_err(|source| FetchError::Io {
+            what: "read",
+            path: path.to_owned(),
+            source,
+        })
     };
     if hub_digest.len() == 64 {
         let mut h = sha2::Sha256::new();

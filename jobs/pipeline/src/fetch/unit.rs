@@ -63,7 +63,10 @@ pub async fn fetch_unit(
     let mut by_file: BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> = BTreeMap::new();
     for p in &ru.placements {
         for (t, c) in tensors_with_content(p) {
-            by_file.entry((t.source.clone(), t.file.clone())).or_default().push((t, c));
+            by_file
+                .entry((t.source.clone(), t.file.clone()))
+                .or_default()
+                .push((t, c));
         }
     }
     let root = work.upstream_unit(unit);
@@ -73,11 +76,15 @@ pub async fn fetch_unit(
     let mut controls = Vec::new();
     let mut digests = serde_json::Map::new();
     for ((source, path), tensors) in &by_file {
-        let uf = upstream.file(source, path).ok_or_else(|| FetchError::Upstream {
-            repo: source.clone(),
-            revision: String::new(),
-            detail: format!("unit `{unit}` needs `{path}`, which is not a weight file of the source"),
-        })?;
+        let uf = upstream
+            .file(source, path)
+            .ok_or_else(|| FetchError::Upstream {
+                repo: source.clone(),
+                revision: String::new(),
+                detail: format!(
+                    "unit `{unit}` needs `{path}`, which is not a weight file of the source"
+                ),
+            })?;
         let rel = format!("{source}/{path}");
         let data_path = root.join(&rel);
         let log_path = work.chunk_logs(unit).join(format!("{rel}.chunks"));
@@ -108,48 +115,97 @@ pub async fn fetch_unit(
                 .open(&data_path)
                 .map_err(io("open", &data_path))?,
         );
-        let (bytes, chunks) =
-            fetch_chunks(client, uf, &file, &data_path, &log, todo, plan.run.concurrency, opts.progress, unit)
-                .await?;
+        let (bytes, chunks) = fetch_chunks(
+            client,
+            uf,
+            &file,
+            &data_path,
+            &log,
+            todo,
+            plan.run.concurrency,
+            opts.progress,
+            unit,
+        )
+        .await?;
         report.bytes_fetched += bytes;
         report.chunks_fetched += chunks;
 
         // Arrival checks: bad bytes are discarded, never journaled.
         for (t, content) in tensors {
-            let Some(ti) = uf.header.tensor(&t.name) else { continue };
+            let Some(ti) = uf.header.tensor(&t.name) else {
+                continue;
+            };
             let abs = absolute_range(data_start, ti);
             let sample = read_at(&file, &data_path, sample_range(&abs, &t.shape, *content))?;
             if let Err(source) = plausible::check(&t.dtype, *content, &t.shape, &sample) {
                 discard(&data_path, &log_path);
-                return Err(FetchError::Implausible { unit: unit.into(), tensor: t.name.clone(), file: path.clone(), source });
+                return Err(FetchError::Implausible {
+                    unit: unit.into(),
+                    tensor: t.name.clone(),
+                    file: path.clone(),
+                    source,
+                });
             }
         }
-        controls.extend(negative_controls(uf, tensors, &needed, &file, &data_path, &rel)?);
+        controls.extend(negative_controls(
+            uf, tensors, &needed, &file, &data_path, &rel,
+        )?);
 
         if needed.covers(&(0..uf.size)) {
             let (algo, actual) = super::root::hash_file(&data_path, &uf.digest, uf.size)?;
             if actual != uf.digest {
                 discard(&data_path, &log_path);
-                return Err(FetchError::Digest { unit: unit.into(), file: path.clone(), algo, expected: uf.digest.clone(), actual });
+                return Err(FetchError::Digest {
+                    unit: unit.into(),
+                    file: path.clone(),
+                    algo,
+                    expected: uf.digest.clone(),
+                    actual,
+                });
             }
             report.files_verified.push(rel.clone());
         }
         file.sync_all().map_err(io("fsync", &data_path))?;
         journal.record_output(&root, &rel)?;
-        ranges_json.insert(rel.clone(), json!(needed.ranges().iter().map(|r| [r.start, r.end]).collect::<Vec<_>>()));
-        digests.insert(rel.clone(), json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}));
+        ranges_json.insert(
+            rel.clone(),
+            json!(needed
+                .ranges()
+                .iter()
+                .map(|r| [r.start, r.end])
+                .collect::<Vec<_>>()),
+        );
+        digests.insert(
+            rel.clone(),
+            json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}),
+        );
     }
     report.controls_run = controls.len() as u64;
-    report.controls_rejected = controls.iter().filter(|c| c["rejected"] == json!(true)).count() as u64;
-    journal.extra.insert("ranges".into(), serde_json::Value::Object(ranges_json));
-    journal.extra.insert("upstream".into(), serde_json::Value::Object(digests));
-    journal.extra.insert("negative_controls".into(), json!(controls));
-    journal.extra.insert("files_verified_whole".into(), json!(report.files_verified));
+    report.controls_rejected = controls
+        .iter()
+        .filter(|c| c["rejected"] == json!(true))
+        .count() as u64;
+    journal
+        .extra
+        .insert("ranges".into(), serde_json::Value::Object(ranges_json));
+    journal
+        .extra
+        .insert("upstream".into(), serde_json::Value::Object(digests));
+    journal
+        .extra
+        .insert("negative_controls".into(), json!(controls));
+    journal
+        .extra
+        .insert("files_verified_whole".into(), json!(report.files_verified));
     journal.mark_done();
     journal.store(&ledger_dir)?;
     match std::fs::remove_dir_all(work.chunk_logs(unit)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(FetchError::Io { what: "remove chunk logs of", path: work.chunk_logs(unit), source: e })
+            return Err(FetchError::Io {
+                what: "remove chunk logs of",
+                path: work.chunk_logs(unit),
+                source: e,
+            })
         }
         _ => {}
     }
@@ -191,20 +247,38 @@ async fn fetch_chunks(
     let mut set = tokio::task::JoinSet::new();
     let n = todo.len() as u64;
     for chunk in todo {
-        let permit = sem.clone().acquire_owned().await.map_err(|_| FetchError::Upstream {
-            repo: uf.repo.id(),
-            revision: meta.commit.clone(),
-            detail: "transfer pool closed".into(),
-        })?;
-        let (client, meta, file, log, path) =
-            (client.clone(), meta.clone(), file.clone(), log.clone(), data_path.to_path_buf());
-        let what = format!("failed to fetch bytes {}..{} of `{}` in `{}`", chunk.start, chunk.end, uf.path, uf.repo.id());
+        let permit = sem
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| FetchError::Upstream {
+                repo: uf.repo.id(),
+                revision: meta.commit.clone(),
+                detail: "transfer pool closed".into(),
+            })?;
+        let (client, meta, file, log, path) = (
+            client.clone(),
+            meta.clone(),
+            file.clone(),
+            log.clone(),
+            data_path.to_path_buf(),
+        );
+        let what = format!(
+            "failed to fetch bytes {}..{} of `{}` in `{}`",
+            chunk.start,
+            chunk.end,
+            uf.path,
+            uf.repo.id()
+        );
         set.spawn(async move {
             let _permit = permit;
             let bytes = client
                 .get_range(&meta, chunk.start, Some(chunk.end - 1))
                 .await
-                .map_err(|source| FetchError::Hub { what: what.clone(), source })?;
+                .map_err(|source| FetchError::Hub {
+                    what: what.clone(),
+                    source,
+                })?;
             if bytes.len() as u64 != chunk.end - chunk.start {
                 return Err(FetchError::Upstream {
                     repo: meta.location.to_string(),
@@ -215,7 +289,11 @@ async fn fetch_chunks(
             let len = bytes.len() as u64;
             tokio::task::spawn_blocking(move || log.write_chunk(&file, &path, chunk.start, &bytes))
                 .await
-                .map_err(|e| FetchError::Io { what: "write chunk of", path: PathBuf::from(&meta.location.to_string()), source: std::io::Error::other(e.to_string()) })??;
+                .map_err(|e| FetchError::Io {
+                    what: "write chunk of",
+                    path: PathBuf::from(&meta.location.to_string()),
+                    source: std::io::Error::other(e.to_string()),
+                })??;
             Ok::<u64, FetchError>(len)
         });
     }
@@ -257,7 +335,8 @@ fn read_at(file: &File, path: &Path, r: Range<u64>) -> Result<Vec<u8>, FetchErro
         source: std::io::Error::other("range does not fit in memory"),
     })?;
     let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, r.start).map_err(io("read", path))?;
+    file.read_exact_at(&mut buf, r.start)
+        .map_err(io("read", path))?;
     Ok(buf)
 }
 
@@ -287,7 +366,9 @@ fn negative_controls(
             continue;
         }
         seen.push(key);
-        let Some(ti) = uf.header.tensor(&t.name) else { continue };
+        let Some(ti) = uf.header.tensor(&t.name) else {
+            continue;
+        };
         let abs = absolute_range(uf.header.data_start, ti);
         let len = (abs.end - abs.start).min(CONTROL_BYTES);
         let rel_start = ti.data_offsets[0];
@@ -295,7 +376,10 @@ fn negative_controls(
         if let Some(shift) = plausible::grid_shift(&t.dtype, *content, &t.shape) {
             let shift = shift as u64;
             if shift < len {
-                probes.push(("shifted-off-grid", abs.start + shift..abs.end.min(abs.start + shift + len)));
+                probes.push((
+                    "shifted-off-grid",
+                    abs.start + shift..abs.end.min(abs.start + shift + len),
+                ));
             }
         }
         for (control, range) in probes {
@@ -306,9 +390,11 @@ fn negative_controls(
             }
             let bytes = read_at(file, path, range.clone())?;
             let verdict = plausible::check(&t.dtype, *content, &t.shape, &bytes);
-            out.push(json!({"file": rel, "tensor": t.name, "control": control, "ran": true,
+            out.push(
+                json!({"file": rel, "tensor": t.name, "control": control, "ran": true,
                 "range": [range.start, range.end], "rejected": verdict.is_err(),
-                "reason": verdict.err().map(|e| e.reason)}));
+                "reason": verdict.err().map(|e| e.reason)}),
+            );
         }
     }
     Ok(out)

@@ -84,7 +84,11 @@ fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) -> std::io::Result
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         if e.file_type()?.is_dir() {
             walk(&e.path(), &rel, out)?;
         } else {
@@ -99,11 +103,32 @@ impl<'a> Gate<'a> {
         let resolution = load_offline(plan, work)
             .map_err(|e| crate::cli::render_error(&e, None))
             .and_then(|up| plan.resolve(&up.tensors).map_err(|e| e.to_string()));
-        Gate { plan, work, no_upstream, resolution, checks: Vec::new(), bytes_read: 0 }
+        Gate {
+            plan,
+            work,
+            no_upstream,
+            resolution,
+            checks: Vec::new(),
+            bytes_read: 0,
+        }
     }
 
-    fn push(&mut self, check: &'static str, unit: Option<&str>, file: Option<String>, verdict: Verdict, detail: impl Into<String>) {
-        self.checks.push(Check { check, unit: unit.map(Into::into), file, verdict, central: true, detail: detail.into() });
+    fn push(
+        &mut self,
+        check: &'static str,
+        unit: Option<&str>,
+        file: Option<String>,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.checks.push(Check {
+            check,
+            unit: unit.map(Into::into),
+            file,
+            verdict,
+            central: true,
+            detail: detail.into(),
+        });
     }
 
     pub fn unit(&mut self, unit: &str) {
@@ -111,48 +136,106 @@ impl<'a> Gate<'a> {
         let ledger_dir = self.work.ledger();
         let journal = match Journal::load(&ledger_dir, crate::repack::STAGE, unit) {
             Ok(Some(j)) => j,
-            Ok(None) => return self.push("journal", Some(unit), None, Verdict::Fail, "no repack journal: the unit's output is missing"),
+            Ok(None) => {
+                return self.push(
+                    "journal",
+                    Some(unit),
+                    None,
+                    Verdict::Fail,
+                    "no repack journal: the unit's output is missing",
+                )
+            }
             Err(e) => return self.push("journal", Some(unit), None, Verdict::Fail, e.to_string()),
         };
         match journal.is_done(&dir, false) {
-            Ok(ledger::DoneCheck::Done) => self.push("journal", Some(unit), None, Verdict::Pass, "repack journal done; files match their identities"),
+            Ok(ledger::DoneCheck::Done) => self.push(
+                "journal",
+                Some(unit),
+                None,
+                Verdict::Pass,
+                "repack journal done; files match their identities",
+            ),
             Ok(ledger::DoneCheck::NotDone(v)) => {
-                let why = v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+                let why = crate::cli::join_limited(&v, 5);
                 self.push("journal", Some(unit), None, Verdict::Fail, why);
             }
             Err(e) => self.push("journal", Some(unit), None, Verdict::Fail, e.to_string()),
         }
         let manifest = match Manifest::read(&dir) {
             Ok(m) => {
-                self.push("manifest", Some(unit), Some(format!("{unit}/{MANIFEST_FILE_NAME}")), Verdict::Pass, format!("{} files", m.files.len()));
+                self.push(
+                    "manifest",
+                    Some(unit),
+                    Some(format!("{unit}/{MANIFEST_FILE_NAME}")),
+                    Verdict::Pass,
+                    format!("{} files", m.files.len()),
+                );
                 m
             }
             Err(e) => {
                 let detail = crate::cli::render_error(&e, None);
-                return self.push("manifest", Some(unit), Some(format!("{unit}/{MANIFEST_FILE_NAME}")), Verdict::Fail, detail);
+                return self.push(
+                    "manifest",
+                    Some(unit),
+                    Some(format!("{unit}/{MANIFEST_FILE_NAME}")),
+                    Verdict::Fail,
+                    detail,
+                );
             }
         };
         // The file set: exactly the manifest's files plus the manifest.
         let mut on_disk = BTreeSet::new();
         if let Err(e) = walk(&dir, "", &mut on_disk) {
-            self.push("file-set", Some(unit), None, Verdict::Fail, format!("cannot list `{}`: {e}", dir.display()));
+            self.push(
+                "file-set",
+                Some(unit),
+                None,
+                Verdict::Fail,
+                format!("cannot list `{}`: {e}", dir.display()),
+            );
         }
-        let listed: BTreeSet<String> =
-            manifest.files.iter().map(|e| e.path.clone()).chain([MANIFEST_FILE_NAME.to_owned()]).collect();
+        let listed: BTreeSet<String> = manifest
+            .files
+            .iter()
+            .map(|e| e.path.clone())
+            .chain([MANIFEST_FILE_NAME.to_owned()])
+            .collect();
         let extra: Vec<_> = on_disk.difference(&listed).cloned().collect();
         let missing: Vec<_> = listed.difference(&on_disk).cloned().collect();
         if extra.is_empty() && missing.is_empty() {
-            self.push("file-set", Some(unit), None, Verdict::Pass, format!("{} files, none extra or missing", listed.len()));
+            self.push(
+                "file-set",
+                Some(unit),
+                None,
+                Verdict::Pass,
+                format!("{} files, none extra or missing", listed.len()),
+            );
         } else {
-            self.push("file-set", Some(unit), None, Verdict::Fail, format!("missing {missing:?}, not in the manifest {extra:?}"));
+            self.push(
+                "file-set",
+                Some(unit),
+                None,
+                Verdict::Fail,
+                format!("missing {missing:?}, not in the manifest {extra:?}"),
+            );
         }
         // Read-back off the drive against the manifest and the digests journaled at write time.
-        let by_path: BTreeMap<&str, &artifact::manifest::ManifestEntry> = manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
+        let by_path: BTreeMap<&str, &artifact::manifest::ManifestEntry> = manifest
+            .files
+            .iter()
+            .map(|e| (e.path.as_str(), e))
+            .collect();
         for rel in listed.iter().filter(|r| on_disk.contains(*r)) {
             let path = dir.join(rel);
             let file = Some(format!("{unit}/{rel}"));
             match read_back(&path) {
-                Err(e) => self.push("read-back", Some(unit), file, Verdict::Fail, format!("unreadable: {e}")),
+                Err(e) => self.push(
+                    "read-back",
+                    Some(unit),
+                    file,
+                    Verdict::Fail,
+                    format!("unreadable: {e}"),
+                ),
                 Ok((size, sha)) => {
                     self.bytes_read += size;
                     let journaled = journal.outputs.get(rel.as_str());
@@ -170,9 +253,21 @@ impl<'a> Gate<'a> {
                         _ => {}
                     }
                     if bad.is_empty() {
-                        self.push("read-back", Some(unit), file, Verdict::Pass, format!("{size} B sha256 {sha}"));
+                        self.push(
+                            "read-back",
+                            Some(unit),
+                            file,
+                            Verdict::Pass,
+                            format!("{size} B sha256 {sha}"),
+                        );
                     } else {
-                        self.push("read-back", Some(unit), file, Verdict::Fail, format!("read back {size} B sha256 {sha}; {}", bad.join("; ")));
+                        self.push(
+                            "read-back",
+                            Some(unit),
+                            file,
+                            Verdict::Fail,
+                            format!("read back {size} B sha256 {sha}; {}", bad.join("; ")),
+                        );
                     }
                 }
             }
@@ -183,16 +278,31 @@ impl<'a> Gate<'a> {
 
     /// Every container reopened through the production reader, every tile's digest checked.
     fn containers(&mut self, unit: &str, dir: &Path, manifest: &Manifest) {
-        for e in manifest.files.iter().filter(|e| e.kind == FileKind::Container) {
+        for e in manifest
+            .files
+            .iter()
+            .filter(|e| e.kind == FileKind::Container)
+        {
             let file = Some(format!("{unit}/{}", e.path));
-            let result = ContainerReader::open(&dir.join(&e.path)).and_then(|r| r.verify().map(|()| r));
+            let result =
+                ContainerReader::open(&dir.join(&e.path)).and_then(|r| r.verify().map(|()| r));
             match result {
                 Ok(r) => {
                     let l = r.layout();
-                    self.push("container", Some(unit), file, Verdict::Pass, format!(
-                        "v{} {} {}x{}, {} tiles, every tile digest verified",
-                        l.version, l.spec.mode.name(), l.spec.rows, l.spec.cols, l.tile_count
-                    ));
+                    self.push(
+                        "container",
+                        Some(unit),
+                        file,
+                        Verdict::Pass,
+                        format!(
+                            "v{} {} {}x{}, {} tiles, every tile digest verified",
+                            l.version,
+                            l.spec.mode.name(),
+                            l.spec.rows,
+                            l.spec.cols,
+                            l.tile_count
+                        ),
+                    );
                 }
                 Err(err) => {
                     let detail = crate::cli::render_error(&err, None);
@@ -206,29 +316,70 @@ impl<'a> Gate<'a> {
     fn tensors(&mut self, unit: &str, dir: &Path) {
         let map_path = dir.join(TENSORS_FILE);
         let file = Some(format!("{unit}/{TENSORS_FILE}"));
-        let map: TensorMap = match std::fs::read(&map_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        let map: TensorMap = match std::fs::read(&map_path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
             Ok(m) => m,
-            Err(e) => return self.push("tensor-map", Some(unit), file, Verdict::Fail, format!("unreadable: {e}")),
+            Err(e) => {
+                return self.push(
+                    "tensor-map",
+                    Some(unit),
+                    file,
+                    Verdict::Fail,
+                    format!("unreadable: {e}"),
+                )
+            }
         };
         // Coverage: every upstream tensor the plan puts in this unit is in the map.
         let expected: Option<BTreeSet<String>> = match &self.resolution {
-            Ok(res) => res.unit(unit).map(|u| u.placements.iter().flat_map(|p| p.tensors()).map(|t| t.name.clone()).collect()),
+            Ok(res) => res.unit(unit).map(|u| {
+                u.placements
+                    .iter()
+                    .flat_map(|p| p.tensors())
+                    .map(|t| t.name.clone())
+                    .collect()
+            }),
             Err(_) => None,
         };
         match (&self.resolution, expected) {
             (Err(e), _) => {
                 let e = e.clone();
-                self.push("coverage", Some(unit), None, Verdict::Inconclusive, format!("cannot resolve the upstream tensors: {e}"));
+                self.push(
+                    "coverage",
+                    Some(unit),
+                    None,
+                    Verdict::Inconclusive,
+                    format!("cannot resolve the upstream tensors: {e}"),
+                );
             }
-            (Ok(_), None) => self.push("coverage", Some(unit), None, Verdict::Fail, "the plan resolves no tensor into this unit"),
+            (Ok(_), None) => self.push(
+                "coverage",
+                Some(unit),
+                None,
+                Verdict::Fail,
+                "the plan resolves no tensor into this unit",
+            ),
             (Ok(_), Some(exp)) => {
                 let have: BTreeSet<String> = map.tensors.iter().map(|t| t.name.clone()).collect();
                 if have == exp {
-                    self.push("coverage", Some(unit), file.clone(), Verdict::Pass, format!("all {} upstream tensors present", exp.len()));
+                    self.push(
+                        "coverage",
+                        Some(unit),
+                        file.clone(),
+                        Verdict::Pass,
+                        format!("all {} upstream tensors present", exp.len()),
+                    );
                 } else {
                     let lost: Vec<_> = exp.difference(&have).take(5).cloned().collect();
                     let foreign: Vec<_> = have.difference(&exp).take(5).cloned().collect();
-                    self.push("coverage", Some(unit), file.clone(), Verdict::Fail, format!("missing tensors {lost:?}, unexpected {foreign:?}"));
+                    self.push(
+                        "coverage",
+                        Some(unit),
+                        file.clone(),
+                        Verdict::Fail,
+                        format!("missing tensors {lost:?}, unexpected {foreign:?}"),
+                    );
                 }
             }
         }
@@ -251,34 +402,98 @@ impl<'a> Gate<'a> {
             let up = match File::open(&src) {
                 Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => f,
                 _ => {
-                    self.push("upstream-compare", Some(unit), file, Verdict::Inconclusive, format!("upstream bytes of `{}` are not on disk (`{}`)", t.name, src.display()));
+                    self.push(
+                        "upstream-compare",
+                        Some(unit),
+                        file,
+                        Verdict::Inconclusive,
+                        format!(
+                            "upstream bytes of `{}` are not on disk (`{}`)",
+                            t.name,
+                            src.display()
+                        ),
+                    );
                     continue;
                 }
             };
-            let mut cmp = Compare { file: up, at: start, end, mismatch: None, buf: Vec::new() };
+            let mut cmp = Compare {
+                file: up,
+                at: start,
+                end,
+                mismatch: None,
+                buf: Vec::new(),
+            };
             let art = dir.join(&t.file);
             let result: Result<(), String> = if t.role == "plain" {
                 File::open(&art)
                     .and_then(|mut f| std::io::copy(&mut f, &mut cmp).map(|_| ()))
                     .map_err(|e| e.to_string())
             } else {
-                ContainerReader::open(&art).map_err(|e| e.to_string()).and_then(|r| {
-                    let mut sink = std::io::sink();
-                    let mut sink2 = std::io::sink();
-                    match t.role.as_str() {
-                        "packed" => r.reassemble_into(DigestCheck::Require, &mut cmp, &mut sink, &mut sink2),
-                        "scale" => r.reassemble_into(DigestCheck::Require, &mut sink, &mut cmp, &mut sink2),
-                        _ => r.reassemble_into(DigestCheck::Require, &mut sink, &mut sink2, &mut cmp),
-                    }
+                ContainerReader::open(&art)
                     .map_err(|e| e.to_string())
-                })
+                    .and_then(|r| {
+                        let mut sink = std::io::sink();
+                        let mut sink2 = std::io::sink();
+                        match t.role.as_str() {
+                            "packed" => r.reassemble_into(
+                                DigestCheck::Require,
+                                &mut cmp,
+                                &mut sink,
+                                &mut sink2,
+                            ),
+                            "scale" => r.reassemble_into(
+                                DigestCheck::Require,
+                                &mut sink,
+                                &mut cmp,
+                                &mut sink2,
+                            ),
+                            _ => r.reassemble_into(
+                                DigestCheck::Require,
+                                &mut sink,
+                                &mut sink2,
+                                &mut cmp,
+                            ),
+                        }
+                        .map_err(|e| e.to_string())
+                    })
             };
-            let detail = format!("`{}` ({}) vs upstream `{}` [{start}, {end})", t.name, t.role, t.upstream_file);
+            let detail = format!(
+                "`{}` ({}) vs upstream `{}` [{start}, {end})",
+                t.name, t.role, t.upstream_file
+            );
             match (result, cmp.mismatch, cmp.at == end) {
-                (Err(e), _, _) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: {e}")),
-                (Ok(()), Some(at), _) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: first differing byte at upstream offset {at}")),
-                (Ok(()), None, false) => self.push("upstream-compare", Some(unit), file, Verdict::Fail, format!("{detail}: the artifact holds {} bytes, upstream {}", cmp.at - start, end - start)),
-                (Ok(()), None, true) => self.push("upstream-compare", Some(unit), file, Verdict::Pass, format!("{detail}: byte-identical")),
+                (Err(e), _, _) => self.push(
+                    "upstream-compare",
+                    Some(unit),
+                    file,
+                    Verdict::Fail,
+                    format!("{detail}: {e}"),
+                ),
+                (Ok(()), Some(at), _) => self.push(
+                    "upstream-compare",
+                    Some(unit),
+                    file,
+                    Verdict::Fail,
+                    format!("{detail}: first differing byte at upstream offset {at}"),
+                ),
+                (Ok(()), None, false) => self.push(
+                    "upstream-compare",
+                    Some(unit),
+                    file,
+                    Verdict::Fail,
+                    format!(
+                        "{detail}: the artifact holds {} bytes, upstream {}",
+                        cmp.at - start,
+                        end - start
+                    ),
+                ),
+                (Ok(()), None, true) => self.push(
+                    "upstream-compare",
+                    Some(unit),
+                    file,
+                    Verdict::Pass,
+                    format!("{detail}: byte-identical"),
+                ),
             }
         }
     }
@@ -291,9 +506,22 @@ impl<'a> Gate<'a> {
         let path = release.join(artifact::index_json::INDEX_FILE_NAME);
         if !path.exists() {
             if whole_release {
-                self.push("index", None, Some("index.json".into()), Verdict::Fail, "index.json is missing: run `minirun-repack --finalize`");
+                self.push(
+                    "index",
+                    None,
+                    Some("index.json".into()),
+                    Verdict::Fail,
+                    "index.json is missing: run `minirun-repack --finalize`",
+                );
             } else {
-                self.checks.push(Check { check: "index", unit: None, file: Some("index.json".into()), verdict: Verdict::Skip, central: false, detail: "not finalized yet (partial selection)".into() });
+                self.checks.push(Check {
+                    check: "index",
+                    unit: None,
+                    file: Some("index.json".into()),
+                    verdict: Verdict::Skip,
+                    central: false,
+                    detail: "not finalized yet (partial selection)".into(),
+                });
             }
             return;
         }
@@ -303,27 +531,81 @@ impl<'a> Gate<'a> {
         let doc = IndexDocument::read_file(&path);
         let shape = doc.shape.name();
         if shape != self.plan.index_shape.as_str() {
-            let detail = format!("shape {shape} ({:?}), the plan says {}", doc.shape, self.plan.index_shape.as_str());
-            return self.push("index", None, Some("index.json".into()), Verdict::Fail, detail);
+            let detail = format!(
+                "shape {shape} ({:?}), the plan says {}",
+                doc.shape,
+                self.plan.index_shape.as_str()
+            );
+            return self.push(
+                "index",
+                None,
+                Some("index.json".into()),
+                Verdict::Fail,
+                detail,
+            );
         }
-        self.push("index", None, Some("index.json".into()), Verdict::Pass, format!("shape {shape}"));
+        self.push(
+            "index",
+            None,
+            Some("index.json".into()),
+            Verdict::Pass,
+            format!("shape {shape}"),
+        );
         let idents: [(&str, Option<artifact::identity::RootFile>, bool); 2] = [
-            ("tokenizer", doc.tokenizer.present().map(|t| t.root.clone()), self.plan.tokenizer.is_some()),
-            ("configuration", doc.configuration.present().map(|c| c.root.clone()), self.plan.config.is_some()),
+            (
+                "tokenizer",
+                doc.tokenizer.present().map(|t| t.root.clone()),
+                self.plan.tokenizer.is_some(),
+            ),
+            (
+                "configuration",
+                doc.configuration.present().map(|c| c.root.clone()),
+                self.plan.config.is_some(),
+            ),
         ];
         for (name, root, declared) in idents {
             match (root, declared) {
                 (None, false) => {}
-                (None, true) => self.push("identity", None, Some("index.json".into()), Verdict::Fail, format!("{name} identity absent")),
+                (None, true) => self.push(
+                    "identity",
+                    None,
+                    Some("index.json".into()),
+                    Verdict::Fail,
+                    format!("{name} identity absent"),
+                ),
                 (Some(r), _) => {
                     let p: PathBuf = release.join(&r.file);
                     match read_back(&p) {
                         Ok((size, sha)) if size == r.bytes && sha == r.sha256 => {
                             self.bytes_read += size;
-                            self.push("identity", None, Some(r.file.clone()), Verdict::Pass, format!("{name}: {size} B sha256 {sha} from {}@{}", r.source_repo, r.source_revision));
+                            self.push(
+                                "identity",
+                                None,
+                                Some(r.file.clone()),
+                                Verdict::Pass,
+                                format!(
+                                    "{name}: {size} B sha256 {sha} from {}@{}",
+                                    r.source_repo, r.source_revision
+                                ),
+                            );
                         }
-                        Ok((size, sha)) => self.push("identity", None, Some(r.file.clone()), Verdict::Fail, format!("{name}: file is {size} B sha256 {sha}, the index records {} B {}", r.bytes, r.sha256)),
-                        Err(e) => self.push("identity", None, Some(r.file.clone()), Verdict::Fail, format!("{name}: `{}` unreadable: {e}", r.file)),
+                        Ok((size, sha)) => self.push(
+                            "identity",
+                            None,
+                            Some(r.file.clone()),
+                            Verdict::Fail,
+                            format!(
+                                "{name}: file is {size} B sha256 {sha}, the index records {} B {}",
+                                r.bytes, r.sha256
+                            ),
+                        ),
+                        Err(e) => self.push(
+                            "identity",
+                            None,
+                            Some(r.file.clone()),
+                            Verdict::Fail,
+                            format!("{name}: `{}` unreadable: {e}", r.file),
+                        ),
                     }
                 }
             }

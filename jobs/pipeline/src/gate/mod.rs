@@ -122,11 +122,18 @@ impl GateReport {
                 c.verdict,
                 c.check,
                 c.unit.as_deref().unwrap_or("-"),
-                c.file.as_deref().map(|f| format!(" `{f}`")).unwrap_or_default(),
+                c.file
+                    .as_deref()
+                    .map(|f| format!(" `{f}`"))
+                    .unwrap_or_default(),
                 c.detail
             ));
         }
-        let pass = self.checks.iter().filter(|c| c.verdict == Verdict::Pass).count();
+        let pass = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Pass)
+            .count();
         s.push_str(&format!(
             "gate {}: {:?} — {} checks ({} passed), {} units, {} bytes read back\n",
             self.plan,
@@ -145,7 +152,13 @@ pub fn aggregate(checks: &[Check]) -> Verdict {
     let evidence = checks.iter().any(|c| c.verdict == Verdict::Pass);
     let worst = checks
         .iter()
-        .map(|c| if c.verdict == Verdict::Skip && !c.central { Verdict::Pass } else { c.verdict })
+        .map(|c| {
+            if c.verdict == Verdict::Skip && !c.central {
+                Verdict::Pass
+            } else {
+                c.verdict
+            }
+        })
         .max()
         .unwrap_or(Verdict::Inconclusive);
     if worst == Verdict::Pass && !evidence {
@@ -158,10 +171,18 @@ pub fn aggregate(checks: &[Check]) -> Verdict {
 /// Run the gate and write its report.
 pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     plan.ensure_runnable()?;
-    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    let work = WorkDir::new(
+        opts.work_dir
+            .clone()
+            .unwrap_or_else(|| plan.run.work_dir.clone()),
+    );
     let units: Vec<String> = match opts.units.as_deref() {
         Some(s) if s.trim().is_empty() => Vec::new(),
-        sel => plan.select_units(sel)?.iter().map(|u| u.as_str().to_owned()).collect(),
+        sel => plan
+            .select_units(sel)?
+            .iter()
+            .map(|u| u.as_str().to_owned())
+            .collect(),
     };
     let whole_release = units.len() == plan.units.len();
     let mut checks = Vec::new();
@@ -184,11 +205,26 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         bytes_read = g.bytes_read;
         checks = g.checks;
     }
-    let verdict = if opts.dry_run { Verdict::Inconclusive } else { aggregate(&checks) };
-    let mut report = GateReport { v: 1, plan: plan.name.clone(), verdict, exit_code: 0, units, bytes_read, checks };
+    let verdict = if opts.dry_run {
+        Verdict::Inconclusive
+    } else {
+        aggregate(&checks)
+    };
+    let mut report = GateReport {
+        v: 1,
+        plan: plan.name.clone(),
+        verdict,
+        exit_code: 0,
+        units,
+        bytes_read,
+        checks,
+    };
     report.exit_code = report.exit().code();
     if !opts.dry_run {
-        let path = opts.report.clone().unwrap_or_else(|| work.reports().join("gate.json"));
+        let path = opts
+            .report
+            .clone()
+            .unwrap_or_else(|| work.reports().join("gate.json"));
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use artifact::identity::{ConfigurationIdentity, Parsed, RootFile, TokenizerIdentity};
 use artifact::index_json::{
-    IndexDocument, MultiSourceUnits, Shape, SingleSourceTotals, SingleSourceUnits, Source, UnitTotals, INDEX_FILE_NAME,
+    IndexDocument, MultiSourceUnits, Shape, SingleSourceTotals, SingleSourceUnits, Source,
+    UnitTotals, INDEX_FILE_NAME,
 };
 use artifact::manifest::Manifest;
 
@@ -29,11 +30,17 @@ fn root_files(plan: &Plan) -> BTreeMap<String, (String, String)> {
             out.insert(base, (src.name.clone(), p));
         }
         if let Some(l) = &src.license {
-            out.insert(l.file.as_str().to_owned(), (src.name.clone(), l.from.as_str().to_owned()));
+            out.insert(
+                l.file.as_str().to_owned(),
+                (src.name.clone(), l.from.as_str().to_owned()),
+            );
         }
     }
     for id in [&plan.tokenizer, &plan.config].into_iter().flatten() {
-        out.insert(id.file.as_str().to_owned(), (id.source.clone(), id.from.as_str().to_owned()));
+        out.insert(
+            id.file.as_str().to_owned(),
+            (id.source.clone(), id.from.as_str().to_owned()),
+        );
     }
     out
 }
@@ -46,10 +53,18 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, RepackError> {
     Ok(true)
 }
 
-fn root_identity(plan: &Plan, release: &Path, id: &IdentitySource) -> Result<RootFile, RepackError> {
+fn root_identity(
+    plan: &Plan,
+    release: &Path,
+    id: &IdentitySource,
+) -> Result<RootFile, RepackError> {
     let path = release.join(id.file.as_str());
     let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
-    let src = plan.source(&id.source).ok_or_else(|| RepackError::Incomplete { units: format!("source `{}`", id.source) })?;
+    let src = plan
+        .source(&id.source)
+        .ok_or_else(|| RepackError::Incomplete {
+            units: format!("source `{}`", id.source),
+        })?;
     Ok(RootFile {
         file: id.file.as_str().to_owned(),
         bytes: bytes.len() as u64,
@@ -70,7 +85,9 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
         }
     }
     if !missing.is_empty() {
-        return Err(RepackError::Incomplete { units: missing.join(", ") });
+        return Err(RepackError::Incomplete {
+            units: missing.join(", "),
+        });
     }
     if dry_run {
         return Ok(false);
@@ -85,14 +102,26 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
     let mut format_version = 0u64;
     for u in &plan.units {
         let dir = release.join(u.name.as_str());
-        let m = Manifest::read(&dir).map_err(|source| RepackError::Manifest { unit: u.name.as_str().into(), source })?;
+        let m = Manifest::read(&dir).map_err(|source| RepackError::Manifest {
+            unit: u.name.as_str().into(),
+            source,
+        })?;
         let manifest_len = std::fs::metadata(dir.join(artifact::manifest::MANIFEST_FILE_NAME))
             .map_err(io_err("stat", &dir))?
             .len();
-        for e in m.files.iter().filter(|e| e.kind == artifact::manifest::FileKind::Container) {
+        for e in m
+            .files
+            .iter()
+            .filter(|e| e.kind == artifact::manifest::FileKind::Container)
+        {
             let p = dir.join(&e.path);
-            let r = artifact::container::ContainerReader::open(&p)
-                .map_err(|source| RepackError::Container { unit: u.name.as_str().into(), tensor: e.path.clone(), source })?;
+            let r = artifact::container::ContainerReader::open(&p).map_err(|source| {
+                RepackError::Container {
+                    unit: u.name.as_str().into(),
+                    tensor: e.path.clone(),
+                    source,
+                }
+            })?;
             format_version = format_version.max(u64::from(r.layout().version));
         }
         units.push(UnitTotals {
@@ -102,7 +131,12 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
         });
     }
     let total: u64 = units.iter().map(|u| u.bytes).sum();
-    let first = plan.sources.first().ok_or_else(|| RepackError::Incomplete { units: "no source".into() })?;
+    let first = plan
+        .sources
+        .first()
+        .ok_or_else(|| RepackError::Incomplete {
+            units: "no source".into(),
+        })?;
     let shape = match plan.index_shape {
         IndexShape::SingleSourceUnits => Shape::SingleSourceUnits(SingleSourceUnits {
             source_repo: first.repo.as_str().to_owned(),
@@ -119,19 +153,31 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
             format_version: Some(format_version.max(1)),
             relationship: Some("byte-preserving-repack".into()),
             layers: Some(units.iter().filter(|u| u.name.starts_with("layer")).count() as u64),
-            globals: Some(units.iter().filter(|u| !u.name.starts_with("layer")).count() as u64),
+            globals: Some(
+                units
+                    .iter()
+                    .filter(|u| !u.name.starts_with("layer"))
+                    .count() as u64,
+            ),
         }),
         IndexShape::MultiSourceUnits => Shape::MultiSourceUnits(MultiSourceUnits {
             sources: plan
                 .sources
                 .iter()
                 .map(|s| {
-                    (s.name.clone(), Source {
-                        repo: s.repo.as_str().to_owned(),
-                        revision: s.revision.as_str().to_owned(),
-                        role: s.role.clone().unwrap_or_default(),
-                        license: s.license.as_ref().map(|l| l.file.as_str().to_owned()).unwrap_or_else(|| "unknown".into()),
-                    })
+                    (
+                        s.name.clone(),
+                        Source {
+                            repo: s.repo.as_str().to_owned(),
+                            revision: s.revision.as_str().to_owned(),
+                            role: s.role.clone().unwrap_or_default(),
+                            license: s
+                                .license
+                                .as_ref()
+                                .map(|l| l.file.as_str().to_owned())
+                                .unwrap_or_else(|| "unknown".into()),
+                        },
+                    )
                 })
                 .collect(),
             units,
@@ -141,15 +187,26 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
     let tokenizer = match &plan.tokenizer {
         Some(id) => Parsed::Present(TokenizerIdentity {
             root: root_identity(plan, &release, id)?,
-            license: id.license.as_ref().map(|l| l.as_str().to_owned()).unwrap_or_default(),
+            license: id
+                .license
+                .as_ref()
+                .map(|l| l.as_str().to_owned())
+                .unwrap_or_default(),
         }),
         None => Parsed::Absent(artifact::identity::Absent::NotPublished),
     };
     let configuration = match &plan.config {
-        Some(id) => Parsed::Present(ConfigurationIdentity { root: root_identity(plan, &release, id)? }),
+        Some(id) => Parsed::Present(ConfigurationIdentity {
+            root: root_identity(plan, &release, id)?,
+        }),
         None => Parsed::Absent(artifact::identity::Absent::NotPublished),
     };
-    let doc = IndexDocument { shape, tokenizer, configuration, notes: Vec::new() };
+    let doc = IndexDocument {
+        shape,
+        tokenizer,
+        configuration,
+        notes: Vec::new(),
+    };
     let bytes = doc.to_bytes().map_err(RepackError::Index)?;
     write_if_changed(&release.join(INDEX_FILE_NAME), &bytes)?;
     Ok(true)

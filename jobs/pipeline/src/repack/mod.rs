@@ -102,14 +102,21 @@ pub enum RepackError {
 impl crate::cli::Hint for RepackError {
     fn hint(&self) -> Option<String> {
         match self {
-            RepackError::NotFetched { unit, .. } => Some(format!("run `minirun-fetch --units {unit}` first")),
-            RepackError::Incomplete { .. } => Some("repack the missing units, then `minirun-repack --finalize`".into()),
+            RepackError::NotFetched { unit, .. } => {
+                Some(format!("run `minirun-fetch --units {unit}` first"))
+            }
+            RepackError::Incomplete { .. } => {
+                Some("repack the missing units, then `minirun-repack --finalize`".into())
+            }
             _ => None,
         }
     }
 }
 
-pub(crate) fn io_err(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> RepackError {
+pub(crate) fn io_err(
+    what: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> RepackError {
     let path = path.to_owned();
     move |source| RepackError::Io { what, path, source }
 }
@@ -155,14 +162,21 @@ impl RepackSummary {
                 u.files_written,
                 u.bytes_written,
                 u.files_kept,
-                u.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                u.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
             ));
         }
         s.push_str(&format!(
             "repack {}: {} units{}\n",
             self.plan,
             self.units.len(),
-            if self.finalized { ", release finalized" } else { "" }
+            if self.finalized {
+                ", release finalized"
+            } else {
+                ""
+            }
         ));
         s
     }
@@ -171,10 +185,18 @@ impl RepackSummary {
 /// Run the repack stage of `plan`.
 pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError> {
     plan.ensure_runnable()?;
-    let work = WorkDir::new(opts.work_dir.clone().unwrap_or_else(|| plan.run.work_dir.clone()));
+    let work = WorkDir::new(
+        opts.work_dir
+            .clone()
+            .unwrap_or_else(|| plan.run.work_dir.clone()),
+    );
     if opts.finalize_only {
         let written = finalize(plan, &work, opts.dry_run)?;
-        return Ok(RepackSummary { plan: plan.name.clone(), units: Vec::new(), finalized: written });
+        return Ok(RepackSummary {
+            plan: plan.name.clone(),
+            units: Vec::new(),
+            finalized: written,
+        });
     }
     let selected = plan.select_units(opts.units.as_deref())?;
     let ledger_dir = work.ledger();
@@ -191,16 +213,22 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         }
     }
     if opts.dry_run {
-        return Ok(RepackSummary { plan: plan.name.clone(), units: reports, finalized: false });
+        return Ok(RepackSummary {
+            plan: plan.name.clone(),
+            units: reports,
+            finalized: false,
+        });
     }
     if !pending.is_empty() {
         let upstream = fetch::discover::load_offline(plan, &work)?;
         let resolution = plan.resolve(&upstream.tensors)?;
         for report in reports.iter_mut().filter(|r| r.status == "pending") {
-            let ru = resolution.unit(&report.unit).ok_or_else(|| RepackError::NotFetched {
-                unit: report.unit.clone(),
-                reason: "the unit holds no tensor".into(),
-            })?;
+            let ru = resolution
+                .unit(&report.unit)
+                .ok_or_else(|| RepackError::NotFetched {
+                    unit: report.unit.clone(),
+                    reason: "the unit holds no tensor".into(),
+                })?;
             *report = unit::repack_unit(plan, &work, &upstream, ru)?;
         }
     }
@@ -212,12 +240,27 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         .collect::<Result<Vec<_>, _>>()?
         .iter()
         .all(Option::is_none);
-    let finalized = if all_done { finalize(plan, &work, false)? } else { false };
-    Ok(RepackSummary { plan: plan.name.clone(), units: reports, finalized })
+    let finalized = if all_done {
+        finalize(plan, &work, false)?
+    } else {
+        false
+    };
+    Ok(RepackSummary {
+        plan: plan.name.clone(),
+        units: reports,
+        finalized,
+    })
 }
 
 impl UnitReport {
     fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
-        UnitReport { unit: unit.to_owned(), status, reason, files_written: 0, files_kept: 0, bytes_written: 0 }
+        UnitReport {
+            unit: unit.to_owned(),
+            status,
+            reason,
+            files_written: 0,
+            files_kept: 0,
+            bytes_written: 0,
+        }
     }
 }

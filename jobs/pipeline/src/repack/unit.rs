@@ -21,7 +21,9 @@ use sha2::{Digest, Sha256};
 
 use super::{io_err, RepackError, UnitReport, STAGE};
 use crate::fetch::discover::Upstream;
-use crate::plan::{ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor};
+use crate::plan::{
+    ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor,
+};
 use crate::work::WorkDir;
 
 /// The per-unit map from upstream tensor to artifact file.
@@ -68,13 +70,18 @@ pub struct TensorEntry {
 }
 
 /// Why the unit's repack journal does not prove it done (`None`: done).
-pub fn done_reason(ledger_dir: &Path, work: &WorkDir, unit: &str, verify: bool) -> Result<Option<String>, RepackError> {
+pub fn done_reason(
+    ledger_dir: &Path,
+    work: &WorkDir,
+    unit: &str,
+    verify: bool,
+) -> Result<Option<String>, RepackError> {
     let Some(j) = Journal::load(ledger_dir, STAGE, unit)? else {
         return Ok(Some("no journal".into()));
     };
     Ok(match j.is_done(&work.release().join(unit), verify)? {
         ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(v) => Some(v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+        ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
     })
 }
 
@@ -91,12 +98,20 @@ struct Ctx<'a> {
 }
 
 /// Repack one unit (its fetch must be done) and journal it.
-pub fn repack_unit(plan: &Plan, work: &WorkDir, upstream: &Upstream, ru: &ResolvedUnit) -> Result<UnitReport, RepackError> {
+pub fn repack_unit(
+    plan: &Plan,
+    work: &WorkDir,
+    upstream: &Upstream,
+    ru: &ResolvedUnit,
+) -> Result<UnitReport, RepackError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
     let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
     if let Some(reason) = fetch_not_done(&ledger_dir, work, unit)? {
-        return Err(RepackError::NotFetched { unit: unit.into(), reason });
+        return Err(RepackError::NotFetched {
+            unit: unit.into(),
+            reason,
+        });
     }
     let out_root = work.release().join(unit);
     std::fs::create_dir_all(&out_root).map_err(io_err("create", &out_root))?;
@@ -128,14 +143,22 @@ pub fn repack_unit(plan: &Plan, work: &WorkDir, upstream: &Upstream, ru: &Resolv
         }
     }
     cx.entries.sort_by(|a, b| a.name.cmp(&b.name));
-    let map = TensorMap { v: 1, unit: unit.to_owned(), tensors: cx.entries.clone() };
+    let map = TensorMap {
+        v: 1,
+        unit: unit.to_owned(),
+        tensors: cx.entries.clone(),
+    };
     let map_bytes = artifact::manifest::canonical_json_bytes(
-        &serde_json::to_value(&map).map_err(|e| io_err("encode", Path::new(TENSORS_FILE))(std::io::Error::other(e)))?,
+        &serde_json::to_value(&map)
+            .map_err(|e| io_err("encode", Path::new(TENSORS_FILE))(std::io::Error::other(e)))?,
     );
     cx.write_small(TENSORS_FILE, &map_bytes)?;
     // The manifest lists every file of the unit, tensors.json included (not itself).
-    let mut manifest = Manifest::scan(&cx.out_root, unit)
-        .map_err(|source| RepackError::Manifest { unit: unit.into(), source })?;
+    let mut manifest =
+        Manifest::scan(&cx.out_root, unit).map_err(|source| RepackError::Manifest {
+            unit: unit.into(),
+            source,
+        })?;
     for e in &mut manifest.files {
         if let Some((kind, sources)) = cx.manifest_sources.get(&e.path) {
             e.kind = *kind;
@@ -161,13 +184,17 @@ pub fn repack_unit(plan: &Plan, work: &WorkDir, upstream: &Upstream, ru: &Resolv
     Ok(cx.report)
 }
 
-fn fetch_not_done(ledger_dir: &Path, work: &WorkDir, unit: &str) -> Result<Option<String>, RepackError> {
+fn fetch_not_done(
+    ledger_dir: &Path,
+    work: &WorkDir,
+    unit: &str,
+) -> Result<Option<String>, RepackError> {
     let Some(j) = Journal::load(ledger_dir, crate::fetch::STAGE, unit)? else {
         return Ok(Some("no fetch journal".into()));
     };
     Ok(match j.is_done(&work.upstream_unit(unit), false)? {
         ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(v) => Some(v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+        ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
     })
 }
 
@@ -184,16 +211,28 @@ fn container_file(name: &str) -> String {
 }
 
 impl Ctx<'_> {
-    fn upstream_range(&self, t: &UpstreamTensor) -> Result<(std::path::PathBuf, std::ops::Range<u64>), RepackError> {
-        let uf = self.upstream.file(&t.source, &t.file).ok_or_else(|| RepackError::NotFetched {
-            unit: self.unit.into(),
-            reason: format!("`{}` is not among the fetched files", t.file),
-        })?;
-        let ti = uf.header.tensor(&t.name).ok_or_else(|| RepackError::NotFetched {
-            unit: self.unit.into(),
-            reason: format!("`{}` is not in the header of `{}`", t.name, t.file),
-        })?;
-        Ok((self.src_root.join(&t.source).join(&t.file), absolute_range(uf.header.data_start, ti)))
+    fn upstream_range(
+        &self,
+        t: &UpstreamTensor,
+    ) -> Result<(std::path::PathBuf, std::ops::Range<u64>), RepackError> {
+        let uf = self
+            .upstream
+            .file(&t.source, &t.file)
+            .ok_or_else(|| RepackError::NotFetched {
+                unit: self.unit.into(),
+                reason: format!("`{}` is not among the fetched files", t.file),
+            })?;
+        let ti = uf
+            .header
+            .tensor(&t.name)
+            .ok_or_else(|| RepackError::NotFetched {
+                unit: self.unit.into(),
+                reason: format!("`{}` is not in the header of `{}`", t.name, t.file),
+            })?;
+        Ok((
+            self.src_root.join(&t.source).join(&t.file),
+            absolute_range(uf.header.data_start, ti),
+        ))
     }
 
     fn done_already(&mut self, rel: &str) -> bool {
@@ -214,7 +253,9 @@ impl Ctx<'_> {
 
     fn write_small(&mut self, rel: &str, bytes: &[u8]) -> Result<(), RepackError> {
         let path = self.out_root.join(rel);
-        if std::fs::read(&path).ok().as_deref() == Some(bytes) && self.journal.outputs.contains_key(rel) {
+        if std::fs::read(&path).ok().as_deref() == Some(bytes)
+            && self.journal.outputs.contains_key(rel)
+        {
             self.report.files_kept += 1;
             return Ok(());
         }
@@ -222,7 +263,15 @@ impl Ctx<'_> {
         self.finish_file(rel)
     }
 
-    fn entry(&self, t: &UpstreamTensor, file: &str, role: &str, range: &std::ops::Range<u64>, sha: String, fallback: Option<String>) -> TensorEntry {
+    fn entry(
+        &self,
+        t: &UpstreamTensor,
+        file: &str,
+        role: &str,
+        range: &std::ops::Range<u64>,
+        sha: String,
+        fallback: Option<String>,
+    ) -> TensorEntry {
         TensorEntry {
             name: t.name.clone(),
             dtype: t.dtype.clone(),
@@ -238,7 +287,11 @@ impl Ctx<'_> {
     }
 
     fn source_ref(&self, t: &UpstreamTensor) -> SourceRef {
-        SourceRef { repo: None, file: t.file.clone(), tensor: Some(t.name.clone()) }
+        SourceRef {
+            repo: None,
+            file: t.file.clone(),
+            tensor: Some(t.name.clone()),
+        }
     }
 
     /// One plain stream: the tensor's upstream bytes verbatim in `<name>.bin`.
@@ -246,16 +299,25 @@ impl Ctx<'_> {
         let rel = format!("{}.bin", t.name);
         let (src, range) = self.upstream_range(t)?;
         let sha = if self.done_already(&rel) {
-            self.journal.outputs.get(&rel).map(|r| r.sha256.to_string()).unwrap_or_default()
+            self.journal
+                .outputs
+                .get(&rel)
+                .map(|r| r.sha256.to_string())
+                .unwrap_or_default()
         } else {
             let out = self.out_root.join(&rel);
             copy_range(&src, &range, &out)?;
             self.finish_file(&rel)?;
-            self.journal.outputs.get(&rel).map(|r| r.sha256.to_string()).unwrap_or_default()
+            self.journal
+                .outputs
+                .get(&rel)
+                .map(|r| r.sha256.to_string())
+                .unwrap_or_default()
         };
         let e = self.entry(t, &rel, "plain", &range, sha, fallback);
         self.entries.push(e);
-        self.manifest_sources.insert(rel, (FileKind::Plain, vec![self.source_ref(t)]));
+        self.manifest_sources
+            .insert(rel, (FileKind::Plain, vec![self.source_ref(t)]));
         Ok(())
     }
 
@@ -272,11 +334,13 @@ impl Ctx<'_> {
                 u64::from(block[1]),
                 tile_rows,
             ),
-            ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(&name, g.rows, g.cols, tile_rows)
-                .with_nibble_order(match nibble_order {
-                    NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
-                    NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
-                }),
+            ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(
+                &name, g.rows, g.cols, tile_rows,
+            )
+            .with_nibble_order(match nibble_order {
+                NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
+                NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
+            }),
             ContainerMode::Affine { group, bits, .. } => ContainerSpec::affine(
                 &name,
                 g.rows,
@@ -326,20 +390,44 @@ impl Ctx<'_> {
             let mut writer = if kept {
                 None
             } else {
-                let out = OpenOptions::new().write(true).create(true).truncate(true).open(&out_path).map_err(io_err("create", &out_path))?;
-                Some(ContainerWriter::with_path(out, &spec, &out_path).map_err(|source| RepackError::Container {
-                    unit: self.unit.into(),
-                    tensor: name.clone(),
-                    source,
-                })?)
+                let out = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&out_path)
+                    .map_err(io_err("create", &out_path))?;
+                Some(
+                    ContainerWriter::with_path(out, &spec, &out_path).map_err(|source| {
+                        RepackError::Container {
+                            unit: self.unit.into(),
+                            tensor: name.clone(),
+                            source,
+                        }
+                    })?,
+                )
             };
             for i in 0..layout.tile_count {
                 let Some(tl) = layout.tile(i) else { break };
                 let s = tl.shape;
-                let packed = read_exact(&wf, &wsrc, wr.start + tl.packed_stream_offset, s.packed_payload)?;
-                let scale = read_exact(&sf, &ssrc, sr.start + tl.scale_stream_offset, s.scale_payload)?;
+                let packed = read_exact(
+                    &wf,
+                    &wsrc,
+                    wr.start + tl.packed_stream_offset,
+                    s.packed_payload,
+                )?;
+                let scale = read_exact(
+                    &sf,
+                    &ssrc,
+                    sr.start + tl.scale_stream_offset,
+                    s.scale_payload,
+                )?;
                 let b = match (&bf, &bias) {
-                    (Some(f), Some((p, r))) => Some(read_exact(f, p, r.start + tl.bias_stream_offset, s.bias_payload)?),
+                    (Some(f), Some((p, r))) => Some(read_exact(
+                        f,
+                        p,
+                        r.start + tl.bias_stream_offset,
+                        s.bias_payload,
+                    )?),
                     _ => None,
                 };
                 shas[0].update(&packed);
@@ -348,16 +436,24 @@ impl Ctx<'_> {
                     shas[2].update(b);
                 }
                 if let Some(w) = writer.as_mut() {
-                    w.write_tile(&packed, &scale, b.as_deref()).map_err(|source| RepackError::Container {
-                        unit: self.unit.into(),
-                        tensor: name.clone(),
-                        source,
-                    })?;
+                    w.write_tile(&packed, &scale, b.as_deref())
+                        .map_err(|source| RepackError::Container {
+                            unit: self.unit.into(),
+                            tensor: name.clone(),
+                            source,
+                        })?;
                 }
             }
             if let Some(w) = writer {
-                w.finish().map_err(|source| RepackError::Container { unit: self.unit.into(), tensor: name.clone(), source })?;
-                let f = OpenOptions::new().write(true).open(&out_path).map_err(io_err("open", &out_path))?;
+                w.finish().map_err(|source| RepackError::Container {
+                    unit: self.unit.into(),
+                    tensor: name.clone(),
+                    source,
+                })?;
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&out_path)
+                    .map_err(io_err("open", &out_path))?;
                 f.sync_all().map_err(io_err("fsync", &out_path))?;
             }
         }
@@ -366,24 +462,41 @@ impl Ctx<'_> {
         }
         let [pw, ps, pb] = shas;
         let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
-        let e = self.entry(&c.weight, &rel, "packed", &wr, hex::encode(pw.finalize()), None);
+        let e = self.entry(
+            &c.weight,
+            &rel,
+            "packed",
+            &wr,
+            hex::encode(pw.finalize()),
+            None,
+        );
         self.entries.push(e);
-        let e = self.entry(&c.scale, &rel, "scale", &sr, hex::encode(ps.finalize()), None);
+        let e = self.entry(
+            &c.scale,
+            &rel,
+            "scale",
+            &sr,
+            hex::encode(ps.finalize()),
+            None,
+        );
         self.entries.push(e);
         if let (Some(bt), Some((_, br))) = (&c.bias, &bias) {
             sources.push(self.source_ref(bt));
             let e = self.entry(bt, &rel, "bias", br, hex::encode(pb.finalize()), None);
             self.entries.push(e);
         }
-        self.manifest_sources.insert(rel, (FileKind::Container, sources));
+        self.manifest_sources
+            .insert(rel, (FileKind::Container, sources));
         Ok(())
     }
 }
 
 fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, RepackError> {
-    let n = usize::try_from(len).map_err(|_| io_err("read", path)(std::io::Error::other("tile larger than memory")))?;
+    let n = usize::try_from(len)
+        .map_err(|_| io_err("read", path)(std::io::Error::other("tile larger than memory")))?;
     let mut buf = vec![0u8; n];
-    f.read_exact_at(&mut buf, offset).map_err(io_err("read", path))?;
+    f.read_exact_at(&mut buf, offset)
+        .map_err(io_err("read", path))?;
     Ok(buf)
 }
 
@@ -392,8 +505,14 @@ fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, R
 fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<(), RepackError> {
     use std::os::fd::AsRawFd;
     let input = File::open(src).map_err(io_err("open", src))?;
-    let mut out = OpenOptions::new().write(true).create(true).truncate(true).open(dst).map_err(io_err("create", dst))?;
-    let mut off_in = i64::try_from(range.start).map_err(|_| io_err("seek", src)(std::io::Error::other("offset too large")))?;
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dst)
+        .map_err(io_err("create", dst))?;
+    let mut off_in = i64::try_from(range.start)
+        .map_err(|_| io_err("seek", src)(std::io::Error::other("offset too large")))?;
     let mut left = range.end - range.start;
     let mut kernel_ok = true;
     while left > 0 && kernel_ok {
@@ -401,11 +520,22 @@ fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<()
         // SAFETY: both descriptors are open for the duration of the call; `off_in` is a valid
         // pointer to an i64 and the output offset is the file position (null).
         let n = unsafe {
-            libc::copy_file_range(input.as_raw_fd(), &mut off_in, out.as_raw_fd(), std::ptr::null_mut(), want, 0)
+            libc::copy_file_range(
+                input.as_raw_fd(),
+                &mut off_in,
+                out.as_raw_fd(),
+                std::ptr::null_mut(),
+                want,
+                0,
+            )
         };
         match n {
             n if n > 0 => left -= n as u64,
-            0 => return Err(io_err("copy", src)(std::io::Error::other("source ended before the tensor's range"))),
+            0 => {
+                return Err(io_err("copy", src)(std::io::Error::other(
+                    "source ended before the tensor's range",
+                )))
+            }
             _ => kernel_ok = false,
         }
     }
@@ -416,7 +546,9 @@ fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<()
         while at < range.end {
             let n = usize::try_from((range.end - at).min(buf.len() as u64)).unwrap_or(buf.len());
             let chunk = buf.get_mut(..n).unwrap_or(&mut []);
-            input.read_exact_at(chunk, at).map_err(io_err("read", src))?;
+            input
+                .read_exact_at(chunk, at)
+                .map_err(io_err("read", src))?;
             out.write_all(chunk).map_err(io_err("write", dst))?;
             at += n as u64;
         }
