@@ -2,3 +2,4 @@
 //! per stage. Binaries in `jobs/bin` are thin wrappers over this crate.
 
 pub mod cli;
+pub mod gguf_tool;

@@ -1,0 +1,135 @@
+"""Independent checks of minirun-gguf against gguf-py 0.19.0 (PyPI `gguf`).
+
+1. Legacy-quant byte parity: deterministic f32 and f16 test tensors (rows multiples of 256) are
+   written by gguf-py's own GGUFWriter, quantized by `minirun-gguf quantize --type T`, and every
+   output tensor is compared byte for byte with `gguf.quants.quantize(source, T)` (gguf-py's
+   numpy encoders are byte-identical to ggml's C reference, formats.md §5.3). Each target must
+   have encoded at least one tensor, or the pass proves nothing.
+2. K-quant layout: q4_K / q5_K / q6_K outputs are decoded by gguf-py's independent dequantizer
+   and must reproduce the source within the type's resolution (gguf-py has no K encoder, so this
+   checks block layout and scales, not byte parity; see docs/gguf.md).
+3. Reader parity on the real SmolLM2 file: `minirun-gguf info` vs gguf.GGUFReader — tensor
+   names, types, dims, absolute offsets, sizes, and metadata keys/types in order.
+
+Usage: python gguf_parity.py MINIRUN_GGUF_BIN REAL_GGUF WORKDIR
+"""
+import json, subprocess, sys, os
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as T
+
+BIN, REAL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(WORK, exist_ok=True)
+failures = []
+
+def fail(msg):
+    print("FAIL:", msg)
+    failures.append(msg)
+
+def tensors():
+    rng = np.random.default_rng(20261130)
+    t = {}
+    t["token_embd.weight"] = rng.standard_normal((16, 512)).astype(np.float32)
+    t["output.weight"] = (rng.standard_normal((8, 256)) * 0.02).astype(np.float32)
+    w = rng.standard_normal((12, 768)).astype(np.float32) * np.linspace(0.01, 3, 12, dtype=np.float32)[:, None]
+    w[3] = 0.0                                   # an all-zero row
+    w[5, :32] = 1.0                              # a constant block
+    t["blk.0.attn_q.weight"] = w
+    t["blk.0.ffn_down.weight"] = rng.laplace(size=(6, 1024)).astype(np.float32)
+    t["blk.0.attn_norm.weight"] = rng.standard_normal(768).astype(np.float32)   # 1-D: kept
+    t["blk.0.odd.weight"] = rng.standard_normal((4, 96)).astype(np.float32)      # 96: legacy ok, K demoted
+    return t
+
+def write_src(path, dtype):
+    w = gguf.GGUFWriter(path, arch="llama")
+    for name, a in tensors().items():
+        w.add_tensor(name, a.astype(dtype) if a.ndim > 1 else a)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+def quantize(src, out, ty):
+    r = subprocess.run([BIN, "quantize", src, out, "--type", ty], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"quantize {ty} exited {r.returncode}: {r.stderr.strip()}")
+        return None
+    return gguf.GGUFReader(out)
+
+LEGACY = {"q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0, "q5_1": T.Q5_1, "q8_0": T.Q8_0}
+for src_dtype in (np.float32, np.float16):
+    src = os.path.join(WORK, f"src-{np.dtype(src_dtype).name}.gguf")
+    write_src(src, src_dtype)
+    ref = tensors()
+    for name, qt in list(LEGACY.items()) + [("f16", T.F16), ("f32", T.F32)]:
+        rd = quantize(src, os.path.join(WORK, f"out-{name}.gguf"), name)
+        if rd is None:
+            continue
+        encoded = same = 0
+        for t in rd.tensors:
+            a = ref[t.name]
+            got = np.asarray(t.data).tobytes()
+            if a.ndim == 1 and qt != T.F32:
+                want = a.tobytes()           # 1-D keeps its (f32) source type
+            else:
+                x = a if a.ndim == 1 else a.astype(src_dtype).astype(np.float32)
+                want = gguf.quants.quantize(x, qt).tobytes()
+                if t.tensor_type != qt:
+                    fail(f"{name}: {t.name} written as {t.tensor_type.name}, expected {qt.name}")
+                    continue
+                encoded += 1
+            if got == want:
+                same += 1
+            else:
+                diff = sum(1 for p, q in zip(got, want) if p != q)
+                fail(f"{name} (source {np.dtype(src_dtype).name}): {t.name} differs in {diff} of {len(want)} bytes")
+        print(f"[gguf parity] {name:5s} from {np.dtype(src_dtype).name}: {same}/{len(rd.tensors)} tensors byte-identical, {encoded} encoded at {qt.name}")
+        if encoded == 0:
+            fail(f"{name}: no tensor was encoded at the target type")
+
+# 2. K-quant layout via gguf-py's dequantizer.
+src = os.path.join(WORK, "src-float32.gguf")
+ref = tensors()
+for name, qt, fb, bound in (("q4_K", T.Q4_K, T.Q5_0, 0.15), ("q5_K", T.Q5_K, T.Q5_1, 0.08), ("q6_K", T.Q6_K, T.Q8_0, 0.04)):
+    rd = quantize(src, os.path.join(WORK, f"out-{name}.gguf"), name)
+    if rd is None:
+        continue
+    encoded = 0
+    for t in rd.tensors:
+        a = ref[t.name]
+        if a.ndim == 1:
+            continue
+        want_t = qt if a.shape[1] % 256 == 0 else fb
+        if t.tensor_type != want_t:
+            fail(f"{name}: {t.name} written as {t.tensor_type.name}, expected {want_t.name}")
+            continue
+        y = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(a.shape)
+        scale = np.abs(a).max(axis=1, keepdims=True) + 1e-12
+        err = float((np.abs(y - a) / scale).max())
+        if err > bound:
+            fail(f"{name}: {t.name} relative error {err:.4f} > {bound}")
+        if t.tensor_type == qt:
+            encoded += 1
+    print(f"[gguf k-layout] {name}: {encoded} tensors at {qt.name} decode within bound via gguf-py")
+    if encoded == 0:
+        fail(f"{name}: no tensor was encoded at {qt.name}")
+
+# 3. Reader parity on the real file.
+info = json.loads(subprocess.run([BIN, "info", REAL], capture_output=True, text=True, check=True).stdout)
+rd = gguf.GGUFReader(REAL)
+py_t = [(t.name, int(t.tensor_type), [int(d) for d in t.shape], int(t.data_offset), int(t.n_bytes)) for t in rd.tensors]
+our_t = [(t["name"], t["type_id"], t["dims"], t["abs_offset"], t["n_bytes"]) for t in info["tensors"]]
+if py_t != our_t:
+    bad = next(i for i, (p, q) in enumerate(zip(py_t + [None] * 9999, our_t + [None] * 9999)) if p != q)
+    fail(f"real file: tensor index differs at #{bad}: gguf-py {py_t[bad] if bad < len(py_t) else None} vs ours {our_t[bad] if bad < len(our_t) else None}")
+py_k = [(f.name, [gguf.GGUFValueType(x).name for x in f.types]) for f in rd.fields.values() if not f.name.startswith("GGUF.")]
+def our_type(s):
+    return ["ARRAY", s[6:-1].upper()] if s.startswith("array[") else [s.upper()]
+our_k = [(m["key"], our_type(m["type"])) for m in info["metadata"]]
+if py_k != our_k:
+    fail(f"real file: metadata keys/types differ: gguf-py {py_k[:5]}… vs ours {our_k[:5]}…")
+if info["data_start"] != rd.data_offset:
+    fail(f"real file: data section at {info['data_start']}, gguf-py says {rd.data_offset}")
+print(f"[gguf reader] real file: {len(our_t)} tensors and {len(our_k)} metadata keys agree with gguf.GGUFReader")
+
+if failures:
+    print(f"gguf parity: {len(failures)} failure(s)")
+    sys.exit(1)
+print("gguf parity: all checks passed")
