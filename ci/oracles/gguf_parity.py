@@ -11,7 +11,11 @@
 3. Reader parity on the real SmolLM2 file: `minirun-gguf info` vs gguf.GGUFReader — tensor
    names, types, dims, absolute offsets, sizes, and metadata keys/types in order.
 
-Usage: python gguf_parity.py MINIRUN_GGUF_BIN REAL_GGUF WORKDIR
+4. With LIBGGML_QUANTS (ggml's own ggml-quants.c compiled by build_ggml_quants.sh, fixture
+   verified by the caller): every target, K-quants included, byte-identical per tensor to ggml's
+   C `quantize_row_*_ref` — the functions `llama-quantize --pure` runs without an imatrix.
+
+Usage: python gguf_parity.py MINIRUN_GGUF_BIN REAL_GGUF WORKDIR [LIBGGML_QUANTS]
 """
 import json, subprocess, sys, os
 import numpy as np
@@ -19,6 +23,7 @@ import gguf
 from gguf import GGMLQuantizationType as T
 
 BIN, REAL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+LIB = sys.argv[4] if len(sys.argv) > 4 else None
 os.makedirs(WORK, exist_ok=True)
 failures = []
 
@@ -36,6 +41,7 @@ def tensors():
     w[5, :32] = 1.0                              # a constant block
     t["blk.0.attn_q.weight"] = w
     t["blk.0.ffn_down.weight"] = rng.laplace(size=(6, 1024)).astype(np.float32)
+    t["blk.0.ffn_up.weight"] = (rng.standard_normal((96, 2048)) * rng.uniform(0.001, 2.0, (96, 1))).astype(np.float32)
     t["blk.0.attn_norm.weight"] = rng.standard_normal(768).astype(np.float32)   # 1-D: kept
     t["blk.0.odd.weight"] = rng.standard_normal((4, 96)).astype(np.float32)      # 96: legacy ok, K demoted
     return t
@@ -128,6 +134,46 @@ if py_k != our_k:
 if info["data_start"] != rd.data_offset:
     fail(f"real file: data section at {info['data_start']}, gguf-py says {rd.data_offset}")
 print(f"[gguf reader] real file: {len(our_t)} tensors and {len(our_k)} metadata keys agree with gguf.GGUFReader")
+
+# 4. ggml's C reference quantizers.
+if LIB:
+    import ctypes
+    lib = ctypes.CDLL(LIB, mode=os.RTLD_LAZY)  # only the *_ref functions are called
+    def c_quant(qt, x):
+        bs, ts = gguf.GGML_QUANT_SIZES[qt]
+        f = getattr(lib, f"quantize_row_{qt.name.lower()[:-1] + 'K' if qt.name.endswith('K') else qt.name.lower()}_ref")
+        f.restype = None
+        f.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.zeros(x.size // bs * ts, np.uint8)
+        f(x.ctypes.data, out.ctypes.data, x.size)
+        return out.tobytes()
+    src = os.path.join(WORK, "src-float32.gguf")
+    ref = tensors()
+    targets = list(LEGACY.items()) + [("q4_K", T.Q4_K), ("q5_K", T.Q5_K), ("q6_K", T.Q6_K)]
+    fallback = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
+    for name, qt in targets:
+        rd = quantize(src, os.path.join(WORK, f"c-{name}.gguf"), name)
+        if rd is None:
+            continue
+        same = at_target = n2 = 0
+        for t in rd.tensors:
+            a = ref[t.name]
+            if a.ndim == 1:
+                continue
+            n2 += 1
+            ty = qt if (qt not in fallback or a.shape[1] % 256 == 0) else fallback[qt]
+            want = c_quant(ty, a)
+            got = np.asarray(t.data).tobytes()
+            if got == want:
+                same += 1
+                at_target += ty == qt
+            else:
+                diff = sum(1 for p, q in zip(got, want) if p != q)
+                fail(f"{name} vs ggml C: {t.name} ({ty.name}) differs in {diff} of {len(want)} bytes")
+        print(f"[ggml-quants.c parity] {name:5s}: {same}/{n2} 2-D tensors byte-identical to quantize_row_*_ref, {at_target} at {qt.name}")
+        if at_target == 0:
+            fail(f"{name} vs ggml C: no tensor was encoded at {qt.name}")
 
 if failures:
     print(f"gguf parity: {len(failures)} failure(s)")
