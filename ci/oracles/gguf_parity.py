@@ -175,6 +175,31 @@ if LIB:
         if at_target == 0:
             fail(f"{name} vs ggml C: no tensor was encoded at {qt.name}")
 
+    # 5. The real file as a source: its Q4_1/Q8_0 tensors are decoded (gguf-py's dequantizer,
+    # the same f32 arithmetic as ours) and re-encoded; each output tensor must equal C's encoding.
+    real_rd = gguf.GGUFReader(REAL)
+    decoded = {t.name: gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(-1) for t in real_rd.tensors}
+    src_type = {t.name: t.tensor_type for t in real_rd.tensors}
+    for name, qt in (("q4_K", T.Q4_K), ("q8_0", T.Q8_0)):
+        rd = quantize(REAL, os.path.join(WORK, f"real-{name}.gguf"), name)
+        if rd is None:
+            continue
+        same = at_target = 0
+        for t in rd.tensors:
+            got = np.asarray(t.data).tobytes()
+            if t.tensor_type == src_type[t.name]:
+                want = np.asarray(next(x for x in real_rd.tensors if x.name == t.name).data).tobytes()
+            else:
+                want = c_quant(t.tensor_type, decoded[t.name])
+            if got == want:
+                same += 1
+                at_target += t.tensor_type == qt
+            else:
+                fail(f"real {name}: {t.name} ({t.tensor_type.name}) differs from ggml C")
+        print(f"[ggml-quants.c parity] real SmolLM2 -> {name}: {same}/{len(rd.tensors)} tensors byte-identical, {at_target} at {qt.name}")
+        if at_target == 0:
+            fail(f"real {name}: no tensor encoded at {qt.name}")
+
 if failures:
     print(f"gguf parity: {len(failures)} failure(s)")
     sys.exit(1)
