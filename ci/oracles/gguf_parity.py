@@ -135,6 +135,94 @@ if info["data_start"] != rd.data_offset:
     fail(f"real file: data section at {info['data_start']}, gguf-py says {rd.data_offset}")
 print(f"[gguf reader] real file: {len(our_t)} tensors and {len(our_k)} metadata keys agree with gguf.GGUFReader")
 
+# 6. convert: a tiny Qwen2 checkpoint written here (safetensors by hand, bf16), converted by
+# minirun-gguf, every payload compared with an independent numpy conversion (bf16 -> f32 -> f16 by
+# numpy's round-to-nearest-even; bf16 via gguf-py's ggml_compute_fp32_to_bf16 port).
+def write_safetensors(path, named):
+    header, blobs, off = {}, [], 0
+    for name, (dtype, shape, raw) in named.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw); off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little")); f.write(h)
+        for b in blobs: f.write(b)
+
+hf = os.path.join(WORK, "Qwen2-tiny"); os.makedirs(hf, exist_ok=True)
+rng = np.random.default_rng(7)
+def bf16(shape, scale=1.0):
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    x.reshape(-1)[:4] = [1e-6, -3e-8, 7e4, 0.0]   # f16 subnormal, f16 underflow, f16 overflow, zero
+    return gguf.quants.quantize(x, T.BF16).view(np.uint8).tobytes(), x.shape
+hf_tensors = {
+    "model.embed_tokens.weight": (16, 32), "model.norm.weight": (32,), "lm_head.weight": (16, 32),
+    "model.layers.0.input_layernorm.weight": (32,), "model.layers.0.post_attention_layernorm.weight": (32,),
+    "model.layers.0.self_attn.q_proj.weight": (32, 32), "model.layers.0.self_attn.q_proj.bias": (32,),
+    "model.layers.0.self_attn.k_proj.weight": (16, 32), "model.layers.0.self_attn.k_proj.bias": (16,),
+    "model.layers.0.self_attn.v_proj.weight": (16, 32), "model.layers.0.self_attn.v_proj.bias": (16,),
+    "model.layers.0.self_attn.o_proj.weight": (32, 32), "model.layers.0.mlp.gate_proj.weight": (64, 32),
+    "model.layers.0.mlp.up_proj.weight": (64, 32), "model.layers.0.mlp.down_proj.weight": (32, 64),
+}
+named = {}
+for n, shp in hf_tensors.items():
+    raw, _ = bf16(shp)
+    named[n] = ("BF16", shp, raw)
+write_safetensors(os.path.join(hf, "model.safetensors"), named)
+json.dump({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 1,
+           "max_position_embeddings": 128, "hidden_size": 32, "intermediate_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 1000000.0,
+           "rms_norm_eps": 1e-6, "vocab_size": 16, "bos_token_id": 14}, open(os.path.join(hf, "config.json"), "w"))
+vocab = {f"t{i}": i for i in range(12)}
+json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": ["t t0", "t 1"]},
+           "added_tokens": [{"id": 12, "content": "<|endoftext|>", "special": True},
+                            {"id": 13, "content": "<|im_end|>", "special": True},
+                            {"id": 14, "content": "<think>", "special": False}]}, open(os.path.join(hf, "tokenizer.json"), "w"))
+json.dump({"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}", "eos_token": "<|im_end|>",
+           "pad_token": "<|endoftext|>"}, open(os.path.join(hf, "tokenizer_config.json"), "w"))
+gmap = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+def gname(n):
+    if n in gmap: return gmap[n]
+    parts = n.split(".")
+    stem = ".".join(parts[3:-1]); suf = parts[-1]
+    m = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+         "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+         "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}[stem]
+    return f"blk.{parts[2]}.{m}.{suf}"
+for outtype, qt2 in (("f16", T.F16), ("bf16", T.BF16), ("f32", T.F32)):
+    out = os.path.join(WORK, f"conv-{outtype}.gguf")
+    r = subprocess.run([BIN, "convert", hf, out, "--outtype", outtype], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"convert {outtype} exited {r.returncode}: {r.stderr.strip()}"); continue
+    rd = gguf.GGUFReader(out)
+    by_name = {t.name: t for t in rd.tensors}
+    same = 0
+    for n, (_, shp, raw) in named.items():
+        t = by_name.get(gname(n))
+        if t is None:
+            fail(f"convert {outtype}: {gname(n)} missing"); continue
+        x = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shp)
+        want_t = qt2 if len(shp) == 2 else T.F32
+        want = x.astype(np.float16).tobytes() if want_t == T.F16 else (raw if want_t == T.BF16 else x.tobytes())
+        if t.tensor_type != want_t or [int(d) for d in t.shape] != list(reversed(shp)):
+            fail(f"convert {outtype}: {t.name} is {t.tensor_type.name} {list(t.shape)}, expected {want_t.name} {list(reversed(shp))}")
+        elif np.asarray(t.data).tobytes() != want:
+            fail(f"convert {outtype}: {t.name} payload differs")
+        else:
+            same += 1
+    f = {k: v for k, v in rd.fields.items()}
+    def val(k):
+        fl = f[k]; return fl.contents() if hasattr(fl, "contents") else fl.parts[fl.data[0]]
+    checks = {"general.architecture": "qwen2", "qwen2.block_count": 1, "qwen2.embedding_length": 32,
+              "qwen2.attention.head_count_kv": 2, "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "qwen2",
+              "tokenizer.ggml.eos_token_id": 13, "tokenizer.ggml.padding_token_id": 12, "tokenizer.ggml.bos_token_id": 14,
+              "tokenizer.ggml.token_type": [1] * 12 + [3, 3, 4, 5],
+              "tokenizer.ggml.tokens": [f"t{i}" for i in range(12)] + ["<|endoftext|>", "<|im_end|>", "<think>", "[PAD15]"]}
+    for k, v in checks.items():
+        if k not in f or val(k) != v:
+            fail(f"convert {outtype}: {k} = {val(k) if k in f else None}, expected {v}")
+    print(f"[gguf convert] {outtype}: {same}/{len(named)} payloads byte-identical to numpy's conversion; {len(checks)} metadata values checked")
+
 # 4. ggml's C reference quantizers.
 if LIB:
     import ctypes
