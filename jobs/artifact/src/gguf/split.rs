@@ -103,6 +103,7 @@ pub fn part_metadata(base: &Metadata, i: usize, n: usize, total_tensors: usize) 
 /// Write `tensors` under `out_dir` as `{stem}.gguf` (one part, no `split.*` keys) or as
 /// `{stem}-NNNNN-of-MMMMM.gguf` parts. `payload(i)` gives tensor `i`'s bytes (global index).
 /// Returns the paths written, in part order.
+#[allow(clippy::too_many_arguments)]
 pub fn write_split<'p>(
     out_dir: &Path,
     stem: &str,
