@@ -321,3 +321,73 @@ fn truncation_anywhere_is_an_error_never_a_panic() {
     }
     assert!(parse_header(&bytes[..payload_end], "cut").is_ok());
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<u8>().prop_map(Value::U8),
+            any::<i8>().prop_map(Value::I8),
+            any::<u16>().prop_map(Value::U16),
+            any::<i16>().prop_map(Value::I16),
+            any::<u32>().prop_map(Value::U32),
+            any::<i32>().prop_map(Value::I32),
+            any::<u32>().prop_map(|b| Value::F32(f32::from_bits(b))),
+            any::<bool>().prop_map(Value::Bool),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::String),
+            any::<u64>().prop_map(Value::U64),
+            any::<i64>().prop_map(Value::I64),
+            any::<u64>().prop_map(|b| Value::F64(f64::from_bits(b))),
+            proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..8), 0..6)
+                .prop_map(Value::StringArray),
+            proptest::collection::vec(any::<i32>(), 0..9).prop_map(|v| Value::i32_array(&v)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// write → parse → write is the identity on bytes (NaN payloads included).
+        #[test]
+        fn rewrite_is_bitwise_identical(
+            vals in proptest::collection::vec(value(), 0..12),
+            dims in proptest::collection::vec((1u64..4, 1u64..3), 0..5),
+            align_pow in 3u32..8,
+        ) {
+            let align = 1u64 << align_pow;
+            let mut md = Metadata::default();
+            md.set("general.alignment", Value::U32(align as u32));
+            for (i, v) in vals.into_iter().enumerate() {
+                md.set(&format!("k.{i}"), v);
+            }
+            let specs: Vec<TensorSpec> = dims
+                .iter()
+                .enumerate()
+                .map(|(i, (a, b))| TensorSpec { name: format!("t{i}"), dims: vec![32 * a, *b], ggml_type: GgmlType::Q8_0 })
+                .collect();
+            let data: Vec<Vec<u8>> = dims.iter().map(|(a, b)| vec![7u8; (34 * a * b) as usize]).collect();
+            let bytes = write(&md, &specs, &data, align);
+            let h = parse_header(&bytes, "prop").unwrap();
+            let specs2: Vec<TensorSpec> = h.tensors.iter().map(TensorSpec::from).collect();
+            prop_assert_eq!(&specs2, &specs);
+            let again = write(&h.metadata, &specs2, &data, h.alignment);
+            prop_assert!(again == bytes);
+        }
+
+        /// Arbitrary corruption of a valid file is an error or a valid parse, never a panic.
+        #[test]
+        fn corrupted_headers_never_panic(
+            flips in proptest::collection::vec((0usize..600, any::<u8>()), 1..8),
+        ) {
+            let (specs, data) = tensors();
+            let mut bytes = write(&all_types_metadata(), &specs, &data, 32);
+            for (at, b) in flips {
+                let n = bytes.len();
+                bytes[at % n] = b;
+            }
+            let _ = parse_header(&bytes, "corrupt");
+        }
+    }
+}
