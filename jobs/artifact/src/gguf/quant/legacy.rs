@@ -63,12 +63,21 @@ pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>, fma: FmaContract) {
         let d = absmax_signed(b) / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         put_f16(out, d);
-        for j in 0..QK / 2 {
-            let q0 = trunc_u8(mad(b[j], id, 8.5, fma), 15);
-            let q1 = trunc_u8(mad(b[j + QK / 2], id, 8.5, fma), 15);
-            out.push(q0 | (q1 << 4));
+        let mut q = [0u8; QK];
+        for (qj, &v) in q.iter_mut().zip(b) {
+            *qj = trunc_u8(mad(v, id, 8.5, fma), 15);
         }
+        put_nibbles(out, &q);
     }
+}
+
+/// `qs[j] = q[j] | q[j + 16] << 4` (low nibbles only).
+fn put_nibbles(out: &mut Vec<u8>, q: &[u8; QK]) {
+    let mut qs = [0u8; QK / 2];
+    for (j, o) in qs.iter_mut().enumerate() {
+        *o = (q[j] & 0x0f) | ((q[j + QK / 2] & 0x0f) << 4);
+    }
+    out.extend_from_slice(&qs);
 }
 
 /// `quantize_row_q4_1_ref`: 20 bytes per 32 elements.
@@ -79,11 +88,11 @@ pub fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>, fma: FmaContract) {
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         put_f16(out, d);
         put_f16(out, min);
-        for j in 0..QK / 2 {
-            let q0 = trunc_u8(mad(b[j] - min, id, 0.5, fma), 15);
-            let q1 = trunc_u8(mad(b[j + QK / 2] - min, id, 0.5, fma), 15);
-            out.push(q0 | (q1 << 4));
+        let mut q = [0u8; QK];
+        for (qj, &v) in q.iter_mut().zip(b) {
+            *qj = trunc_u8(mad(v - min, id, 0.5, fma), 15);
         }
+        put_nibbles(out, &q);
     }
 }
 
@@ -93,9 +102,7 @@ fn put_q5(out: &mut Vec<u8>, q: &[u8; QK]) {
         qh |= u32::from((v >> 4) & 1) << j;
     }
     out.extend_from_slice(&qh.to_le_bytes());
-    for j in 0..QK / 2 {
-        out.push((q[j] & 0x0f) | ((q[j + QK / 2] & 0x0f) << 4));
-    }
+    put_nibbles(out, q);
 }
 
 /// `quantize_row_q5_0_ref`: 22 bytes per 32 elements.
@@ -135,10 +142,12 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         put_f16(out, d);
-        for &v in b {
+        let mut q = [0u8; QK];
+        for (qj, &v) in q.iter_mut().zip(b) {
             // roundf: half away from zero, as f32::round.
-            out.push(((v * id).round() as i32).clamp(-128, 127) as i8 as u8);
+            *qj = ((v * id).round() as i32).clamp(-128, 127) as i8 as u8;
         }
+        out.extend_from_slice(&q);
     }
 }
 
