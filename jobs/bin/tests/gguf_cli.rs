@@ -393,6 +393,29 @@ fn convert_qwen2_and_refusals() {
         "Qwen3ForCausalLM",
         Some("model.layers.0.self_attn.q_norm.weight"),
     );
+    let (c, _, e) = run(&[
+        "convert",
+        hf.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--outtype",
+        "bf16",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    let m = GgufModel::open(&out).unwrap();
+    assert_eq!(m.metadata().get_str("general.architecture"), Ok("qwen3"));
+    assert_eq!(m.metadata().get_u32("qwen3.attention.key_length"), Ok(4));
+    assert_eq!(m.metadata().get_u32("general.file_type"), Ok(32));
+    assert_eq!(
+        m.tensor("blk.0.attn_q_norm.weight").unwrap().ggml_type,
+        GgmlType::F32
+    );
+    assert_eq!(
+        m.tensor("blk.0.attn_q.weight").unwrap().ggml_type,
+        GgmlType::BF16
+    );
+    // bf16 → f32 → bf16 is the identity: the source value comes back
+    let b = m.tensor_bytes("blk.0.attn_q.weight").unwrap();
+    assert_eq!(half::bf16::from_le_bytes([b[2], b[3]]).to_f32(), -2.5);
     std::fs::write(hf.join("tokenizer_config.json"), "{}").unwrap();
     let (c, _, e) = run(&["convert", hf.to_str().unwrap(), out.to_str().unwrap()]);
     assert_eq!(c, 1);
