@@ -35,8 +35,8 @@ tar -xzf "$tgz" -C "$tmp" "$root/src" "$root/include"
 src="$tmp/$root/src"
 flags="-O2 -fPIC -shared -std=gnu11 -DNDEBUG"
 cc=${CC:-gcc}
-$cc $flags -I"$src" -I"$tmp/$root/include" -o "$out/libggml-quants.so" "$src/ggml-quants.c" -lm
-"$py" - "$out" "$got" "$($cc --version | head -1)" "$cc $flags" "$(sha256sum "$src/ggml-quants.c" | cut -d' ' -f1)" "$sdist_version" <<'PY'
+$cc $flags -ffile-prefix-map="$tmp"=/src -I"$src" -I"$tmp/$root/include" -o "$out/libggml-quants.so" "$src/ggml-quants.c" -lm
+"$py" - "$out" "$got" "$($cc --version | head -1)" "$cc $flags -ffile-prefix-map=TMP=/src" "$(sha256sum "$src/ggml-quants.c" | cut -d' ' -f1)" "$sdist_version" <<'PY'
 import hashlib, json, os, sys, datetime
 out, sdist_sha, cc, flags, src_sha, ver = sys.argv[1:]
 p = os.path.join(out, "libggml-quants.so")
@@ -48,5 +48,20 @@ json.dump({"entries": [{
     "compiler": cc, "flags": flags, "ffp_contract": "fast (GCC default) with no FMA in the x86-64 baseline ISA = uncontracted",
     "machine": os.uname().machine, "date": datetime.date.today().isoformat(),
 }]}, open(os.path.join(out, "manifest.json"), "w"), indent=2)
+PY
+"$py" - "$out/manifest.json" "$(dirname "$0")/ggml-quants.recorded.json" <<'PY'
+import json, sys
+built = json.load(open(sys.argv[1]))["entries"][0]
+rec = json.load(open(sys.argv[2]))
+if built["source"]["ggml_quants_c_sha256"] != rec["source"]["ggml_quants_c_sha256"]:
+    sys.exit(f"ggml-quants.c sha256 {built['source']['ggml_quants_c_sha256']} is not the recorded source")
+same = [b for b in rec["builds"] if b["compiler"] == built["compiler"] and b["flags"] == built["flags"]]
+if same:
+    if same[0]["sha256"] != built["sha256"]:
+        sys.exit(f"recorded compiler {built['compiler']} built sha256 {built['sha256']}, the record says {same[0]['sha256']}")
+    print(f"oracle build reproduces the recorded reference ({built['compiler']}, sha256 {built['sha256'][:16]}…)")
+else:
+    print(f"NOTE: compiler '{built['compiler']}' is not recorded in ggml-quants.recorded.json; "
+          f"this build (sha256 {built['sha256'][:16]}…) is used as the oracle but is not the recorded reference")
 PY
 echo "built $out/libggml-quants.so"
