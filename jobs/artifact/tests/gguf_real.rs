@@ -2,7 +2,7 @@
 //! ci/install.d/10-python.sh). It parses, splits into 3 parts that load as one model with
 //! identical tensors, and its single-part rewrite is bitwise identical.
 //!
-//! Found via `MINIRUN_SMOLLM2_GGUF`, else `<repo>/ci/.cache/SmolLM2-135M-Instruct.Q4_1.gguf`.
+//! Found via `MINIRUN_SMOLLM2_GGUF`, else `$CI_CACHE/…`, else `<repo>/ci/.cache/…` (ci/test's default).
 //! Absent: a failure when `CI` is set, else a printed skip.
 
 use std::borrow::Cow;
@@ -13,10 +13,16 @@ use artifact::gguf::writer::TensorSpec;
 use artifact::gguf::{GgmlType, GgufModel};
 
 fn real_file() -> Option<PathBuf> {
-    let p = match std::env::var_os("MINIRUN_SMOLLM2_GGUF") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../ci/.cache/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    const NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    let p = match (
+        std::env::var_os("MINIRUN_SMOLLM2_GGUF"),
+        std::env::var_os("CI_CACHE"),
+    ) {
+        (Some(p), _) => PathBuf::from(p),
+        (None, Some(c)) => PathBuf::from(c).join(NAME),
+        (None, None) => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../ci/.cache")
+            .join(NAME),
     };
     if p.exists() {
         return Some(p);
