@@ -190,8 +190,14 @@ fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<()
         .unwrap_or_else(|| vocab.values().max().map_or(0, |m| m + 1));
     let mut rev: Vec<Option<&str>> = vec![None; n_vocab];
     for (k, &v) in &vocab {
-        if let Some(slot) = rev.get_mut(v) {
-            *slot = Some(k.as_str());
+        match rev.get_mut(v) {
+            Some(slot) => *slot = Some(k.as_str()),
+            None => {
+                return Err(refuse(format!(
+                    "{}/tokenizer.json has token id {v} ({k:?}), outside config.json's vocab_size {n_vocab}",
+                    dir.display()
+                )))
+            }
         }
     }
     let mut tokens = Vec::with_capacity(n_vocab);
