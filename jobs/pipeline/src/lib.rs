@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod fetch;
 pub mod gate;
+pub mod gguf_tool;
 pub mod inspect;
 pub mod plan;
 pub mod repack;

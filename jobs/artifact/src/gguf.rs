@@ -1,1 +1,0 @@
-//! `gguf`: to be written (see the issue that owns it).

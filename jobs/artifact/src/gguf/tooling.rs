@@ -1,0 +1,565 @@
+//! The `minirun-gguf` operations as library code: `split`, `quantize` (with its per-tensor plan
+//! and printed lists), `info`, and the size parser. `convert` lives in [`super::convert`]. The
+//! argument parser is in `pipeline::gguf_tool`; every refusal text is produced here, so the
+//! "required" refusals are ours, never the parser's.
+//!
+//! Spec: seed 003 §2 (subcommands) and §3 (refusal texts, with `minfer` → `minirun-gguf`).
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use super::quant::{self, FmaContract, QuantTarget};
+use super::reader::{GgufModel, TensorInfo};
+use super::split::{self, write_split};
+use super::types::{GgmlType, Value};
+use super::writer::{write_file, TensorSpec};
+use super::{GgufError, Metadata};
+
+/// The program name used in refusal texts.
+pub const PROG: &str = "minirun-gguf";
+
+/// A tooling failure: a refusal (exit 1) or a usage error the seed does not define (exit 64).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// A refusal with the seed's text (already prefixed with the program and subcommand).
+    #[error("{0}")]
+    Refused(String),
+    /// A reader/writer failure (exit 1).
+    #[error("{PROG} {cmd}: {err}")]
+    Gguf {
+        /// The subcommand.
+        cmd: &'static str,
+        /// The underlying error (rendered inline, one line).
+        err: GgufError,
+    },
+    /// A malformed argument value (exit 64).
+    #[error("{PROG}: {0}")]
+    Usage(String),
+}
+
+impl ToolError {
+    /// The process exit code: 64 for usage, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ToolError::Usage(_) => 64,
+            _ => 1,
+        }
+    }
+}
+
+fn gg(cmd: &'static str) -> impl Fn(GgufError) -> ToolError {
+    move |err| ToolError::Gguf { cmd, err }
+}
+
+/// Parse a size: plain bytes or a binary suffix `K`, `M`, `G`, `T` (optionally followed by `B`
+/// or `iB`): `1K` = 1024, `512M`, `2G`.
+pub fn parse_size(s: &str) -> Result<u64, ToolError> {
+    let t = s.trim();
+    let upper = t.to_ascii_uppercase();
+    let body = upper
+        .strip_suffix("IB")
+        .or_else(|| upper.strip_suffix('B'))
+        .unwrap_or(&upper);
+    let (num, shift) = match body.chars().last() {
+        Some('K') => (&body[..body.len() - 1], 10),
+        Some('M') => (&body[..body.len() - 1], 20),
+        Some('G') => (&body[..body.len() - 1], 30),
+        Some('T') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| ToolError::Usage(format!("size {s:?} is not a number of bytes or a number with a K/M/G/T suffix (e.g. 1K, 512M, 2G)")))?;
+    let v = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| ToolError::Usage(format!("size {s:?} overflows 64 bits")))?;
+    if v == 0 {
+        return Err(ToolError::Usage(format!(
+            "size {s:?} must be at least 1 byte"
+        )));
+    }
+    Ok(v)
+}
+
+fn stem_of(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    match name.strip_suffix(".gguf") {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ if name.is_empty() || name.ends_with(".gguf") => "model".to_string(),
+        _ => name.to_string(),
+    }
+}
+
+/// `split.count` of a model's entry part (1 when absent).
+fn split_count(model: &GgufModel) -> u64 {
+    model
+        .metadata()
+        .get(split::KEY_COUNT)
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .max(model.n_parts() as u64)
+}
+
+/// Options of `split`.
+#[derive(Debug, Clone)]
+pub struct SplitOpts {
+    /// The single-file GGUF.
+    pub input: PathBuf,
+    /// The output directory.
+    pub out_dir: PathBuf,
+    /// `--max-size` as given (required; parsed here so the refusal is ours).
+    pub max_size: Option<String>,
+    /// `--stem`.
+    pub stem: Option<String>,
+}
+
+/// `minirun-gguf split`: verbatim tensor copy into parts (seed 003 §2.3). Returns the paths.
+pub fn run_split(o: &SplitOpts) -> Result<Vec<PathBuf>, ToolError> {
+    let max = match &o.max_size {
+        None => {
+            return Err(ToolError::Refused(format!(
+                "{PROG} split: --max-size is required (no silent default part size)"
+            )))
+        }
+        Some(s) => parse_size(s)?,
+    };
+    let shown = o.input.display();
+    let name = o
+        .input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if let Some((_, _, m)) = split::parse_part_name(name) {
+        return Err(ToolError::Refused(format!(
+            "{PROG} split: {shown} is already a multi-part split ({m} parts); point at a single-file GGUF"
+        )));
+    }
+    let model = GgufModel::open(&o.input).map_err(gg("split"))?;
+    let n = split_count(&model);
+    if n > 1 {
+        return Err(ToolError::Refused(format!(
+            "{PROG} split: {shown} is already a multi-part split ({n} parts); point at a single-file GGUF"
+        )));
+    }
+    if model.tensors.is_empty() {
+        return Err(ToolError::Refused(format!(
+            "{PROG} split: {shown} has no tensors; there is nothing to split"
+        )));
+    }
+    let part = &model.parts[0];
+    let specs: Vec<TensorSpec> = part.header.tensors.iter().map(TensorSpec::from).collect();
+    let stem = o.stem.clone().unwrap_or_else(|| stem_of(&o.input));
+    std::fs::create_dir_all(&o.out_dir).map_err(|e| ToolError::Gguf {
+        cmd: "split",
+        err: GgufError::io("create", &o.out_dir, e),
+    })?;
+    write_split(
+        &o.out_dir,
+        &stem,
+        &part.header.metadata,
+        &specs,
+        part.header.alignment,
+        max,
+        "--max-size",
+        |i| {
+            let t = &part.header.tensors[i];
+            part.tensor_bytes(t).map(Cow::Borrowed)
+        },
+    )
+    .map_err(gg("split"))
+}
+
+/// What `quantize` does with one tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Copy the source bytes verbatim (type unchanged).
+    Copy,
+    /// Decode to f32 and encode as this type.
+    Encode(GgmlType),
+}
+
+/// Why a tensor did not get the requested type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// 1-D (norm, bias): keeps its source type.
+    OneD,
+    /// Row not a multiple of the target block: keeps its source type.
+    Row,
+    /// Not a float tensor (integer types): copied.
+    NotFloat,
+    /// K-quant row fallback to this type.
+    Demoted(GgmlType),
+    /// Tied embedding at q8_0.
+    Tied,
+}
+
+/// The per-tensor plan of `quantize`.
+#[derive(Debug, Clone)]
+pub struct PlanEntry {
+    /// Tensor name.
+    pub name: String,
+    /// Source type.
+    pub from: GgmlType,
+    /// What to do.
+    pub action: Action,
+    /// Why (when the requested type is not what is written).
+    pub note: Option<Note>,
+}
+
+impl PlanEntry {
+    /// The type written.
+    pub fn out_type(&self) -> GgmlType {
+        match self.action {
+            Action::Copy => self.from,
+            Action::Encode(t) => t,
+        }
+    }
+}
+
+/// Plan `target` over `tensors` (seed 003 §2.2). Refuses undecodable sources.
+pub fn plan_quantize(
+    tensors: &[TensorInfo],
+    target: QuantTarget,
+) -> Result<Vec<PlanEntry>, ToolError> {
+    use GgmlType as G;
+    let tied = !tensors.iter().any(|t| t.name == "output.weight");
+    let mut plan = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        let int_type = matches!(t.ggml_type, G::I8 | G::I16 | G::I32 | G::I64);
+        if !int_type && !quant::is_decodable(t.ggml_type) {
+            return Err(ToolError::Refused(format!(
+                "{PROG} quantize: tensor '{}' has type {}, which {PROG} cannot decode (no dequantizer for it); re-quantizing a K-quant/I-quant source is unsupported — start from an f16 or f32 GGUF",
+                t.name, t.ggml_type
+            )));
+        }
+        let want = target.ggml_type();
+        let row = t.row_len();
+        let (mut ty, note) = if int_type {
+            (t.ggml_type, Some(Note::NotFloat))
+        } else if target == QuantTarget::F32 {
+            (G::F32, None)
+        } else if t.n_dims() < 2 {
+            (t.ggml_type, Some(Note::OneD))
+        } else if let Some(fb) = target.k_fallback() {
+            if row % 256 == 0 {
+                (want, None)
+            } else if row % 32 == 0 {
+                (fb, Some(Note::Demoted(fb)))
+            } else {
+                (G::F16, Some(Note::Demoted(G::F16)))
+            }
+        } else if row % want.block_size() != 0 {
+            (t.ggml_type, Some(Note::Row))
+        } else {
+            (want, None)
+        };
+        let mut note = note;
+        if tied
+            && t.name == "token_embd.weight"
+            && matches!(
+                target,
+                QuantTarget::Q4_0 | QuantTarget::Q4_1 | QuantTarget::Q5_0 | QuantTarget::Q5_1
+            )
+            && note.is_none()
+        {
+            ty = G::Q8_0;
+            note = Some(Note::Tied);
+        }
+        let action = if ty == t.ggml_type {
+            Action::Copy
+        } else {
+            Action::Encode(ty)
+        };
+        plan.push(PlanEntry {
+            name: t.name.clone(),
+            from: t.ggml_type,
+            action,
+            note,
+        });
+    }
+    Ok(plan)
+}
+
+/// The printed lists of a plan (one line per non-empty list).
+pub fn plan_lines(plan: &[PlanEntry], target: QuantTarget) -> Vec<String> {
+    let names = |f: &dyn Fn(&PlanEntry) -> bool| -> Vec<String> {
+        plan.iter()
+            .filter(|e| f(e))
+            .map(|e| e.name.clone())
+            .collect()
+    };
+    let mut out = Vec::new();
+    let one_d = names(&|e| e.note == Some(Note::OneD));
+    if !one_d.is_empty() {
+        out.push(format!(
+            "quantize: {} 1-D tensor(s) keep their source type (norms/biases; llama.cpp's \"except 1d tensors\" rule): {}",
+            one_d.len(),
+            one_d.join(", ")
+        ));
+    }
+    let row = names(&|e| e.note == Some(Note::Row));
+    if !row.is_empty() {
+        out.push(format!(
+            "quantize: {} tensor(s) keep their source type (row length not a multiple of the {} block size {}): {}",
+            row.len(),
+            target.ggml_type(),
+            target.ggml_type().block_size(),
+            row.join(", ")
+        ));
+    }
+    let nf = names(&|e| e.note == Some(Note::NotFloat));
+    if !nf.is_empty() {
+        out.push(format!(
+            "quantize: {} integer tensor(s) copied unchanged: {}",
+            nf.len(),
+            nf.join(", ")
+        ));
+    }
+    let dem: Vec<String> = plan
+        .iter()
+        .filter_map(|e| match e.note {
+            Some(Note::Demoted(t)) => Some(format!("{} → {t}", e.name)),
+            _ => None,
+        })
+        .collect();
+    if !dem.is_empty() {
+        out.push(format!(
+            "quantize: {} tensor(s) demoted from {} (row length not a multiple of 256; llama.cpp's tensor_type_fallback): {}",
+            dem.len(),
+            target.ggml_type(),
+            dem.join(", ")
+        ));
+    }
+    for e in plan.iter().filter(|e| e.note == Some(Note::Tied)) {
+        out.push(format!(
+            "quantize: tied embedding {} (no output.weight) written at q8_0 (llama.cpp's tied-embedding policy for sub-8-bit legacy targets)",
+            e.name
+        ));
+    }
+    let mut counts: Vec<(GgmlType, usize)> = Vec::new();
+    for e in plan {
+        match counts.iter_mut().find(|(t, _)| *t == e.out_type()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((e.out_type(), 1)),
+        }
+    }
+    counts.sort();
+    out.push(format!(
+        "quantize: {} tensors written as {}",
+        plan.len(),
+        counts
+            .iter()
+            .map(|(t, n)| format!("{t}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    out
+}
+
+/// Options of `quantize`.
+#[derive(Debug, Clone)]
+pub struct QuantizeOpts {
+    /// Single-file source GGUF.
+    pub input: PathBuf,
+    /// Output path (with a split: the parts are written beside it, using its stem).
+    pub output: PathBuf,
+    /// `--type` as given (required; checked here).
+    pub target: Option<String>,
+    /// `--split-max-size` as given.
+    pub split_max_size: Option<String>,
+    /// Arithmetic of the encoders.
+    pub fma: FmaContract,
+}
+
+/// Parse a `--type` value into a target, with the seed's three refusals.
+pub fn parse_target(t: Option<&str>) -> Result<QuantTarget, ToolError> {
+    let s = t.ok_or_else(|| {
+        ToolError::Refused(format!(
+            "{PROG} quantize: --type is required (no silent default: a wrong target would write wrong weights); supported: {}",
+            quant::SUPPORTED
+        ))
+    })?;
+    if let Some(q) = QuantTarget::parse(s) {
+        return Ok(q);
+    }
+    if GgmlType::from_name(s).is_some() {
+        return Err(ToolError::Refused(format!(
+            "{PROG} quantize: target {s:?} is a known GGUF type but {PROG} has no weight encoder for it ({PROG} can only read it, so writing it would emit wrong weights); supported encoder targets: {}",
+            quant::SUPPORTED
+        )));
+    }
+    Err(ToolError::Refused(format!(
+        "{PROG} quantize: unknown quant target {s:?}; supported: {}",
+        quant::SUPPORTED
+    )))
+}
+
+/// Result of `quantize`.
+#[derive(Debug)]
+pub struct QuantizeReport {
+    /// The plan that was executed.
+    pub plan: Vec<PlanEntry>,
+    /// The printed lines.
+    pub lines: Vec<String>,
+    /// Files written.
+    pub outputs: Vec<PathBuf>,
+}
+
+/// Encode one tensor per its plan entry.
+pub fn encode_tensor(
+    t: &TensorInfo,
+    src: &[u8],
+    to: GgmlType,
+    fma: FmaContract,
+) -> Result<Vec<u8>, GgufError> {
+    if t.n_bytes == 0 || t.row_len() == 0 {
+        return Ok(Vec::new());
+    }
+    let mut f = Vec::with_capacity(t.n_elements() as usize);
+    quant::decode_to_f32(t.ggml_type, src, &mut f)
+        .map_err(|e| GgufError::Write(format!("tensor `{}`: {e}", t.name)))?;
+    let row = t.row_len() as usize;
+    let n_rows = f.len() / row.max(1);
+    let row_bytes = (row as u64 / to.block_size() * to.type_size()) as usize;
+    let mut out = vec![0u8; row_bytes * n_rows];
+    // Rows are independent: encode in parallel chunks of rows.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(n_rows.max(1));
+    let rows_per = n_rows.div_ceil(threads.max(1)).max(1);
+    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = f
+            .chunks(rows_per * row)
+            .zip(out.chunks_mut(rows_per * row_bytes))
+            .map(|(x, o)| {
+                s.spawn(move || {
+                    let mut buf = Vec::with_capacity(o.len());
+                    quant::encode(to, x, row, &mut buf, fma)?;
+                    if buf.len() != o.len() {
+                        return Err(format!("encoded {} bytes, expected {}", buf.len(), o.len()));
+                    }
+                    o.copy_from_slice(&buf);
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("encoder thread failed".into()))
+            })
+            .collect()
+    });
+    for r in res {
+        r.map_err(|e| GgufError::Write(format!("tensor `{}` → {to}: {e}", t.name)))?;
+    }
+    Ok(out)
+}
+
+/// `minirun-gguf quantize` (seed 003 §2.2).
+pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
+    let target = parse_target(o.target.as_deref())?;
+    let max = o.split_max_size.as_deref().map(parse_size).transpose()?;
+    let shown = o.input.display();
+    let model = GgufModel::open(&o.input).map_err(gg("quantize"))?;
+    let n = split_count(&model);
+    if n > 1 {
+        return Err(ToolError::Refused(format!(
+            "{PROG} quantize: {shown} is a multi-part split ({n} parts); quantize a single-file GGUF, then split the result"
+        )));
+    }
+    let part = &model.parts[0];
+    let tensors = &part.header.tensors;
+    let plan = plan_quantize(tensors, target)?;
+    let lines = plan_lines(&plan, target);
+    let mut md: Metadata = part.header.metadata.clone();
+    md.kv.retain(|(k, _)| !k.starts_with("split."));
+    md.set("general.quantization_version", Value::U32(2));
+    md.set("general.file_type", Value::U32(target.file_type()));
+    let specs: Vec<TensorSpec> = tensors
+        .iter()
+        .zip(&plan)
+        .map(|(t, p)| TensorSpec {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            ggml_type: p.out_type(),
+        })
+        .collect();
+    let fma = o.fma;
+    let payload = |i: usize| -> Result<Cow<'_, [u8]>, GgufError> {
+        let t = &tensors[i];
+        let src = part.tensor_bytes(t)?;
+        match plan[i].action {
+            Action::Copy => Ok(Cow::Borrowed(src)),
+            Action::Encode(to) => encode_tensor(t, src, to, fma).map(Cow::Owned),
+        }
+    };
+    let align = part.header.alignment;
+    let outputs = match max {
+        None => {
+            write_file(&o.output, &md, &specs, align, payload).map_err(gg("quantize"))?;
+            vec![o.output.clone()]
+        }
+        Some(m) => {
+            let dir = o.output.parent().unwrap_or_else(|| Path::new(""));
+            write_split(
+                dir,
+                &stem_of(&o.output),
+                &md,
+                &specs,
+                align,
+                m,
+                "--split-max-size",
+                payload,
+            )
+            .map_err(gg("quantize"))?
+        }
+    };
+    Ok(QuantizeReport {
+        plan,
+        lines,
+        outputs,
+    })
+}
+
+/// `minirun-gguf info`: a JSON description of a model (one file or a split) — the index the
+/// independent Python reader is compared against.
+pub fn run_info(path: &Path) -> Result<serde_json::Value, ToolError> {
+    let model = GgufModel::open(path).map_err(gg("info"))?;
+    let md: Vec<serde_json::Value> = model
+        .metadata()
+        .kv
+        .iter()
+        .map(|(k, v)| {
+            let ty = match v {
+                Value::StringArray(_) => "array[string]".to_string(),
+                Value::NumArray { elem, .. } => format!("array[{}]", elem.name()),
+                other => other.value_type().name().to_string(),
+            };
+            serde_json::json!({"key": k, "type": ty, "value": v.summary()})
+        })
+        .collect();
+    let tensors: Vec<serde_json::Value> = model
+        .tensors
+        .iter()
+        .map(|(p, t)| {
+            serde_json::json!({
+                "name": t.name, "type": t.ggml_type.name(), "type_id": t.ggml_type.id(),
+                "dims": t.dims, "offset": t.offset, "n_bytes": t.n_bytes, "part": p,
+                "abs_offset": model.parts[*p].header.data_start + t.offset,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "parts": model.parts.iter().map(|p| p.path().display().to_string()).collect::<Vec<_>>(),
+        "alignment": model.parts[0].header.alignment,
+        "data_start": model.parts[0].header.data_start,
+        "metadata": md,
+        "tensors": tensors,
+    }))
+}

@@ -1,0 +1,153 @@
+//! The `minirun-gguf` command line: clap definitions for `split`, `quantize`, `convert` and
+//! `info`, dispatched to `artifact::gguf::tooling` / `artifact::gguf::convert`. Flags the seed
+//! calls required (`--type`, `--max-size`) are optional here on purpose, so their refusal text
+//! and exit code 1 come from the library, not from clap (seed 003 §3; docs/gguf.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use artifact::gguf::convert::{run_convert, ConvertOpts};
+use artifact::gguf::quant::FmaContract;
+use artifact::gguf::tooling::{self, QuantizeOpts, SplitOpts, ToolError};
+
+/// `minirun-gguf`: GGUF split, quantize, convert and inspect.
+#[derive(Debug, clap::Parser)]
+#[command(name = "minirun-gguf", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Split a single-file GGUF into parts (verbatim tensor copy).
+    Split {
+        /// The single-file GGUF.
+        input: PathBuf,
+        /// The output directory.
+        out_dir: PathBuf,
+        /// Largest data size of one part: bytes or 1K / 512M / 2G (required).
+        #[arg(long)]
+        max_size: Option<String>,
+        /// Output name stem (default: the input file name minus `.gguf`).
+        #[arg(long)]
+        stem: Option<String>,
+    },
+    /// Re-encode a single-file GGUF to a quant type or float cast.
+    Quantize {
+        /// The single-file source GGUF.
+        input: PathBuf,
+        /// The output GGUF (parts are written beside it with --split-max-size).
+        output: PathBuf,
+        /// Target: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, f16, f32 (required).
+        #[arg(long = "type")]
+        target: Option<String>,
+        /// Split the output into parts of at most this data size.
+        #[arg(long)]
+        split_max_size: Option<String>,
+        /// Encoder arithmetic: `off` (x86-64 baseline ggml, gguf-py) or `fast` (contracted FMA).
+        #[arg(long, default_value = "off", value_parser = ["off", "fast"])]
+        fp_contract: String,
+    },
+    /// Convert a Qwen2 / Qwen3 HuggingFace safetensors checkpoint to GGUF.
+    Convert {
+        /// The HuggingFace model directory.
+        hf_dir: PathBuf,
+        /// The output GGUF.
+        output: PathBuf,
+        /// f16 (default), bf16 or f32.
+        #[arg(long)]
+        outtype: Option<String>,
+        /// Split the output into parts of at most this data size.
+        #[arg(long)]
+        split_max_size: Option<String>,
+    },
+    /// Print a model's metadata and tensor index as JSON.
+    Info {
+        /// A GGUF file or the first part of a split.
+        input: PathBuf,
+    },
+}
+
+/// Run the tool over process arguments; returns the exit code.
+pub fn main() -> ExitCode {
+    let cli: Cli = match crate::cli::parse_args() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            crate::cli::print_error(&e, None);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), ToolError> {
+    match cli.cmd {
+        Cmd::Split {
+            input,
+            out_dir,
+            max_size,
+            stem,
+        } => {
+            let paths = tooling::run_split(&SplitOpts {
+                input,
+                out_dir,
+                max_size,
+                stem,
+            })?;
+            for p in paths {
+                println!("split: wrote {}", p.display());
+            }
+        }
+        Cmd::Quantize {
+            input,
+            output,
+            target,
+            split_max_size,
+            fp_contract,
+        } => {
+            let fma = if fp_contract == "fast" {
+                FmaContract::Fast
+            } else {
+                FmaContract::Off
+            };
+            let r = tooling::run_quantize(&QuantizeOpts {
+                input,
+                output,
+                target,
+                split_max_size,
+                fma,
+            })?;
+            for l in r.lines {
+                println!("{l}");
+            }
+            for p in r.outputs {
+                println!("quantize: wrote {}", p.display());
+            }
+        }
+        Cmd::Convert {
+            hf_dir,
+            output,
+            outtype,
+            split_max_size,
+        } => {
+            let r = run_convert(&ConvertOpts {
+                hf_dir,
+                output,
+                outtype,
+                split_max_size,
+            })?;
+            for l in r.lines {
+                println!("{l}");
+            }
+        }
+        Cmd::Info { input } => {
+            let v = tooling::run_info(&input)?;
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+    }
+    Ok(())
+}
