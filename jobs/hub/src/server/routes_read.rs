@@ -414,7 +414,9 @@ pub(crate) async fn tree(
     } else {
         format!("{path}/")
     };
-    let under = |p: &str| p.starts_with(&prefix) && (recursive || !p[prefix.len()..].contains('/'));
+    let under = |p: &str| {
+        p.starts_with(&prefix) && (recursive || !p.get(prefix.len()..).unwrap_or("").contains('/'))
+    };
     let mut entries: Vec<(String, Value)> = Vec::new();
     for (d, oid) in dir_entries(&commit) {
         if under(&d) {
