@@ -385,31 +385,71 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
     }
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Tok {
+    Lit(u8),
+    One,
+    Star,
+    DStar,
+}
+
+/// Wildcard matching by dynamic programming: O(len(pattern) × len(path)) time, never exponential
+/// (patterns can come from request bodies, e.g. preupload's `gitIgnore`). Patterns longer than
+/// 1024 bytes never match.
 fn glob_bytes(p: &[u8], s: &[u8]) -> bool {
-    // Iterative matcher with backtracking for `*` (bounded: O(len(p) * len(s))).
-    match p.first() {
-        None => s.is_empty(),
-        Some(b'*') => {
-            let (double, rest) = if p.get(1) == Some(&b'*') {
-                let r = p.get(2..).unwrap_or(&[]);
-                (true, r.strip_prefix(b"/").unwrap_or(r))
-            } else {
-                (false, p.get(1..).unwrap_or(&[]))
-            };
-            for i in 0..=s.len() {
-                let (head, tail) = s.split_at(i);
-                if !double && head.contains(&b'/') {
-                    return false;
-                }
-                if glob_bytes(rest, tail) {
-                    return true;
-                }
-            }
-            false
-        }
-        Some(b'?') => s.first().is_some_and(|c| *c != b'/') && glob_bytes(&p[1..], &s[1..]),
-        Some(c) => s.first() == Some(c) && glob_bytes(&p[1..], &s[1..]),
+    if p.len() > 1024 {
+        return false;
     }
+    let mut toks = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while let Some(&c) = p.get(i) {
+        match c {
+            b'*' if p.get(i + 1) == Some(&b'*') => {
+                toks.push(Tok::DStar);
+                i += if p.get(i + 2) == Some(&b'/') { 3 } else { 2 };
+            }
+            b'*' => {
+                toks.push(Tok::Star);
+                i += 1;
+            }
+            b'?' => {
+                toks.push(Tok::One);
+                i += 1;
+            }
+            c => {
+                toks.push(Tok::Lit(c));
+                i += 1;
+            }
+        }
+    }
+    // row[j]: toks[k..] matches s[j..], computed for k from the end.
+    let n = s.len();
+    let mut next = vec![false; n + 1];
+    if let Some(last) = next.last_mut() {
+        *last = true;
+    }
+    for tok in toks.iter().rev() {
+        let mut row = vec![false; n + 1];
+        for j in (0..=n).rev() {
+            let here = s.get(j).copied();
+            let after = next.get(j + 1).copied().unwrap_or(false);
+            let skip = row.get(j + 1).copied().unwrap_or(false);
+            let m = match *tok {
+                Tok::Lit(c) => here == Some(c) && after,
+                Tok::One => here.is_some_and(|c| c != b'/') && after,
+                Tok::Star => {
+                    next.get(j).copied().unwrap_or(false)
+                        || (here.is_some_and(|c| c != b'/') && skip)
+                }
+                Tok::DStar => next.get(j).copied().unwrap_or(false) || (here.is_some() && skip),
+            };
+            if let Some(r) = row.get_mut(j) {
+                *r = m;
+            }
+        }
+        next = row;
+    }
+    next.first().copied().unwrap_or(false)
 }
 
 /// LFS patterns of a `.gitattributes` text (lines with `filter=lfs`).
@@ -485,6 +525,13 @@ mod tests {
         assert!(glob_match("*tfevents*", "runs/events.out.tfevents.1"));
         assert!(glob_match("d/*.x", "d/a.x"));
         assert!(!glob_match("d/*.x", "d/e/a.x"));
+        assert!(glob_match("a/**/b", "a/b"));
+        assert!(glob_match("a/**/b", "a/x/y/b"));
+        assert!(glob_match("*.tar.*", "x.tar.gz"));
+        assert!(!glob_match("?", "/"));
+        // no exponential blow-up on hostile patterns
+        let hostile = "*a".repeat(200) + "b";
+        assert!(!glob_match(&hostile, &"a".repeat(1000)));
     }
 
     #[test]

@@ -60,6 +60,22 @@ async fn publish_download_and_guarded_commits() {
         .iter()
         .any(|l| l.starts_with("POST /lfs-upload/") && l.ends_with("/complete")));
 
+    // re-publishing identical files sends no commit and no LFS bytes
+    let posts = |h: &Hub| {
+        h.handle
+            .request_log()
+            .iter()
+            .filter(|l| l.contains("/commit/") || l.contains("/lfs-upload/"))
+            .count()
+    };
+    let before = posts(&h);
+    let again = c
+        .upload_files(&r, "main", &files, "add files", None)
+        .await
+        .unwrap();
+    assert_eq!(again.commit_oid, ci.commit_oid);
+    assert_eq!(posts(&h), before);
+
     // revision info with blobs
     let info = c.revision_info(&r, "main", true).await.unwrap();
     assert_eq!(info.sha.as_deref(), Some(ci.commit_oid.as_str()));

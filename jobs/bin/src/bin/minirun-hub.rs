@@ -39,6 +39,9 @@ enum Cmd {
         /// Multipart part size for LFS uploads, in bytes.
         #[arg(long, default_value_t = 16 * 1024 * 1024)]
         lfs_chunk_size: u64,
+        /// Repos per `/api/models` page.
+        #[arg(long, default_value_t = 1000)]
+        list_page_size: usize,
         /// Allow binding a non-loopback address.
         #[arg(long)]
         allow_remote: bool,
@@ -59,6 +62,13 @@ enum Cmd {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let cli: Cli = match parse_args() {
         Ok(c) => c,
         Err(code) => return code,
@@ -81,6 +91,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cdn_addr,
             faults,
             lfs_chunk_size,
+            list_page_size,
             allow_remote,
         } => {
             for a in std::iter::once(addr).chain(cdn_addr) {
@@ -99,6 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 cdn_addr,
                 faults,
                 lfs_chunk_size,
+                list_page_size,
                 ..ServerOptions::default()
             };
             let h = server::spawn(&root, addr, opts).await?;

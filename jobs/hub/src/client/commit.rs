@@ -329,8 +329,9 @@ impl HubClient {
     }
 
     /// Publish files to `branch` in one commit: preupload, LFS upload of what the hub lacks,
-    /// then the commit (guarded by `parent_commit` when given). Files whose remote oid already
-    /// equals the local one are still listed in the commit (no-op lines).
+    /// then the commit (guarded by `parent_commit` when given). Files whose remote oid at the
+    /// branch already equals the local one are left out; when nothing differs no commit is made
+    /// and the branch head is returned.
     pub async fn upload_files(
         &self,
         repo: &RepoId,
@@ -367,6 +368,9 @@ impl HubClient {
                 continue;
             }
             if mode.upload_mode == "lfs" {
+                if mode.oid.as_deref() == Some(sha.as_str()) {
+                    continue; // already there with this content
+                }
                 lfs.push(LfsObject {
                     oid: sha.clone(),
                     size: *size,
@@ -387,11 +391,28 @@ impl HubClient {
                         })?)
                     }
                 };
+                if mode.oid.as_deref() == Some(protocol::git_blob_sha1(&content).as_str()) {
+                    continue;
+                }
                 ops.push(CommitOperation::Regular {
                     path: f.path.clone(),
                     content,
                 });
             }
+        }
+        if ops.is_empty() {
+            // Nothing differs from the branch: no commit (as huggingface_hub does); report the head.
+            let head = self
+                .revision_info(repo, branch, false)
+                .await?
+                .sha
+                .unwrap_or_default();
+            return Ok(CommitResponse {
+                success: true,
+                commit_url: format!("{}/{repo}/commit/{head}", self.endpoint()),
+                commit_oid: head,
+                pull_request_url: None,
+            });
         }
         self.upload_lfs(repo, Some(branch), &lfs).await?;
         let req = CommitRequest {

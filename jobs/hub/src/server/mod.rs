@@ -242,6 +242,15 @@ pub(crate) enum Auth {
 }
 
 impl AppState {
+    /// Record `METHOD path` in the request log and at `info` level (never headers or queries).
+    pub(crate) fn record(&self, line: String) {
+        tracing::info!("{line}");
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
+    }
+
     pub(crate) fn auth(&self, headers: &HeaderMap) -> Auth {
         let Some(want) = &self.opts.token else {
             return Auth::Open;
@@ -409,10 +418,7 @@ fn handle(
 
 async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    st.log
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(format!("{} {}", parts.method, parts.uri.path()));
+    st.record(format!("{} {}", parts.method, parts.uri.path()));
     if let Some(ms) = st.faults.fire(FaultMode::Delay) {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }

@@ -106,19 +106,16 @@ pub(crate) async fn resolve(
 /// The CDN-like second origin: `/cdn/{sha256}?sig=…` (no auth: the signature authorises).
 pub(crate) async fn cdn(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
-    st.log
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(format!(
-            "CDN {} {} auth={}",
-            parts.method,
-            parts.uri.path(),
-            if parts.headers.contains_key("authorization") {
-                "yes"
-            } else {
-                "no"
-            }
-        ));
+    st.record(format!(
+        "CDN {} {} auth={}",
+        parts.method,
+        parts.uri.path(),
+        if parts.headers.contains_key("authorization") {
+            "yes"
+        } else {
+            "no"
+        }
+    ));
     let sha = parts.uri.path().strip_prefix("/cdn/").unwrap_or("");
     let sig = parts.uri.query().and_then(|q| {
         url::form_urlencoded::parse(q.as_bytes())
@@ -417,7 +414,9 @@ pub(crate) async fn tree(
     } else {
         format!("{path}/")
     };
-    let under = |p: &str| p.starts_with(&prefix) && (recursive || !p[prefix.len()..].contains('/'));
+    let under = |p: &str| {
+        p.starts_with(&prefix) && (recursive || !p.get(prefix.len()..).unwrap_or("").contains('/'))
+    };
     let mut entries: Vec<(String, Value)> = Vec::new();
     for (d, oid) in dir_entries(&commit) {
         if under(&d) {
