@@ -1,0 +1,77 @@
+//! fetch → repack → gate on the generated DeepSeek V4 checkpoint served by `minirun-hub`, through
+//! the real binaries: completion proven by journals, SIGKILL at seeded points and resume, the
+//! hub's fault modes, the gate's exit contract, and parallel disjoint repacks + finalize.
+
+mod common;
+mod gate;
+mod resume;
+
+use common::*;
+
+#[test]
+fn fetch_repack_gate_pass_and_rerun_does_nothing() {
+    let fx = fixture();
+    let hub = Hub::start(&fx.hub_root, "");
+    let w = tempfile::tempdir().unwrap();
+    let work = w.path();
+    let out = stage_ok("minirun-fetch", &fx.plan, work, &hub.url, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["units"].as_array().unwrap().len(), 45);
+    for u in v["units"].as_array().unwrap() {
+        assert_eq!(u["status"], "fetched", "{u}");
+        assert!(!u["files_verified"].as_array().unwrap().is_empty(), "{u}: no file verified whole");
+        assert!(u["controls_rejected"].as_u64().unwrap() >= 1, "{u}: no negative control rejected");
+    }
+    assert_fetched_bytes_equal_upstream(&fx, work, None);
+    stage_ok("minirun-repack", &fx.plan, work, &hub.url, &[]);
+    let (code, _) = stage("minirun-gate", &fx.plan, work, &hub.url, &[]);
+    assert_eq!(code, 0, "gate should PASS");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.join("reports/gate.json")).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "PASS");
+    assert!(report["checks"].as_array().unwrap().iter().any(|c| c["check"] == "upstream-compare"));
+
+    // Re-running finished stages: zero hub requests, zero bytes written.
+    let before = tree_state(work);
+    let n0 = hub.requests();
+    let out = stage_ok("minirun-fetch", &fx.plan, work, "http://127.0.0.1:9", &[]);
+    assert!(out.contains("no hub requests"), "{out}");
+    stage_ok("minirun-repack", &fx.plan, work, "http://127.0.0.1:9", &[]);
+    assert_eq!(hub.requests(), n0, "a finished fetch sent requests");
+    let mut after = tree_state(work);
+    after.retain(|p, _| !p.starts_with("reports/"));
+    let mut before = before;
+    before.retain(|p, _| !p.starts_with("reports/"));
+    assert_eq!(before, after, "re-running finished stages changed files");
+}
+
+#[test]
+fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
+    let fx = fixture();
+    let hub = Hub::start(&fx.hub_root, "");
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    for w in [a.path(), b.path()] {
+        stage_ok("minirun-fetch", &fx.plan, w, &hub.url, &[]);
+    }
+    stage_ok("minirun-repack", &fx.plan, a.path(), &hub.url, &[]);
+    // Two processes on disjoint unit ranges at once, then finalize.
+    let mut kids: Vec<_> = ["layers00..layers21", "layers22..layers42,mtp00,global00"]
+        .iter()
+        .map(|sel| {
+            cmd("minirun-repack")
+                .args(["--plan", fx.plan.to_str().unwrap(), "--work-dir", b.path().to_str().unwrap(), "--units", sel])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    stage_ok("minirun-repack", &fx.plan, b.path(), &hub.url, &["--finalize"]);
+    let ra = release_digests(a.path());
+    let rb = release_digests(b.path());
+    assert!(ra.len() > 1000, "release has only {} files", ra.len());
+    assert_eq!(ra, rb, "parallel + finalize differs from one run");
+}
