@@ -1,0 +1,74 @@
+//! Plain scalar CPU references of every kernel, in pure Rust. Each f32 reference performs the same
+//! operations in the same order as its WGSL kernel (lane partials over k = l, l + 64, … with
+//! `mul_add`, then the fixed tree), so on an adapter with fused `fma` the two agree to the bit; the
+//! `*_f64` variants are plain sequential f64 sums for judging the f32 results.
+
+mod decode;
+mod matmul;
+mod ops;
+
+pub use decode::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, f16_to_f32, WeightMatrix};
+pub use matmul::{matmul, matvec, matvec_f64};
+pub use ops::{
+    argmax, attention, embedding, rmsnorm, rope, rope_table, silu, softmax, swiglu, AttentionShape,
+};
+
+use crate::LANES;
+
+/// Folds `LANES` partial sums with the kernels' tree: partial[l] += partial[l + s] for
+/// s = LANES/2, …, 1; returns partial[0].
+pub fn tree_sum(partial: &mut [f32; LANES as usize]) -> f32 {
+    let mut s = LANES as usize / 2;
+    while s > 0 {
+        for l in 0..s {
+            partial[l] += partial[l + s];
+        }
+        s /= 2;
+    }
+    partial[0]
+}
+
+/// Σ f(i) for i in 0..n in the kernels' order: lane l accumulates i = l, l + LANES, … with
+/// `acc = f(i).0.mul_add(f(i).1, acc)`, then [`tree_sum`].
+pub fn lane_dot(n: usize, mut term: impl FnMut(usize) -> (f32, f32)) -> f32 {
+    let mut partial = [0f32; LANES as usize];
+    for (l, slot) in partial.iter_mut().enumerate() {
+        let mut acc = 0f32;
+        let mut i = l;
+        while i < n {
+            let (a, b) = term(i);
+            acc = a.mul_add(b, acc);
+            i += LANES as usize;
+        }
+        *slot = acc;
+    }
+    tree_sum(&mut partial)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_sum_is_the_documented_pairing() {
+        // with 64 lanes holding 1, 2, 4, … the tree is exact; check the pairing via rounding:
+        // lane 0 = 1e8, lane 32 = -1e8, lane 1 = 1: the tree adds lane 32 to lane 0 first (→ 0),
+        // then lane 1 → 1. A left-to-right sum would give (1e8 + 1) - 1e8 = 0 in f32.
+        let mut p = [0f32; 64];
+        p[0] = 1e8;
+        p[32] = -1e8;
+        p[1] = 1.0;
+        assert_eq!(tree_sum(&mut p), 1.0);
+        let left_to_right = (1e8f32 + 1.0) + -1e8;
+        assert_eq!(left_to_right, 0.0);
+    }
+
+    #[test]
+    fn lane_dot_of_small_vectors_is_exact() {
+        let a = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let b = [0.5f32, -1.0, 2.0, 0.25, 4.0];
+        // 0.5 - 2 + 6 + 1 + 20 = 25.5
+        assert_eq!(lane_dot(5, |i| (a[i], b[i])), 25.5);
+        assert_eq!(lane_dot(0, |_| (1.0, 1.0)), 0.0);
+    }
+}

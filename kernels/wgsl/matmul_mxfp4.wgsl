@@ -1,0 +1,159 @@
+// Dequantize-and-multiply for the `mxfp4` tile-container mode (`Kernel::MatvecMxfp4`, `MatmulMxfp4`).
+//
+// Byte layout read (formats.md §2.1, §2.2, §2.3 "Nibble order", §2.4; container seed 000 "mxfp4"):
+//   binding 3 `packed`: E2M1 codes, two per byte, row-major [rows, K/2] bytes; byte i holds element 2i
+//     in its LOW nibble and element 2i+1 in its HIGH nibble (== MLX uint32 words, LSB-first codes).
+//     Code S.EE.M: 0..7 = +0, 0.5, 1, 1.5, 2, 3, 4, 6; 8..15 the same negated.
+//   binding 4 `scales`: one E8M0 byte per 32 elements, row-major [rows, K/32]; 2^(e − 127), 0xFF = NaN.
+//   value(r, k) = e2m1(code(r, k)) · 2^(scales[r, k / 32] − 127). K must be a multiple of 32.
+// Both buffers are read as array<u32> (little-endian bytes) and unpacked by hand; decoding is exact.
+
+@group(0) @binding(3) var<storage, read> packed: array<u32>;
+@group(0) @binding(4) var<storage, read> scales: array<u32>;
+
+const MX_GROUP: u32 = 32u;
+
+fn scale_byte(i: u32) -> u32 {
+    return (scales[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+fn e8m0(e: u32) -> f32 {
+    if (e == 0u) {
+        return bitcast<f32>(0x00400000u);
+    }
+    if (e == 255u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    return bitcast<f32>(e << 23u);
+}
+
+fn e2m1(c: u32) -> f32 {
+    let e = (c >> 1u) & 3u;
+    let m = f32(c & 1u);
+    var mag = 0.5 * m;
+    if (e != 0u) {
+        mag = (1.0 + 0.5 * m) * f32(1u << (e - 1u));
+    }
+    if ((c & 8u) != 0u) {
+        return -mag;
+    }
+    return mag;
+}
+
+fn weight(r: u32, k: u32) -> f32 {
+    let i = r * p.k + k;
+    let code = (packed_byte(i >> 1u) >> ((i & 1u) * 4u)) & 0xfu;
+    let e = scale_byte(r * (p.k / MX_GROUP) + k / MX_GROUP);
+    return e2m1(code) * e8m0(e);
+}
+
+// ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----
+//
+// Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
+// products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
+// from 0.0; the LANES partial sums are then combined by a fixed binary tree
+// (partial[l] += partial[l + s] for s = LANES/2, …, 1). The order therefore depends only on K,
+// never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
+// and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
+// token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
+
+struct Params {
+    rows: u32,
+    k: u32,
+    tokens: u32,
+    y_stride: u32,
+    y_offset: u32,
+    group: u32,
+    block_rows: u32,
+    dtype: u32,
+    groups_x: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+const LANES: u32 = 64u;
+const TOKEN_TILE: u32 = 4u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+var<workgroup> partial1: array<f32, 64>;
+var<workgroup> partial4: array<vec4<f32>, 64>;
+
+fn packed_byte(i: u32) -> u32 {
+    return (packed[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+fn packed_half(h: u32) -> u32 {
+    return (packed[h >> 1u] >> ((h & 1u) * 16u)) & 0xffffu;
+}
+
+fn f16_from_bits(h: u32) -> f32 {
+    return unpack2x16float(h).x;
+}
+
+fn bf16_from_bits(h: u32) -> f32 {
+    return bitcast<f32>(h << 16u);
+}
+
+@compute @workgroup_size(64)
+fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    if (r >= p.rows) {
+        return;
+    }
+    var acc = 0.0;
+    for (var k = lane; k < p.k; k += LANES) {
+        acc = fma(weight(r, k), x[k], acc);
+    }
+    partial1[lane] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial1[lane] = partial1[lane] + partial1[lane + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u) {
+        y[p.y_offset + r] = partial1[0];
+    }
+}
+
+@compute @workgroup_size(64)
+fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    let t0 = wg.z * TOKEN_TILE;
+    if (r >= p.rows || t0 >= p.tokens) {
+        return;
+    }
+    let last = p.tokens - 1u;
+    let b0 = t0 * p.k;
+    let b1 = min(t0 + 1u, last) * p.k;
+    let b2 = min(t0 + 2u, last) * p.k;
+    let b3 = min(t0 + 3u, last) * p.k;
+    var acc = vec4<f32>(0.0);
+    for (var k = lane; k < p.k; k += LANES) {
+        let xv = vec4<f32>(x[b0 + k], x[b1 + k], x[b2 + k], x[b3 + k]);
+        acc = fma(vec4<f32>(weight(r, k)), xv, acc);
+    }
+    partial4[lane] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial4[lane] = partial4[lane] + partial4[lane + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u) {
+        let out = partial4[0];
+        for (var j = 0u; j < TOKEN_TILE; j++) {
+            let t = t0 + j;
+            if (t < p.tokens) {
+                y[t * p.y_stride + p.y_offset + r] = out[j];
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+// Dequantize-and-multiply for GGUF Q8_0 blocks (`Kernel::MatvecQ8_0`, `MatmulQ8_0`).
+//
+// Byte layout read (formats.md §5.2, ggml `block_q8_0`): each row is K/32 blocks of 34 bytes,
+//   [f16 d (little-endian) | i8 qs[32]], rows back to back (row r starts at byte r·(K/32)·34).
+//   value = d · qs[j] for element j of the block (exact in f32). K must be a multiple of 32.
+// Blocks are not 4-byte multiples: binding 3 is read as array<u32> and bytes are unpacked by hand
+// (every block starts on an even byte, so d is one aligned half-word).
+// A streamed GGUF tile is a run of whole rows (docs/kernels.md).
+
+@group(0) @binding(3) var<storage, read> packed: array<u32>;
+
+fn weight(r: u32, k: u32) -> f32 {
+    let base = r * (p.k / 32u) * 34u + (k / 32u) * 34u;
+    let d = f16_from_bits(packed_half(base >> 1u));
+    let q = bitcast<i32>(packed_byte(base + 2u + (k & 31u)) << 24u) >> 24u;
+    return d * f32(q);
+}
+
+// ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----
+//
+// Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
+// products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
+// from 0.0; the LANES partial sums are then combined by a fixed binary tree
+// (partial[l] += partial[l + s] for s = LANES/2, …, 1). The order therefore depends only on K,
+// never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
+// and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
+// token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
+
+struct Params {
+    rows: u32,
+    k: u32,
+    tokens: u32,
+    y_stride: u32,
+    y_offset: u32,
+    group: u32,
+    block_rows: u32,
+    dtype: u32,
+    groups_x: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+const LANES: u32 = 64u;
+const TOKEN_TILE: u32 = 4u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+var<workgroup> partial1: array<f32, 64>;
+var<workgroup> partial4: array<vec4<f32>, 64>;
+
+fn packed_byte(i: u32) -> u32 {
+    return (packed[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+fn packed_half(h: u32) -> u32 {
+    return (packed[h >> 1u] >> ((h & 1u) * 16u)) & 0xffffu;
+}
+
+fn f16_from_bits(h: u32) -> f32 {
+    return unpack2x16float(h).x;
+}
+
+fn bf16_from_bits(h: u32) -> f32 {
+    return bitcast<f32>(h << 16u);
+}
+
+@compute @workgroup_size(64)
+fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    if (r >= p.rows) {
+        return;
+    }
+    var acc = 0.0;
+    for (var k = lane; k < p.k; k += LANES) {
+        acc = fma(weight(r, k), x[k], acc);
+    }
+    partial1[lane] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial1[lane] = partial1[lane] + partial1[lane + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u) {
+        y[p.y_offset + r] = partial1[0];
+    }
+}
+
+@compute @workgroup_size(64)
+fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    let t0 = wg.z * TOKEN_TILE;
+    if (r >= p.rows || t0 >= p.tokens) {
+        return;
+    }
+    let last = p.tokens - 1u;
+    let b0 = t0 * p.k;
+    let b1 = min(t0 + 1u, last) * p.k;
+    let b2 = min(t0 + 2u, last) * p.k;
+    let b3 = min(t0 + 3u, last) * p.k;
+    var acc = vec4<f32>(0.0);
+    for (var k = lane; k < p.k; k += LANES) {
+        let xv = vec4<f32>(x[b0 + k], x[b1 + k], x[b2 + k], x[b3 + k]);
+        acc = fma(vec4<f32>(weight(r, k)), xv, acc);
+    }
+    partial4[lane] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial4[lane] = partial4[lane] + partial4[lane + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u) {
+        let out = partial4[0];
+        for (var j = 0u; j < TOKEN_TILE; j++) {
+            let t = t0 + j;
+            if (t < p.tokens) {
+                y[t * p.y_stride + p.y_offset + r] = out[j];
+            }
+        }
+    }
+}
