@@ -197,6 +197,42 @@ impl WeightFormat {
         Ok(())
     }
 
+    /// Byte ranges of rows `r0..r1` inside whole-matrix packed, scale and bias buffers: what one
+    /// row tile holds. For `fp8-e4m3-block` the tile must start on a multiple of `block_rows` so its
+    /// scale-grid rows are its own.
+    pub fn row_ranges(
+        &self,
+        k: usize,
+        r0: usize,
+        r1: usize,
+    ) -> Result<[std::ops::Range<usize>; 3], KernelError> {
+        if r0 > r1 {
+            return Err(KernelError::Shape {
+                what: "row range start",
+                value: r0,
+                reason: "must not exceed the end",
+            });
+        }
+        let packed = self.packed_len(r0, k)?..self.packed_len(r1, k)?;
+        let scales = match *self {
+            WeightFormat::Fp8Block { block_rows, group } => {
+                let br = (block_rows as usize).max(1);
+                if r0 % br != 0 {
+                    return Err(KernelError::Shape {
+                        what: "fp8 tile start row",
+                        value: r0,
+                        reason: "must be a multiple of the scale block rows",
+                    });
+                }
+                let cols = k.div_ceil((group as usize).max(1));
+                mul(r0 / br, cols, "scale range")?..mul(r1.div_ceil(br), cols, "scale range")?
+            }
+            _ => self.scales_len(r0, k)?..self.scales_len(r1, k)?,
+        };
+        let biases = self.biases_len(r0, k)?..self.biases_len(r1, k)?;
+        Ok([packed, scales, biases])
+    }
+
     pub fn matvec_kernel(&self) -> Kernel {
         match self {
             WeightFormat::Plain(_) => Kernel::MatvecPlain,

@@ -96,7 +96,7 @@ impl Gpu {
 
     /// The largest storage binding the device accepts.
     pub fn max_binding(&self) -> u64 {
-        u64::from(self.device.limits().max_storage_buffer_binding_size)
+        self.device.limits().max_storage_buffer_binding_size
     }
 
     /// The compiled pipeline of `kernel`, compiling it on first use.
