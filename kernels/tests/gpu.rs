@@ -20,7 +20,7 @@ use kernels::{
 
 // ---- tolerance table (docs/kernels.md §tolerances): |gpu − cpu| ≤ abs + rel · scale ----
 /// Matmul families: scale = Σ_k |w·x| of the row; covers an adapter that does not fuse `fma`.
-const MATMUL_REL: f32 = 4e-6;
+const MATMUL_REL: f32 = 1e-6;
 /// RMSNorm: scale = |expected| (GPU sqrt/division may be a few ulp off).
 const RMSNORM: (f32, f32) = (1e-7, 4e-6);
 /// RoPE: scale = |expected| (table from the host; only fma fusion can differ).
@@ -95,7 +95,7 @@ impl Rng {
 
 fn assert_close(what: &str, actual: &[f32], expected: &[f32], tol: impl Fn(usize) -> f32) {
     assert_eq!(actual.len(), expected.len(), "{what}: length");
-    let mut worst = 0f32;
+    let (mut worst, mut used) = (0f32, 0f32);
     for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
         let t = tol(i);
         let d = (a - e).abs();
@@ -104,10 +104,14 @@ fn assert_close(what: &str, actual: &[f32], expected: &[f32], tol: impl Fn(usize
             "{what}: index {i}: actual {a:e}, expected {e:e}, |Δ| {d:e} > tolerance {t:e}"
         );
         worst = worst.max(d);
+        if t > 0.0 {
+            used = used.max(d / t);
+        }
     }
     let _ = writeln!(
         std::io::stderr(),
-        "{what}: max |Δ| = {worst:e} over {} values",
+        "{what}: max |Δ| = {worst:e} ({:.1}% of its tolerance) over {} values",
+        used * 100.0,
         actual.len()
     );
 }

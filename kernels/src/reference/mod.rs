@@ -63,6 +63,32 @@ mod tests {
         assert_eq!(left_to_right, 0.0);
     }
 
+    /// The negative control of the streamed == resident identity: splitting the reduction axis
+    /// (two K halves summed afterwards) changes the bits, which is why tiles hold whole rows.
+    #[test]
+    fn splitting_k_changes_the_bits() {
+        let mut seed = 0x1234_5678_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            (seed as f32 / u32::MAX as f32) * 2.0 - 1.0
+        };
+        let k = 256;
+        let mut differing = 0;
+        for _ in 0..50 {
+            let a: Vec<f32> = (0..k).map(|_| next()).collect();
+            let b: Vec<f32> = (0..k).map(|_| next()).collect();
+            let whole = lane_dot(k, |i| (a[i], b[i]));
+            let h = k / 2;
+            let halves = lane_dot(h, |i| (a[i], b[i])) + lane_dot(h, |i| (a[h + i], b[h + i]));
+            if whole.to_bits() != halves.to_bits() {
+                differing += 1;
+            }
+        }
+        assert!(differing > 0, "a K split never changed the bits in 50 rows");
+    }
+
     #[test]
     fn lane_dot_of_small_vectors_is_exact() {
         let a = [1.0f32, 2.0, 3.0, 4.0, 5.0];
