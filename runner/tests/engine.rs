@@ -120,6 +120,7 @@ fn formats() -> Vec<WeightFormat> {
 
 /// Streams rows in tiles of `tile_rows` through two reused slot buffers (packed at 0, scales and
 /// biases each at the next 16 KiB boundary, as a container tile), alternating slots.
+#[allow(clippy::too_many_arguments)]
 fn streamed(
     e: &Engine,
     format: WeightFormat,
@@ -266,8 +267,7 @@ fn engine_refuses_bad_inputs() {
     let out = e.gpu().zeros("out", 64).expect("out");
     let err = e
         .embedding(EmbeddingFormat::F32, &table, 4, 4, &[1, 4], &out)
-        .err()
-        .expect("id 4 is outside a vocabulary of 4");
+        .expect_err("id 4 is outside a vocabulary of 4");
     assert!(format!("{err:?}").contains("TokenId"), "{err:?}");
 }
 
