@@ -37,6 +37,12 @@ pub enum EngineError {
     },
     #[error("{what} = {value} does not fit the kernels' u32 indexing")]
     TooLarge { what: &'static str, value: usize },
+    #[error("attention `{what}` buffer holds {actual} bytes, needs {bytes} (prefill fewer tokens at once)")]
+    BufferTooSmall {
+        what: &'static str,
+        bytes: u64,
+        actual: u64,
+    },
     #[error("no wgpu adapter (install `mesa-vulkan-drivers` for the CPU adapter lavapipe)")]
     NoAdapter(#[source] KernelError),
 }
@@ -350,6 +356,32 @@ impl Engine {
                     reason: "n_kv_heads must divide n_heads and pos0 + tokens fit the cache",
                 },
             });
+        }
+        // Buffers are checked on the host: the kernel would clamp an out-of-range read silently.
+        let elems = |a: u32, b: u32, c: u32| u64::from(a) * u64::from(b) * u64::from(c) * 4;
+        let needs = [
+            ("q", q, elems(p.tokens, p.n_heads, p.head_dim)),
+            ("out", out, elems(p.tokens, p.n_heads, p.head_dim)),
+            (
+                "k_cache",
+                k_cache,
+                elems(p.capacity, p.n_kv_heads, p.head_dim),
+            ),
+            (
+                "v_cache",
+                v_cache,
+                elems(p.capacity, p.n_kv_heads, p.head_dim),
+            ),
+            ("scratch", scratch, elems(p.tokens, p.n_heads, p.capacity)),
+        ];
+        for (what, buffer, bytes) in needs {
+            if buffer.size() < bytes {
+                return Err(EngineError::BufferTooSmall {
+                    what,
+                    bytes,
+                    actual: buffer.size(),
+                });
+            }
         }
         let binds = [
             q.into(),

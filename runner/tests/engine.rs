@@ -263,6 +263,46 @@ fn engine_refuses_bad_inputs() {
         msg.contains("blk.0.attn_q.weight") && msg.contains("136"),
         "{msg}"
     );
+    let err = e
+        .upload_matrix(
+            "w",
+            WeightFormat::Mxfp4,
+            4,
+            64,
+            [&[0u8; 128], &[0u8; 8], &[]],
+            Some(16),
+        )
+        .err()
+        .expect("a 32-byte row cannot fit a 16-byte part");
+    assert!(
+        matches!(err, EngineError::RowTooLarge { row_bytes: 32, .. }),
+        "{err:?}"
+    );
+    let small = e.gpu().zeros("small", 16).expect("buffer");
+    let p = kernels::AttentionParams {
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 4,
+        tokens: 1,
+        pos0: 0,
+        capacity: 8,
+        scale: 0.5,
+        _pad: 0,
+    };
+    let err = e
+        .attention(&p, &small, &small, &small, &small, &small)
+        .expect_err("undersized buffers are refused");
+    assert!(
+        matches!(
+            err,
+            EngineError::BufferTooSmall {
+                what: "q",
+                bytes: 32,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let table = e.gpu().upload("table", &[0u8; 64]).expect("table");
     let out = e.gpu().zeros("out", 64).expect("out");
     let err = e
