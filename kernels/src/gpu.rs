@@ -224,6 +224,28 @@ impl Gpu {
         buffers: &[Bind<'_>],
         groups: (u32, u32, u32),
     ) -> Result<(), KernelError> {
+        let mut encoder = self.encoder(kernel.name());
+        self.encode(&mut encoder, kernel, params, buffers, groups)?;
+        self.queue.submit(Some(encoder.finish()));
+        Ok(())
+    }
+
+    /// A command encoder on this device, for [`Gpu::encode`].
+    pub fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+        self.device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
+    }
+
+    /// Records one dispatch into `encoder` (its own compute pass, so wgpu orders it after the
+    /// passes recorded before it); nothing runs until the encoder is submitted.
+    pub fn encode<P: Pod>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: Kernel,
+        params: &P,
+        buffers: &[Bind<'_>],
+        groups: (u32, u32, u32),
+    ) -> Result<(), KernelError> {
         let expected = kernel.storage().len();
         if buffers.len() != expected {
             return Err(KernelError::Bindings {
@@ -259,21 +281,13 @@ impl Gpu {
             layout: &compiled.layout,
             entries: &entries,
         });
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some(kernel.name()),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(kernel.name()),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(&compiled.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-        }
-        self.queue.submit(Some(encoder.finish()));
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(kernel.name()),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&compiled.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         Ok(())
     }
 

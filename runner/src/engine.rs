@@ -6,6 +6,8 @@
 //! only"); with the kernels' fixed accumulation order (docs/kernels.md) a resident matrix, a matrix
 //! split into binding-sized parts and a matrix streamed tile by tile give bit-identical outputs.
 
+use std::sync::Mutex;
+
 use kernels::gpu::{elementwise_groups, matmul_groups, Bind, Gpu};
 use kernels::{
     grid_2d, ActivationParams, ArgmaxParams, AttentionParams, EmbeddingFormat, EmbeddingParams,
@@ -88,13 +90,18 @@ pub struct ResidentMatrix {
 /// The device and the work.
 pub struct Engine {
     gpu: Gpu,
+    /// While [`Engine::batched`] runs: the encoder every dispatch is recorded into.
+    pending: Mutex<Option<wgpu::CommandEncoder>>,
 }
 
 impl Engine {
     /// Acquires the default adapter and a device with its limits.
     pub fn new() -> Result<Self, EngineError> {
         Gpu::new()
-            .map(|gpu| Self { gpu })
+            .map(|gpu| Self {
+                gpu,
+                pending: Mutex::new(None),
+            })
             .map_err(EngineError::NoAdapter)
     }
 
@@ -102,7 +109,56 @@ impl Engine {
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self {
             gpu: Gpu::with_device(device, queue),
+            pending: Mutex::new(None),
         }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Option<wgpu::CommandEncoder>> {
+        match self.pending.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Runs `f` with every dispatch recorded into one command encoder, submitted once at the end
+    /// (also when `f` fails, so recorded work is never lost). Host writes to buffers
+    /// (`Queue::write_buffer`) land before the whole batch runs: a streaming loop that reuses a
+    /// tile slot must call [`Engine::flush`] before overwriting a slot the batch still reads.
+    pub fn batched<T>(
+        &self,
+        f: impl FnOnce(&Self) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let previous = self.pending().replace(self.gpu.encoder("batch"));
+        let result = f(self);
+        let encoder = std::mem::replace(&mut *self.pending(), previous);
+        if let Some(encoder) = encoder {
+            self.gpu.queue().submit(Some(encoder.finish()));
+        }
+        result
+    }
+
+    /// Submits what a running [`Engine::batched`] has recorded so far (no-op outside a batch).
+    pub fn flush(&self) {
+        let mut pending = self.pending();
+        if let Some(encoder) = pending.take() {
+            self.gpu.queue().submit(Some(encoder.finish()));
+            *pending = Some(self.gpu.encoder("batch"));
+        }
+    }
+
+    fn dispatch<P: bytemuck::Pod>(
+        &self,
+        kernel: Kernel,
+        params: &P,
+        binds: &[Bind<'_>],
+        groups: (u32, u32, u32),
+    ) -> Result<(), EngineError> {
+        let mut pending = self.pending();
+        match pending.as_mut() {
+            Some(encoder) => self.gpu.encode(encoder, kernel, params, binds, groups),
+            None => self.gpu.dispatch(kernel, params, binds, groups),
+        }
+        .map_err(kernel_err(kernel))
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -232,14 +288,12 @@ impl Engine {
         let mut binds = vec![Bind::from(x), Bind::from(y), w.packed];
         binds.extend(w.scales);
         binds.extend(w.biases);
-        self.gpu
-            .dispatch(
-                kernel,
-                &params,
-                &binds,
-                matmul_groups(kernel, rows32, tokens32),
-            )
-            .map_err(kernel_err(kernel))
+        self.dispatch(
+            kernel,
+            &params,
+            &binds,
+            matmul_groups(kernel, rows32, tokens32),
+        )
     }
 
     /// y [tokens, m.rows] = x [tokens, m.k] · mᵀ, one dispatch per resident part.
@@ -278,14 +332,12 @@ impl Engine {
             eps,
             groups_x: gx,
         };
-        self.gpu
-            .dispatch(
-                Kernel::RmsNorm,
-                &p,
-                &[x.into(), w.into(), y.into()],
-                (gx, gy, 1),
-            )
-            .map_err(kernel_err(Kernel::RmsNorm))
+        self.dispatch(
+            Kernel::RmsNorm,
+            &p,
+            &[x.into(), w.into(), y.into()],
+            (gx, gy, 1),
+        )
     }
 
     /// Rotates v [tokens, n_heads, head_dim] in place with a (cos, sin) table from
@@ -318,9 +370,7 @@ impl Engine {
             groups_x: groups.0,
             _pad: [0; 2],
         };
-        self.gpu
-            .dispatch(Kernel::Rope, &p, &[v.into(), table.into()], groups)
-            .map_err(kernel_err(Kernel::Rope))
+        self.dispatch(Kernel::Rope, &p, &[v.into(), table.into()], groups)
     }
 
     /// Softmax of `rows` rows of `n`, in place.
@@ -332,9 +382,7 @@ impl Engine {
             groups_x: gx,
             _pad: 0,
         };
-        self.gpu
-            .dispatch(Kernel::Softmax, &p, &[v.into()], (gx, gy, 1))
-            .map_err(kernel_err(Kernel::Softmax))
+        self.dispatch(Kernel::Softmax, &p, &[v.into()], (gx, gy, 1))
     }
 
     /// Causal GQA attention of `p.tokens` queries at positions `p.pos0 ..` over the caches.
@@ -390,9 +438,7 @@ impl Engine {
             out.into(),
             scratch.into(),
         ];
-        self.gpu
-            .dispatch(Kernel::Attention, p, &binds, (p.n_heads, p.tokens, 1))
-            .map_err(kernel_err(Kernel::Attention))
+        self.dispatch(Kernel::Attention, p, &binds, (p.n_heads, p.tokens, 1))
     }
 
     /// y = silu(gate) · up over n elements.
@@ -409,14 +455,12 @@ impl Engine {
             groups_x: groups.0,
             _pad: [0; 2],
         };
-        self.gpu
-            .dispatch(
-                Kernel::Swiglu,
-                &p,
-                &[gate.into(), up.into(), y.into()],
-                groups,
-            )
-            .map_err(kernel_err(Kernel::Swiglu))
+        self.dispatch(
+            Kernel::Swiglu,
+            &p,
+            &[gate.into(), up.into(), y.into()],
+            groups,
+        )
     }
 
     /// out [ids.len(), dim] = rows of a [vocab, dim] table; ids are checked on the host first.
@@ -451,14 +495,12 @@ impl Engine {
             groups_x: gx,
             _pad: [0; 3],
         };
-        self.gpu
-            .dispatch(
-                Kernel::Embedding,
-                &p,
-                &[(&idb).into(), table.into(), out.into()],
-                (gx, gy, 1),
-            )
-            .map_err(kernel_err(Kernel::Embedding))
+        self.dispatch(
+            Kernel::Embedding,
+            &p,
+            &[(&idb).into(), table.into(), out.into()],
+            (gx, gy, 1),
+        )
     }
 
     /// The first-maximum index of each of `rows` rows of `n` logits, read back to the host.
@@ -474,9 +516,9 @@ impl Engine {
             groups_x: gx,
             _pad: 0,
         };
-        self.gpu
-            .dispatch(Kernel::Argmax, &p, &[v.into(), (&out).into()], (gx, gy, 1))
-            .map_err(kernel_err(Kernel::Argmax))?;
+        self.dispatch(Kernel::Argmax, &p, &[v.into(), (&out).into()], (gx, gy, 1))?;
+        // a read inside a batch must see the recorded work
+        self.flush();
         self.gpu
             .read_u32(&out, rows)
             .map_err(kernel_err(Kernel::Argmax))

@@ -320,3 +320,46 @@ fn argmax_through_the_engine() {
     let vb = e.gpu().upload_f32("v", &v).expect("v");
     assert_eq!(e.argmax(&vb, 3, 2).expect("argmax"), vec![1, 0]);
 }
+
+#[test]
+fn a_batched_sequence_equals_separate_submits() {
+    let Some(e) = engine("a_batched_sequence_equals_separate_submits") else {
+        return;
+    };
+    let mut rng = Rng(77);
+    let (rows, k) = (96, 128);
+    let format = WeightFormat::Q4_1;
+    let bytes = matrix(format, rows, k, &mut rng);
+    let refs = [
+        bytes[0].as_slice(),
+        bytes[1].as_slice(),
+        bytes[2].as_slice(),
+    ];
+    let m = e
+        .upload_matrix("w", format, rows, k, refs, None)
+        .expect("upload");
+    let x: Vec<f32> = (0..k).map(|_| rng.f()).collect();
+    let norm: Vec<f32> = (0..rows).map(|_| 1.0 + rng.f()).collect();
+    let g = e.gpu();
+    let (xb, nb) = (
+        g.upload_f32("x", &x).expect("x"),
+        g.upload_f32("n", &norm).expect("n"),
+    );
+    // matvec → rmsnorm → argmax, each step reading the previous one's output
+    let run = |batched: bool| {
+        let y = g.zeros("y", (rows * 4) as u64).expect("y");
+        let z = g.zeros("z", (rows * 4) as u64).expect("z");
+        let steps = |e: &Engine| -> Result<Vec<u32>, EngineError> {
+            e.matmul(&m, &xb, &y, 1)?;
+            e.rmsnorm(&y, &nb, &z, rows, 1, 1e-6)?;
+            e.argmax(&z, rows, 1)
+        };
+        let top = if batched { e.batched(steps) } else { steps(e) }.expect("run");
+        (top, g.read_f32(&z, rows).expect("read"))
+    };
+    let (top_a, z_a) = run(false);
+    let (top_b, z_b) = run(true);
+    assert_eq!(top_a, top_b);
+    assert_eq!(bits(&z_a), bits(&z_b));
+    assert!(z_a.iter().any(|v| *v != 0.0), "the chain produced output");
+}
