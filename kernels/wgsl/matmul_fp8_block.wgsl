@@ -54,8 +54,8 @@ fn weight(r: u32, k: u32) -> f32 {
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
 // output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
 // products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
-// from 0.0; the LANES partial sums are then combined by a fixed binary tree
-// (partial[l] += partial[l + s] for s = LANES/2, …, 1). The order therefore depends only on K,
+// from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
+// (((p0 + p1) + p2) + … + p63). The order therefore depends only on K,
 // never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
 // and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
 // token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
@@ -113,14 +113,12 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     }
     partial1[lane] = acc;
     workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            partial1[lane] = partial1[lane] + partial1[lane + s];
-        }
-        workgroupBarrier();
-    }
     if (lane == 0u) {
-        y[p.y_offset + r] = partial1[0];
+        var total = partial1[0];
+        for (var l = 1u; l < LANES; l++) {
+            total = total + partial1[l];
+        }
+        y[p.y_offset + r] = total;
     }
 }
 
@@ -143,14 +141,11 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     }
     partial4[lane] = acc;
     workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            partial4[lane] = partial4[lane] + partial4[lane + s];
-        }
-        workgroupBarrier();
-    }
     if (lane == 0u) {
-        let out = partial4[0];
+        var out = partial4[0];
+        for (var l = 1u; l < LANES; l++) {
+            out = out + partial4[l];
+        }
         for (var j = 0u; j < TOKEN_TILE; j++) {
             let t = t0 + j;
             if (t < p.tokens) {

@@ -2,7 +2,8 @@
 //
 // Layout: binding 1 `x` f32 [tokens, n]; binding 2 `w` f32 [n] (norm weights are converted to f32
 // on upload); binding 3 `y` f32 [tokens, n]. One workgroup per token (2-D grid, row = x + y·groups_x).
-// Order: lane l sums fma(x, x, acc) for i = l, l + 64, …; then the fixed tree of the matmul kernels.
+// Order: lane l sums fma(x, x, acc) for i = l, l + 64, …; then the fixed tree
+// partial[l] += partial[l + s] for s = 32, …, 1 (`reference::lane_dot_tree`).
 
 struct Params {
     n: u32,

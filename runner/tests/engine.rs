@@ -363,3 +363,43 @@ fn a_batched_sequence_equals_separate_submits() {
     assert_eq!(bits(&z_a), bits(&z_b));
     assert!(z_a.iter().any(|v| *v != 0.0), "the chain produced output");
 }
+
+/// Timing of a SmolLM2-sized decode matvec (the tied 49152 × 576 Q4_1 output matrix) and prefill
+/// matmul. Not a CI step: `cargo test -p runner --release --test engine -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_q4_1_output_matrix() {
+    let Some(e) = engine("bench_q4_1_output_matrix") else {
+        return;
+    };
+    let mut rng = Rng(99);
+    let (rows, k) = (49_152, 576);
+    let bytes = matrix(WeightFormat::Q4_1, rows, k, &mut rng);
+    let refs = [
+        bytes[0].as_slice(),
+        bytes[1].as_slice(),
+        bytes[2].as_slice(),
+    ];
+    let m = e
+        .upload_matrix("output", WeightFormat::Q4_1, rows, k, refs, None)
+        .expect("upload");
+    for tokens in [1usize, 16] {
+        let x: Vec<f32> = (0..tokens * k).map(|_| rng.f()).collect();
+        let xb = e.gpu().upload_f32("x", &x).expect("x");
+        let y = e.gpu().zeros("y", (tokens * rows * 4) as u64).expect("y");
+        e.matmul(&m, &xb, &y, tokens).expect("warm-up");
+        e.gpu().read_f32(&y, 1).expect("sync");
+        let runs = 5;
+        let t = std::time::Instant::now();
+        for _ in 0..runs {
+            e.matmul(&m, &xb, &y, tokens).expect("matmul");
+        }
+        e.gpu().read_f32(&y, 1).expect("sync");
+        let ms = t.elapsed().as_secs_f64() * 1e3 / f64::from(runs);
+        let gbs = bytes[0].len() as f64 / (ms / 1e3) / 1e9;
+        let _ = writeln!(
+            std::io::stderr(),
+            "q4_1 {rows}x{k}, tokens {tokens}: {ms:.2} ms per dispatch ({gbs:.2} GB/s of weights)"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! Plain scalar CPU references of every kernel, in pure Rust. Each f32 reference performs the same
 //! operations in the same order as its WGSL kernel (lane partials over k = l, l + 64, … with
-//! `mul_add`, then the fixed tree), so on an adapter with fused `fma` the two agree to the bit; the
+//! `mul_add`, then the lane-order fold for matmul or the fixed tree for the other reductions), so on an adapter with fused `fma` the two agree to the bit; the
 //! `*_f64` variants are plain sequential f64 sums for judging the f32 results.
 
 mod decode;
@@ -30,9 +30,24 @@ pub fn tree_sum(partial: &mut [f32; LANES as usize]) -> f32 {
     partial[0]
 }
 
-/// Σ f(i) for i in 0..n in the kernels' order: lane l accumulates i = l, l + LANES, … with
-/// `acc = f(i).0.mul_add(f(i).1, acc)`, then [`tree_sum`].
-pub fn lane_dot(n: usize, mut term: impl FnMut(usize) -> (f32, f32)) -> f32 {
+/// Adds `LANES` partial sums in lane order, (((p0 + p1) + p2) + … + p63): the matmul kernels'
+/// final step (one barrier, then lane 0 folds the partials).
+pub fn lane_order_sum(partial: &[f32; LANES as usize]) -> f32 {
+    partial.iter().skip(1).fold(partial[0], |acc, p| acc + p)
+}
+
+/// Σ a(i)·b(i) for i in 0..n in the matmul kernels' order: lane l accumulates i = l, l + LANES, …
+/// with `acc = a.mul_add(b, acc)`, then [`lane_order_sum`].
+pub fn lane_dot(n: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
+    lane_order_sum(&lane_partials(n, term))
+}
+
+/// Σ a(i)·b(i) with the lanes folded by [`tree_sum`] (the order RMSNorm uses for Σ x²).
+pub fn lane_dot_tree(n: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
+    tree_sum(&mut lane_partials(n, term))
+}
+
+fn lane_partials(n: usize, mut term: impl FnMut(usize) -> (f32, f32)) -> [f32; LANES as usize] {
     let mut partial = [0f32; LANES as usize];
     for (l, slot) in partial.iter_mut().enumerate() {
         let mut acc = 0f32;
@@ -44,7 +59,7 @@ pub fn lane_dot(n: usize, mut term: impl FnMut(usize) -> (f32, f32)) -> f32 {
         }
         *slot = acc;
     }
-    tree_sum(&mut partial)
+    partial
 }
 
 #[cfg(test)]
@@ -89,6 +104,18 @@ mod tests {
             }
         }
         assert!(differing > 0, "a K split never changed the bits in 50 rows");
+    }
+
+    #[test]
+    fn lane_order_sum_folds_left_to_right() {
+        // lane 0 = 1e8, lane 1 = 1, lane 32 = -1e8: (1e8 + 1) rounds to 1e8, so the left fold gives
+        // 0 where the tree gives 1 — the two orders are distinguishable, and matmul uses this one.
+        let mut p = [0f32; 64];
+        p[0] = 1e8;
+        p[32] = -1e8;
+        p[1] = 1.0;
+        assert_eq!(lane_order_sum(&p), 0.0);
+        assert_eq!(tree_sum(&mut p.clone()), 1.0);
     }
 
     #[test]

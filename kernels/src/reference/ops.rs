@@ -2,7 +2,7 @@
 //! embedding lookup and argmax (each mirrors the order documented in its `.wgsl` header).
 
 use super::decode::{q4_1_at, q8_0_at, WeightMatrix};
-use super::{lane_dot, tree_sum};
+use super::{lane_dot_tree, tree_sum};
 use crate::error::KernelError;
 use crate::format::EmbeddingFormat;
 use crate::params::RopeMode;
@@ -36,7 +36,7 @@ pub fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, KernelError> 
     }
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks_exact(n) {
-        let ss = lane_dot(n, |i| {
+        let ss = lane_dot_tree(n, |i| {
             let v = row.get(i).copied().unwrap_or(0.0);
             (v, v)
         });
