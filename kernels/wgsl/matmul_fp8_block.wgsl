@@ -49,12 +49,28 @@ fn weight(r: u32, k: u32) -> f32 {
     return e4m3(code) * e8m0(e);
 }
 
+// One chunk = one element: lane l visits k = l, l + LANES, … in increasing k.
+fn chunk_count() -> u32 {
+    return p.k;
+}
+
+fn chunk_dot(r: u32, c: u32, xb: u32, acc: f32) -> f32 {
+    return fma(weight(r, c), x[xb + c], acc);
+}
+
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc: vec4<f32>) -> vec4<f32> {
+    let xv = vec4<f32>(x[b.x + c], x[b.y + c], x[b.z + c], x[b.w + c]);
+    return fma(vec4<f32>(weight(r, c)), xv, acc);
+}
+
 // ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----
 //
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
-// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
-// products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
-// from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
+// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for most formats, one
+// packed word of a GGUF block for Q4_1 / Q8_0). Lane l takes chunks c = l, l + LANES, … in
+// increasing c and, inside a chunk, the elements in the chunk's fixed order, each with
+// `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
 // (((p0 + p1) + p2) + … + p63). The order therefore depends only on K,
 // never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
 // and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
@@ -108,8 +124,9 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         return;
     }
     var acc = 0.0;
-    for (var k = lane; k < p.k; k += LANES) {
-        acc = fma(weight(r, k), x[k], acc);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
     }
     partial1[lane] = acc;
     workgroupBarrier();
@@ -135,9 +152,10 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     let b2 = min(t0 + 2u, last) * p.k;
     let b3 = min(t0 + 3u, last) * p.k;
     var acc = vec4<f32>(0.0);
-    for (var k = lane; k < p.k; k += LANES) {
-        let xv = vec4<f32>(x[b0 + k], x[b1 + k], x[b2 + k], x[b3 + k]);
-        acc = fma(vec4<f32>(weight(r, k)), xv, acc);
+    let bases = vec4<u32>(b0, b1, b2, b3);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
     }
     partial4[lane] = acc;
     workgroupBarrier();

@@ -4,26 +4,64 @@
 //   [f16 d | f16 m | u8 qs[16]] (little-endian), rows back to back (row r at byte r·(K/32)·20).
 //   Element j < 16 is the LOW nibble of qs[j]; element j ≥ 16 is the HIGH nibble of qs[j − 16].
 //   value = fma(d, q, m), one rounding (ggml writes q·d + m). K must be a multiple of 32.
-// Blocks are not 4-byte multiples in general: binding 3 is read as array<u32> and unpacked by hand.
+// 20-byte blocks keep 4-byte alignment, so binding 3 is read as array<u32>: word 0 of a block is
+// d | m (unpack2x16float), words 1..4 are qs[0..16].
+// Chunk c (of K/8 per row) is qs word w = c % 4 of block c / 4: elements 4w .. 4w+3 (low nibbles),
+// then 16 + 4w .. 16 + 4w + 3 (high nibbles), in that order (`reference`: same order).
 // A streamed GGUF tile is a run of whole rows (docs/kernels.md).
 
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
-fn weight(r: u32, k: u32) -> f32 {
-    let base = r * (p.k / 32u) * 20u + (k / 32u) * 20u;
-    let d = f16_from_bits(packed_half(base >> 1u));
-    let m = f16_from_bits(packed_half((base >> 1u) + 1u));
-    let j = k & 31u;
-    let q = (packed_byte(base + 4u + (j & 15u)) >> ((j >> 4u) * 4u)) & 0xfu;
-    return fma(d, f32(q), m);
+fn chunk_count() -> u32 {
+    return p.k / 8u;
+}
+
+fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
+    let blk = c >> 2u;
+    let w = c & 3u;
+    let word = (r * (p.k / 32u) + blk) * 5u;
+    let dm = unpack2x16float(packed[word]);
+    let q = packed[word + 1u + w];
+    let k0 = xb + blk * 32u + 4u * w;
+    var acc = acc_in;
+    for (var i = 0u; i < 4u; i++) {
+        acc = fma(fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y), x[k0 + i], acc);
+    }
+    for (var i = 0u; i < 4u; i++) {
+        acc = fma(fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y), x[k0 + 16u + i], acc);
+    }
+    return acc;
+}
+
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
+    let blk = c >> 2u;
+    let w = c & 3u;
+    let word = (r * (p.k / 32u) + blk) * 5u;
+    let dm = unpack2x16float(packed[word]);
+    let q = packed[word + 1u + w];
+    let k0 = blk * 32u + 4u * w;
+    var acc = acc_in;
+    for (var i = 0u; i < 4u; i++) {
+        let wv = fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y);
+        let k = k0 + i;
+        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let wv = fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y);
+        let k = k0 + 16u + i;
+        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    return acc;
 }
 
 // ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----
 //
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
-// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
-// products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
-// from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
+// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for most formats, one
+// packed word of a GGUF block for Q4_1 / Q8_0). Lane l takes chunks c = l, l + LANES, … in
+// increasing c and, inside a chunk, the elements in the chunk's fixed order, each with
+// `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
 // (((p0 + p1) + p2) + … + p63). The order therefore depends only on K,
 // never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
 // and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
@@ -77,8 +115,9 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         return;
     }
     var acc = 0.0;
-    for (var k = lane; k < p.k; k += LANES) {
-        acc = fma(weight(r, k), x[k], acc);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
     }
     partial1[lane] = acc;
     workgroupBarrier();
@@ -104,9 +143,10 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     let b2 = min(t0 + 2u, last) * p.k;
     let b3 = min(t0 + 3u, last) * p.k;
     var acc = vec4<f32>(0.0);
-    for (var k = lane; k < p.k; k += LANES) {
-        let xv = vec4<f32>(x[b0 + k], x[b1 + k], x[b2 + k], x[b3 + k]);
-        acc = fma(vec4<f32>(weight(r, k)), xv, acc);
+    let bases = vec4<u32>(b0, b1, b2, b3);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
     }
     partial4[lane] = acc;
     workgroupBarrier();

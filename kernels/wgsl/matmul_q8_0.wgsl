@@ -5,23 +5,55 @@
 //   value = d · qs[j] for element j of the block (exact in f32). K must be a multiple of 32.
 // Blocks are not 4-byte multiples: binding 3 is read as array<u32> and bytes are unpacked by hand
 // (every block starts on an even byte, so d is one aligned half-word).
+// Chunk c (of K/8 per row) is elements 8w .. 8w+7 (w = c % 4) of block c / 4, in increasing order.
 // A streamed GGUF tile is a run of whole rows (docs/kernels.md).
 
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
-fn weight(r: u32, k: u32) -> f32 {
-    let base = r * (p.k / 32u) * 34u + (k / 32u) * 34u;
+fn chunk_count() -> u32 {
+    return p.k / 8u;
+}
+
+fn q8_at(byte: u32) -> f32 {
+    return f32(bitcast<i32>(packed_byte(byte) << 24u) >> 24u);
+}
+
+fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
+    let blk = c >> 2u;
+    let base = (r * (p.k / 32u) + blk) * 34u;
     let d = f16_from_bits(packed_half(base >> 1u));
-    let q = bitcast<i32>(packed_byte(base + 2u + (k & 31u)) << 24u) >> 24u;
-    return d * f32(q);
+    let j0 = 8u * (c & 3u);
+    let k0 = xb + blk * 32u + j0;
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        acc = fma(d * q8_at(base + 2u + j0 + i), x[k0 + i], acc);
+    }
+    return acc;
+}
+
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
+    let blk = c >> 2u;
+    let base = (r * (p.k / 32u) + blk) * 34u;
+    let d = f16_from_bits(packed_half(base >> 1u));
+    let j0 = 8u * (c & 3u);
+    let k0 = blk * 32u + j0;
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        let wv = d * q8_at(base + 2u + j0 + i);
+        let k = k0 + i;
+        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    return acc;
 }
 
 // ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----
 //
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
-// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). Lane l accumulates the
-// products for k = l, l + LANES, l + 2·LANES, … in increasing k with `fma(w, x, acc)`, starting
-// from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
+// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for most formats, one
+// packed word of a GGUF block for Q4_1 / Q8_0). Lane l takes chunks c = l, l + LANES, … in
+// increasing c and, inside a chunk, the elements in the chunk's fixed order, each with
+// `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
 // (((p0 + p1) + p2) + … + p63). The order therefore depends only on K,
 // never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
 // and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
@@ -75,8 +107,9 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         return;
     }
     var acc = 0.0;
-    for (var k = lane; k < p.k; k += LANES) {
-        acc = fma(weight(r, k), x[k], acc);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
     }
     partial1[lane] = acc;
     workgroupBarrier();
@@ -102,9 +135,10 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     let b2 = min(t0 + 2u, last) * p.k;
     let b3 = min(t0 + 3u, last) * p.k;
     var acc = vec4<f32>(0.0);
-    for (var k = lane; k < p.k; k += LANES) {
-        let xv = vec4<f32>(x[b0 + k], x[b1 + k], x[b2 + k], x[b3 + k]);
-        acc = fma(vec4<f32>(weight(r, k)), xv, acc);
+    let bases = vec4<u32>(b0, b1, b2, b3);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
     }
     partial4[lane] = acc;
     workgroupBarrier();

@@ -125,6 +125,33 @@ impl<'a> WeightMatrix<'a> {
         }
     }
 
+    /// Elements per chunk of the matmul kernels' accumulation order (`chunk_dot` in the WGSL):
+    /// 8 (one packed word) for Q4_1 and Q8_0, 1 for every other format.
+    pub fn chunk_len(&self) -> usize {
+        match self.format {
+            WeightFormat::Q4_1 | WeightFormat::Q8_0 => 8,
+            _ => 1,
+        }
+    }
+
+    /// The column k of element `i` of chunk `c`, in the kernels' order.
+    pub fn chunk_k(&self, c: usize, i: usize) -> usize {
+        match self.format {
+            // qs word w of block c/4: low nibbles (elements 4w..4w+3), then high (16+4w..)
+            WeightFormat::Q4_1 => {
+                let w = c % 4;
+                let j = if i < 4 {
+                    4 * w + i
+                } else {
+                    16 + 4 * w + (i - 4)
+                };
+                32 * (c / 4) + j
+            }
+            WeightFormat::Q8_0 => 32 * (c / 4) + 8 * (c % 4) + i,
+            _ => c,
+        }
+    }
+
     /// Every value, row-major.
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = Vec::with_capacity(self.rows * self.k);

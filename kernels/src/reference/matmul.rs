@@ -1,7 +1,7 @@
 //! CPU references of the dequantize-and-multiply kernels (`matmul_*.wgsl`), in the kernels' order.
 
 use super::decode::WeightMatrix;
-use super::lane_dot;
+use super::lane_dot_chunked;
 use crate::error::KernelError;
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
@@ -19,8 +19,14 @@ fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), K
 /// y[r] = Σ_k w(r, k) · x[k], f32 in the kernels' lane-then-tree order.
 pub fn matvec(w: &WeightMatrix<'_>, x: &[f32]) -> Result<Vec<f32>, KernelError> {
     check_len("x", w.k, x.len())?;
+    let len = w.chunk_len();
     Ok((0..w.rows)
-        .map(|r| lane_dot(w.k, |k| (w.get(r, k), x.get(k).copied().unwrap_or(0.0))))
+        .map(|r| {
+            lane_dot_chunked(w.k / len, len, |n| {
+                let k = w.chunk_k(n / len, n % len);
+                (w.get(r, k), x.get(k).copied().unwrap_or(0.0))
+            })
+        })
         .collect())
 }
 

@@ -39,23 +39,35 @@ pub fn lane_order_sum(partial: &[f32; LANES as usize]) -> f32 {
 /// Σ a(i)·b(i) for i in 0..n in the matmul kernels' order: lane l accumulates i = l, l + LANES, …
 /// with `acc = a.mul_add(b, acc)`, then [`lane_order_sum`].
 pub fn lane_dot(n: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
-    lane_order_sum(&lane_partials(n, term))
+    lane_order_sum(&lane_partials(n, 1, term))
+}
+
+/// [`lane_dot`] over `chunks` chunks of `len` terms: lane l takes chunks c = l, l + LANES, … and
+/// inside a chunk the terms c·len .. c·len + len in order (the GGUF matmul kernels' order).
+pub fn lane_dot_chunked(chunks: usize, len: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
+    lane_order_sum(&lane_partials(chunks, len, term))
 }
 
 /// Σ a(i)·b(i) with the lanes folded by [`tree_sum`] (the order RMSNorm uses for Σ x²).
 pub fn lane_dot_tree(n: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
-    tree_sum(&mut lane_partials(n, term))
+    tree_sum(&mut lane_partials(n, 1, term))
 }
 
-fn lane_partials(n: usize, mut term: impl FnMut(usize) -> (f32, f32)) -> [f32; LANES as usize] {
+fn lane_partials(
+    chunks: usize,
+    len: usize,
+    mut term: impl FnMut(usize) -> (f32, f32),
+) -> [f32; LANES as usize] {
     let mut partial = [0f32; LANES as usize];
     for (l, slot) in partial.iter_mut().enumerate() {
         let mut acc = 0f32;
-        let mut i = l;
-        while i < n {
-            let (a, b) = term(i);
-            acc = a.mul_add(b, acc);
-            i += LANES as usize;
+        let mut c = l;
+        while c < chunks {
+            for i in 0..len {
+                let (a, b) = term(c * len + i);
+                acc = a.mul_add(b, acc);
+            }
+            c += LANES as usize;
         }
         *slot = acc;
     }
