@@ -47,18 +47,33 @@ fn weight(r: u32, k: u32) -> f32 {
     return e2m1(code) * e8m0(e);
 }
 
-// One chunk = one element: lane l visits k = l, l + LANES, … in increasing k.
+// One chunk = one packed u32 word = 8 consecutive elements 8c .. 8c+7 (codes LSB-first, i.e. the
+// low nibble of each byte first), all under one scale (a group of 32 is 4 words); K/8 chunks.
 fn chunk_count() -> u32 {
-    return p.k;
+    return p.k / 8u;
 }
 
-fn chunk_dot(r: u32, c: u32, xb: u32, acc: f32) -> f32 {
-    return fma(weight(r, c), x[xb + c], acc);
+fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
+    let word = packed[r * (p.k / 8u) + c];
+    let s = e8m0(scale_byte(r * (p.k / MX_GROUP) + c / 4u));
+    let k0 = xb + 8u * c;
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        acc = fma(e2m1((word >> (4u * i)) & 0xfu) * s, x[k0 + i], acc);
+    }
+    return acc;
 }
 
-fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc: vec4<f32>) -> vec4<f32> {
-    let xv = vec4<f32>(x[b.x + c], x[b.y + c], x[b.z + c], x[b.w + c]);
-    return fma(vec4<f32>(weight(r, c)), xv, acc);
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
+    let word = packed[r * (p.k / 8u) + c];
+    let s = e8m0(scale_byte(r * (p.k / MX_GROUP) + c / 4u));
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        let wv = e2m1((word >> (4u * i)) & 0xfu) * s;
+        let k = 8u * c + i;
+        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    return acc;
 }
 
 // ---- shared by every dequantize-and-multiply family (identical text in each matmul_*.wgsl) ----

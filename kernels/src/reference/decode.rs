@@ -126,10 +126,10 @@ impl<'a> WeightMatrix<'a> {
     }
 
     /// Elements per chunk of the matmul kernels' accumulation order (`chunk_dot` in the WGSL):
-    /// 8 (one packed word) for Q4_1 and Q8_0, 1 for every other format.
+    /// 8 (one packed word) for Q4_1, Q8_0 and mxfp4, 1 for every other format.
     pub fn chunk_len(&self) -> usize {
         match self.format {
-            WeightFormat::Q4_1 | WeightFormat::Q8_0 => 8,
+            WeightFormat::Q4_1 | WeightFormat::Q8_0 | WeightFormat::Mxfp4 => 8,
             _ => 1,
         }
     }
@@ -148,6 +148,7 @@ impl<'a> WeightMatrix<'a> {
                 32 * (c / 4) + j
             }
             WeightFormat::Q8_0 => 32 * (c / 4) + 8 * (c % 4) + i,
+            WeightFormat::Mxfp4 => 8 * c + i,
             _ => c,
         }
     }
