@@ -50,12 +50,12 @@ fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
 //
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
 // output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
-// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for most formats, one
-// packed word of a GGUF block for Q4_1 / Q8_0). Lane l takes chunks c = l, l + LANES, … in
-// increasing c and, inside a chunk, the elements in the chunk's fixed order, each with
-// `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the LANES partial sums in lane order
-// (((p0 + p1) + p2) + … + p63). The order therefore depends only on K,
-// never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
+// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for plain, fp8 and
+// affine; one packed u32 word of 8 elements for Q4_1, Q8_0 and mxfp4). Lane l takes chunks
+// c = l, l + LANES, … in increasing c and, inside a chunk, the elements in the chunk's fixed
+// order, each with `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the
+// LANES partial sums in lane order (((p0 + p1) + p2) + … + p63). The order therefore depends only
+// on K, never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
 // and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
 // token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
 
