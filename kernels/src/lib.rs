@@ -1,1 +1,45 @@
-//! WGSL compute kernels and their CPU references.
+//! WGSL compute kernels for the runner, a plain scalar CPU reference of each (`reference`), and a
+//! small wgpu dispatch harness (`gpu`).
+//!
+//! Every kernel family is one `.wgsl` file under `kernels/wgsl/` whose header documents the bytes it
+//! reads (citing `../shared/design/formats.md`); [`Kernel`] names each entry point. The weight formats
+//! are the tile-container modes of the container spec (seed 000: `fp8-e4m3-block`, `mxfp4`, `affine`),
+//! the plain dtypes (f32, f16, bf16) and the GGUF blocks Q8_0 and Q4_1. The accumulation order of
+//! every reduction depends only on the row and K, never on the dispatch (docs/kernels.md), which is
+//! what lets a streamed (row-tiled) run and a resident run produce bit-identical results.
+
+mod error;
+mod format;
+pub mod gpu;
+mod kernel;
+mod params;
+pub mod reference;
+
+pub use error::KernelError;
+pub use format::{Dtype, EmbeddingFormat, WeightFormat};
+pub use kernel::{Access, Kernel};
+pub use params::{
+    ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, MatmulParams, RmsNormParams,
+    RopeMode, RopeParams, SoftmaxParams,
+};
+
+/// Invocations per workgroup of every reduction kernel: the number of lane partial sums.
+pub const LANES: u32 = 64;
+/// Tokens one `matmul` workgroup multiplies at once (the weights are decoded once per tile).
+pub const TOKEN_TILE: u32 = 4;
+/// Invocations per workgroup of the element-wise kernels (RoPE, SiLU, SwiGLU).
+pub const ELEMENTWISE_WORKGROUP: u32 = 256;
+/// Largest workgroup count in one dispatch dimension (WebGPU default limit); bigger grids use y.
+pub const MAX_GROUPS_X: u32 = 65_535;
+/// What `Kernel::Argmax` writes for a row without a comparable value (empty or all NaN).
+pub const ARGMAX_NONE: u32 = u32::MAX;
+
+/// A 2-D workgroup grid for `items` workgroups: `(groups_x, groups_y)` with
+/// `groups_x · groups_y ≥ items`; kernels recover the item as `x + y · groups_x`.
+pub fn grid_2d(items: u32) -> (u32, u32) {
+    if items <= MAX_GROUPS_X {
+        (items.max(1), 1)
+    } else {
+        (MAX_GROUPS_X, items.div_ceil(MAX_GROUPS_X))
+    }
+}

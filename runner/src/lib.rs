@@ -1,1 +1,3 @@
 //! The wgpu runner.
+
+pub mod engine;

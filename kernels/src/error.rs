@@ -1,0 +1,57 @@
+//! Errors of the kernels crate: shapes and byte lengths that do not fit a kernel, and GPU set-up.
+
+/// A kernel refused its inputs, or the GPU harness failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("{what}: expected {expected} bytes for {rows}×{k} in {format}, got {actual}")]
+    Length {
+        what: &'static str,
+        format: String,
+        rows: usize,
+        k: usize,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("{format}: K = {k} is not a multiple of {multiple}")]
+    KNotMultiple {
+        format: String,
+        k: usize,
+        multiple: usize,
+    },
+    #[error("{format}: group size {group} must be a positive power of two")]
+    BadGroup { format: String, group: usize },
+    #[error("{what}: expected {expected} elements, got {actual}")]
+    Elements {
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("{what} = {value} is invalid: {reason}")]
+    Shape {
+        what: &'static str,
+        value: usize,
+        reason: &'static str,
+    },
+    #[error("size overflow computing {what}")]
+    Overflow { what: &'static str },
+    #[error("token id {id} at position {position} is outside the vocabulary of {vocab}")]
+    TokenId {
+        id: u32,
+        position: usize,
+        vocab: usize,
+    },
+    #[error("no wgpu adapter found (install `mesa-vulkan-drivers` for the CPU adapter lavapipe)")]
+    NoAdapter,
+    #[error("wgpu device request failed")]
+    Device(#[source] wgpu::RequestDeviceError),
+    #[error("gpu buffer of {bytes} bytes exceeds the device binding limit of {limit} bytes")]
+    BindingTooLarge { bytes: u64, limit: u64 },
+    #[error("{kernel}: expected {expected} buffers, got {actual}")]
+    Bindings {
+        kernel: &'static str,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("gpu readback failed: {0}")]
+    Readback(String),
+}

@@ -1,0 +1,194 @@
+//! The kernel table: which `.wgsl` source and entry point each kernel is, and the storage buffers
+//! it binds (binding 0 is always the uniform parameters; storage bindings follow from 1).
+
+pub const MATMUL_PLAIN: &str = include_str!("../wgsl/matmul_plain.wgsl");
+pub const MATMUL_FP8_BLOCK: &str = include_str!("../wgsl/matmul_fp8_block.wgsl");
+pub const MATMUL_MXFP4: &str = include_str!("../wgsl/matmul_mxfp4.wgsl");
+pub const MATMUL_AFFINE8: &str = include_str!("../wgsl/matmul_affine8.wgsl");
+pub const MATMUL_Q8_0: &str = include_str!("../wgsl/matmul_q8_0.wgsl");
+pub const MATMUL_Q4_1: &str = include_str!("../wgsl/matmul_q4_1.wgsl");
+pub const RMSNORM: &str = include_str!("../wgsl/rmsnorm.wgsl");
+pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
+pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
+pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
+pub const ACTIVATION: &str = include_str!("../wgsl/activation.wgsl");
+pub const EMBEDDING: &str = include_str!("../wgsl/embedding.wgsl");
+pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
+
+/// How a storage binding is accessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+use Access::{Read, ReadWrite};
+
+/// One compute entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)]
+pub enum Kernel {
+    MatvecPlain,
+    MatmulPlain,
+    MatvecFp8Block,
+    MatmulFp8Block,
+    MatvecMxfp4,
+    MatmulMxfp4,
+    MatvecAffine8,
+    MatmulAffine8,
+    MatvecQ8_0,
+    MatmulQ8_0,
+    MatvecQ4_1,
+    MatmulQ4_1,
+    RmsNorm,
+    Rope,
+    Softmax,
+    Attention,
+    Silu,
+    Swiglu,
+    Embedding,
+    Argmax,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 20] = [
+        Kernel::MatvecPlain,
+        Kernel::MatmulPlain,
+        Kernel::MatvecFp8Block,
+        Kernel::MatmulFp8Block,
+        Kernel::MatvecMxfp4,
+        Kernel::MatmulMxfp4,
+        Kernel::MatvecAffine8,
+        Kernel::MatmulAffine8,
+        Kernel::MatvecQ8_0,
+        Kernel::MatmulQ8_0,
+        Kernel::MatvecQ4_1,
+        Kernel::MatmulQ4_1,
+        Kernel::RmsNorm,
+        Kernel::Rope,
+        Kernel::Softmax,
+        Kernel::Attention,
+        Kernel::Silu,
+        Kernel::Swiglu,
+        Kernel::Embedding,
+        Kernel::Argmax,
+    ];
+
+    /// The WGSL file name under `kernels/wgsl/`.
+    pub fn file(self) -> &'static str {
+        match self {
+            Kernel::MatvecPlain | Kernel::MatmulPlain => "matmul_plain.wgsl",
+            Kernel::MatvecFp8Block | Kernel::MatmulFp8Block => "matmul_fp8_block.wgsl",
+            Kernel::MatvecMxfp4 | Kernel::MatmulMxfp4 => "matmul_mxfp4.wgsl",
+            Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => "matmul_affine8.wgsl",
+            Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => "matmul_q8_0.wgsl",
+            Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => "matmul_q4_1.wgsl",
+            Kernel::RmsNorm => "rmsnorm.wgsl",
+            Kernel::Rope => "rope.wgsl",
+            Kernel::Softmax => "softmax.wgsl",
+            Kernel::Attention => "attention.wgsl",
+            Kernel::Silu | Kernel::Swiglu => "activation.wgsl",
+            Kernel::Embedding => "embedding.wgsl",
+            Kernel::Argmax => "argmax.wgsl",
+        }
+    }
+
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::MatvecPlain | Kernel::MatmulPlain => MATMUL_PLAIN,
+            Kernel::MatvecFp8Block | Kernel::MatmulFp8Block => MATMUL_FP8_BLOCK,
+            Kernel::MatvecMxfp4 | Kernel::MatmulMxfp4 => MATMUL_MXFP4,
+            Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => MATMUL_AFFINE8,
+            Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => MATMUL_Q8_0,
+            Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => MATMUL_Q4_1,
+            Kernel::RmsNorm => RMSNORM,
+            Kernel::Rope => ROPE,
+            Kernel::Softmax => SOFTMAX,
+            Kernel::Attention => ATTENTION,
+            Kernel::Silu | Kernel::Swiglu => ACTIVATION,
+            Kernel::Embedding => EMBEDDING,
+            Kernel::Argmax => ARGMAX,
+        }
+    }
+
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            Kernel::MatvecPlain
+            | Kernel::MatvecFp8Block
+            | Kernel::MatvecMxfp4
+            | Kernel::MatvecAffine8
+            | Kernel::MatvecQ8_0
+            | Kernel::MatvecQ4_1 => "matvec",
+            Kernel::MatmulPlain
+            | Kernel::MatmulFp8Block
+            | Kernel::MatmulMxfp4
+            | Kernel::MatmulAffine8
+            | Kernel::MatmulQ8_0
+            | Kernel::MatmulQ4_1 => "matmul",
+            Kernel::RmsNorm => "rmsnorm",
+            Kernel::Rope => "rope",
+            Kernel::Softmax => "softmax",
+            Kernel::Attention => "attention",
+            Kernel::Silu => "silu",
+            Kernel::Swiglu => "swiglu",
+            Kernel::Embedding => "embedding",
+            Kernel::Argmax => "argmax",
+        }
+    }
+
+    /// A stable name for messages and pipeline labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::MatvecPlain => "matvec_plain",
+            Kernel::MatmulPlain => "matmul_plain",
+            Kernel::MatvecFp8Block => "matvec_fp8_block",
+            Kernel::MatmulFp8Block => "matmul_fp8_block",
+            Kernel::MatvecMxfp4 => "matvec_mxfp4",
+            Kernel::MatmulMxfp4 => "matmul_mxfp4",
+            Kernel::MatvecAffine8 => "matvec_affine8",
+            Kernel::MatmulAffine8 => "matmul_affine8",
+            Kernel::MatvecQ8_0 => "matvec_q8_0",
+            Kernel::MatmulQ8_0 => "matmul_q8_0",
+            Kernel::MatvecQ4_1 => "matvec_q4_1",
+            Kernel::MatmulQ4_1 => "matmul_q4_1",
+            Kernel::RmsNorm => "rmsnorm",
+            Kernel::Rope => "rope",
+            Kernel::Softmax => "softmax",
+            Kernel::Attention => "attention",
+            Kernel::Silu => "silu",
+            Kernel::Swiglu => "swiglu",
+            Kernel::Embedding => "embedding",
+            Kernel::Argmax => "argmax",
+        }
+    }
+
+    /// Storage bindings 1, 2, … in order. Matmul kernels: x, y, packed, [scales, [biases]].
+    pub fn storage(self) -> &'static [Access] {
+        match self {
+            Kernel::MatvecPlain
+            | Kernel::MatmulPlain
+            | Kernel::MatvecQ8_0
+            | Kernel::MatmulQ8_0
+            | Kernel::MatvecQ4_1
+            | Kernel::MatmulQ4_1 => &[Read, ReadWrite, Read],
+            Kernel::MatvecFp8Block
+            | Kernel::MatmulFp8Block
+            | Kernel::MatvecMxfp4
+            | Kernel::MatmulMxfp4 => &[Read, ReadWrite, Read, Read],
+            Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => &[Read, ReadWrite, Read, Read, Read],
+            // x, w, y
+            Kernel::RmsNorm => &[Read, Read, ReadWrite],
+            // v (in place), table
+            Kernel::Rope => &[ReadWrite, Read],
+            Kernel::Softmax => &[ReadWrite],
+            // q, k_cache, v_cache, out, scratch
+            Kernel::Attention => &[Read, Read, Read, ReadWrite, ReadWrite],
+            // a, b, y (silu does not read b but binds it so both share one layout)
+            Kernel::Silu | Kernel::Swiglu => &[Read, Read, ReadWrite],
+            // ids, table, out
+            Kernel::Embedding => &[Read, Read, ReadWrite],
+            // v, out
+            Kernel::Argmax => &[Read, ReadWrite],
+        }
+    }
+}

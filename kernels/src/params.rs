@@ -1,0 +1,131 @@
+//! Uniform parameter structs, one per kernel family, laid out exactly as the WGSL `struct Params`
+//! of the matching file (all fields 4 bytes, sizes multiples of 16, asserted at compile time).
+
+use bytemuck::{Pod, Zeroable};
+
+/// `matmul_*.wgsl`: y[t · y_stride + y_offset + r] = Σ_k w(r, k) · x[t · k_len + k].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct MatmulParams {
+    /// Rows in the bound weight buffers (a tile's rows or the whole matrix).
+    pub rows: u32,
+    /// Reduction length K.
+    pub k: u32,
+    /// Number of input vectors (1 for matvec).
+    pub tokens: u32,
+    /// Distance in elements between two tokens' outputs in `y` (the full matrix's rows).
+    pub y_stride: u32,
+    /// Row of `y` that the first bound row writes (the tile's first row).
+    pub y_offset: u32,
+    /// Scale group along K (fp8 block columns, affine group, 32 for mxfp4 / GGUF blocks).
+    pub group: u32,
+    /// Rows one scale covers (fp8 block rows; 1 otherwise).
+    pub block_rows: u32,
+    /// Plain weight dtype, or affine scale/bias dtype ([`crate::Dtype::code`]).
+    pub dtype: u32,
+    /// Workgroups along x ([`crate::grid_2d`]); row = x + y · groups_x.
+    pub groups_x: u32,
+    pub _pad: [u32; 3],
+}
+
+/// `rmsnorm.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct RmsNormParams {
+    pub n: u32,
+    pub tokens: u32,
+    pub eps: f32,
+    pub groups_x: u32,
+}
+
+/// The two RoPE pairings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Pairs (i, i + rot_dim/2): HF Llama `rotate_half`, GGUF `rope.type = neox` and Llama
+    /// checkpoints after HF's q/k permutation.
+    HalfSplit = 0,
+    /// Pairs (2i, 2i + 1): GPT-J, and GGUF Llama files (llama.cpp's "normal" rope).
+    Interleaved = 1,
+}
+
+/// `rope.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct RopeParams {
+    pub tokens: u32,
+    pub n_heads: u32,
+    pub head_dim: u32,
+    pub rot_dim: u32,
+    /// [`RopeMode`] as u32.
+    pub mode: u32,
+    pub groups_x: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `softmax.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct SoftmaxParams {
+    pub n: u32,
+    pub rows: u32,
+    pub groups_x: u32,
+    pub _pad: u32,
+}
+
+/// `attention.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct AttentionParams {
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub tokens: u32,
+    /// Position of the first new query; query t attends to positions 0 ..= pos0 + t.
+    pub pos0: u32,
+    /// Positions the KV cache holds (and the scratch row length).
+    pub capacity: u32,
+    /// Score scale, normally 1 / sqrt(head_dim).
+    pub scale: f32,
+    pub _pad: u32,
+}
+
+/// `activation.wgsl` (SiLU and SwiGLU).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct ActivationParams {
+    pub n: u32,
+    pub groups_x: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `embedding.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct EmbeddingParams {
+    pub dim: u32,
+    pub tokens: u32,
+    pub vocab: u32,
+    /// [`crate::EmbeddingFormat::code`].
+    pub dtype: u32,
+    pub groups_x: u32,
+    pub _pad: [u32; 3],
+}
+
+/// `argmax.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct ArgmaxParams {
+    pub n: u32,
+    pub rows: u32,
+    pub groups_x: u32,
+    pub _pad: u32,
+}
+
+const _: () = assert!(size_of::<MatmulParams>() == 48);
+const _: () = assert!(size_of::<RmsNormParams>() == 16);
+const _: () = assert!(size_of::<RopeParams>() == 32);
+const _: () = assert!(size_of::<SoftmaxParams>() == 16);
+const _: () = assert!(size_of::<AttentionParams>() == 32);
+const _: () = assert!(size_of::<ActivationParams>() == 16);
+const _: () = assert!(size_of::<EmbeddingParams>() == 32);
+const _: () = assert!(size_of::<ArgmaxParams>() == 16);
