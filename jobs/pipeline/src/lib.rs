@@ -6,6 +6,7 @@ pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;
 pub mod inspect;
+pub mod inspect_artifact;
 pub mod plan;
 pub mod repack;
 pub mod synth;

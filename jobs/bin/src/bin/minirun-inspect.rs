@@ -1,8 +1,8 @@
 //! `minirun-inspect PATH [--json]`: show a plan (`.toml`: validated and expanded — units, rules,
-//! draft status — or refused with its `file:line: key` error and exit 1). Containers, manifests
-//! and index.json are dispatched here as their readers land; until then they are refused.
+//! draft status — or refused with its `file:line: key` error and exit 1), a tile container (header
+//! and tiles), a unit manifest, an `index.json` (shape and identities), or the directory of one.
 use clap::Parser;
-use pipeline::cli::{parse_args, print_error, Exit, Hint};
+use pipeline::cli::{emit, parse_args, print_error, Exit, Hint};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,7 +10,8 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "minirun-inspect", version)]
 struct Args {
-    /// The file to inspect (`.toml` plan).
+    /// The file to inspect: a plan (`.toml`), container (`.til`), `manifest.json`, `index.json`,
+    /// or a unit/artifact directory.
     path: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -22,18 +23,9 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let is_plan = args.path.extension().is_some_and(|e| e == "toml");
-    if !is_plan {
-        eprintln!(
-            "error: `{}`: minirun-inspect reads plans (`.toml`) in this build; container, \
-             manifest and index.json inspection is not available yet",
-            args.path.display()
-        );
-        return Exit::Failure.into();
-    }
-    match pipeline::inspect::inspect_plan(&args.path, args.json) {
+    match pipeline::inspect_artifact::inspect_path(&args.path, args.json) {
         Ok(text) => {
-            print!("{text}");
+            emit(&text);
             Exit::Ok.into()
         }
         Err(e) => {

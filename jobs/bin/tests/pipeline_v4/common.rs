@@ -46,7 +46,12 @@ pub fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ckpt");
         let hub_root = dir.path().join("hub");
-        let st = cmd("minirun-synth").args(["deepseek-v4", "--out"]).arg(&ckpt).stdout(Stdio::null()).status().unwrap();
+        let st = cmd("minirun-synth")
+            .args(["deepseek-v4", "--out"])
+            .arg(&ckpt)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
         assert!(st.success());
         let st = cmd("minirun-hub")
             .args(["import", "--root"])
@@ -58,11 +63,19 @@ pub fn fixture() -> &'static Fixture {
             .unwrap();
         assert!(st.success());
         let plan = repo_root().join("plans/deepseek-v4.toml");
-        let text = std::fs::read_to_string(&plan).unwrap().replace("chunk_mib = 64", "chunk_mib = 1");
+        let text = std::fs::read_to_string(&plan)
+            .unwrap()
+            .replace("chunk_mib = 64", "chunk_mib = 1");
         let small = dir.path().join("small/deepseek-v4.toml");
         std::fs::create_dir_all(small.parent().unwrap()).unwrap();
         std::fs::write(&small, text).unwrap();
-        Fixture { _dir: dir, ckpt, hub_root, plan, plan_small_chunks: small }
+        Fixture {
+            _dir: dir,
+            ckpt,
+            hub_root,
+            plan,
+            plan_small_chunks: small,
+        }
     })
 }
 
@@ -88,14 +101,29 @@ impl Hub {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("hub said {line:?}")).to_owned();
-        Hub { child, url, log, _logdir: logdir }
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("hub said {line:?}"))
+            .to_owned();
+        Hub {
+            child,
+            url,
+            log,
+            _logdir: logdir,
+        }
     }
 
     /// Requests served so far (the server logs one line per request at info level).
     pub fn requests(&self) -> usize {
-        std::fs::read_to_string(&self.log).unwrap_or_default().lines().filter(|l| l.contains("GET ") || l.contains("HEAD ") || l.contains("POST ")).count()
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("GET ") || l.contains("HEAD ") || l.contains("POST "))
+            .count()
     }
 }
 
@@ -109,15 +137,27 @@ impl Drop for Hub {
 /// Run a stage binary; (exit code, stdout).
 pub fn stage(bin: &str, plan: &Path, work: &Path, endpoint: &str, extra: &[&str]) -> (i32, String) {
     let out = cmd(bin)
-        .args(["--plan", plan.to_str().unwrap(), "--work-dir", work.to_str().unwrap()])
-        .args(if bin == "minirun-fetch" { vec!["--endpoint", endpoint] } else { vec![] })
+        .args([
+            "--plan",
+            plan.to_str().unwrap(),
+            "--work-dir",
+            work.to_str().unwrap(),
+        ])
+        .args(if bin == "minirun-fetch" {
+            vec!["--endpoint", endpoint]
+        } else {
+            vec![]
+        })
         .args(extra)
         .output()
         .unwrap();
     let code = out.status.code().unwrap_or(-1);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if code != 0 && code != 2 && code != 77 && bin != "minirun-gate" {
-        eprintln!("{bin} exited {code}\nstdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "{bin} exited {code}\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     (code, stdout)
 }
@@ -145,7 +185,12 @@ pub fn assert_fetched_bytes_equal_upstream(fx: &Fixture, work: &Path, units: Opt
         for f in std::fs::read_dir(unit.path().join("main")).unwrap() {
             let f = f.unwrap();
             let orig = fx.ckpt.join(f.file_name());
-            assert_eq!(std::fs::read(f.path()).unwrap(), std::fs::read(&orig).unwrap(), "{name}/{:?}", f.file_name());
+            assert_eq!(
+                std::fs::read(f.path()).unwrap(),
+                std::fs::read(&orig).unwrap(),
+                "{name}/{:?}",
+                f.file_name()
+            );
             n += 1;
         }
     }
@@ -164,8 +209,16 @@ pub fn tree_state(root: &Path) -> BTreeMap<String, (u64, i64, u64)> {
             if m.is_dir() {
                 stack.push(e.path());
             } else if !e.file_name().to_string_lossy().ends_with(".lock") {
-                let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino()));
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(
+                    rel,
+                    (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino()),
+                );
             }
         }
     }
@@ -175,8 +228,11 @@ pub fn tree_state(root: &Path) -> BTreeMap<String, (u64, i64, u64)> {
 /// SHA-256 of every file of the release tree.
 pub fn release_digests(work: &Path) -> BTreeMap<String, String> {
     let root = work.join("release");
-    tree_state(&root).into_keys().map(|rel| {
-        let d = sha256(&root.join(&rel));
-        (rel, d)
-    }).collect()
+    tree_state(&root)
+        .into_keys()
+        .map(|rel| {
+            let d = sha256(&root.join(&rel));
+            (rel, d)
+        })
+        .collect()
 }

@@ -19,8 +19,14 @@ fn fetch_repack_gate_pass_and_rerun_does_nothing() {
     assert_eq!(v["units"].as_array().unwrap().len(), 45);
     for u in v["units"].as_array().unwrap() {
         assert_eq!(u["status"], "fetched", "{u}");
-        assert!(!u["files_verified"].as_array().unwrap().is_empty(), "{u}: no file verified whole");
-        assert!(u["controls_rejected"].as_u64().unwrap() >= 1, "{u}: no negative control rejected");
+        assert!(
+            !u["files_verified"].as_array().unwrap().is_empty(),
+            "{u}: no file verified whole"
+        );
+        assert!(
+            u["controls_rejected"].as_u64().unwrap() >= 1,
+            "{u}: no negative control rejected"
+        );
     }
     assert_fetched_bytes_equal_upstream(&fx, work, None);
     stage_ok("minirun-repack", &fx.plan, work, &hub.url, &[]);
@@ -29,7 +35,11 @@ fn fetch_repack_gate_pass_and_rerun_does_nothing() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(work.join("reports/gate.json")).unwrap()).unwrap();
     assert_eq!(report["verdict"], "PASS");
-    assert!(report["checks"].as_array().unwrap().iter().any(|c| c["check"] == "upstream-compare"));
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["check"] == "upstream-compare"));
 
     // Re-running finished stages: zero hub requests, zero bytes written.
     let before = tree_state(work);
@@ -60,7 +70,14 @@ fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
         .iter()
         .map(|sel| {
             cmd("minirun-repack")
-                .args(["--plan", fx.plan.to_str().unwrap(), "--work-dir", b.path().to_str().unwrap(), "--units", sel])
+                .args([
+                    "--plan",
+                    fx.plan.to_str().unwrap(),
+                    "--work-dir",
+                    b.path().to_str().unwrap(),
+                    "--units",
+                    sel,
+                ])
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .unwrap()
@@ -69,7 +86,13 @@ fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
     for k in &mut kids {
         assert!(k.wait().unwrap().success());
     }
-    stage_ok("minirun-repack", &fx.plan, b.path(), &hub.url, &["--finalize"]);
+    stage_ok(
+        "minirun-repack",
+        &fx.plan,
+        b.path(),
+        &hub.url,
+        &["--finalize"],
+    );
     let ra = release_digests(a.path());
     let rb = release_digests(b.path());
     assert!(ra.len() > 1000, "release has only {} files", ra.len());

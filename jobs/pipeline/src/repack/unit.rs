@@ -69,20 +69,39 @@ pub struct TensorEntry {
     pub fallback: Option<String>,
 }
 
-/// Why the unit's repack journal does not prove it done (`None`: done).
+/// Why the unit's repack journal does not prove it done (`None`: done). With `verify`, outputs
+/// whose filesystem identity changed are re-hashed: same bytes → the identity is refreshed and
+/// the journal stored (so later stages trust the new object); other bytes → not done.
 pub fn done_reason(
     ledger_dir: &Path,
     work: &WorkDir,
     unit: &str,
     verify: bool,
 ) -> Result<Option<String>, RepackError> {
-    let Some(j) = Journal::load(ledger_dir, STAGE, unit)? else {
+    let Some(mut j) = Journal::load(ledger_dir, STAGE, unit)? else {
         return Ok(Some("no journal".into()));
     };
-    Ok(match j.is_done(&work.release().join(unit), verify)? {
-        ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
-    })
+    let root = work.release().join(unit);
+    let v = match j.is_done(&root, false)? {
+        ledger::DoneCheck::Done => return Ok(None),
+        ledger::DoneCheck::NotDone(v) => v,
+    };
+    if !verify || j.status != ledger::Status::Done {
+        return Ok(Some(crate::cli::join_limited(&v, 5)));
+    }
+    let rels: Vec<String> = j.outputs.keys().cloned().collect();
+    let mut differ = Vec::new();
+    for rel in rels {
+        if let Some(why) = j.rehash_output(&root, &rel)? {
+            differ.push(why);
+        }
+    }
+    if differ.is_empty() {
+        j.store(ledger_dir)?;
+        Ok(None)
+    } else {
+        Ok(Some(crate::cli::join_limited(&differ, 5)))
+    }
 }
 
 struct Ctx<'a> {
