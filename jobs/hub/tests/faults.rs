@@ -1,5 +1,6 @@
 //! Every fault mode: the client either recovers with identical bytes or fails with a clear error —
 //! never a short or wrong file.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
 

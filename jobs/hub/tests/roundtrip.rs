@@ -248,6 +248,33 @@ async fn publish_download_and_guarded_commits() {
         .unwrap_err();
     assert_eq!(e.status(), Some(404));
 
+    // an LFS path no pattern covers is added to the platform-managed .gitattributes
+    c.commit(
+        &r,
+        "main",
+        &CommitRequest {
+            summary: "raw".into(),
+            operations: vec![CommitOperation::Lfs {
+                path: "raw/data.dat".into(),
+                sha256: sha.clone(),
+                size: Some(big_lfs.len() as u64),
+            }],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (_, attrs) = c
+        .download_bytes(&r, "main", ".gitattributes")
+        .await
+        .unwrap();
+    let attrs = String::from_utf8(attrs).unwrap();
+    assert!(
+        attrs.contains("*.safetensors filter=lfs")
+            && attrs.ends_with("raw/data.dat filter=lfs diff=lfs merge=lfs -text\n"),
+        "{attrs}"
+    );
+
     // branches and refs
     c.create_branch(&r, "candidate-1", Some(&second.commit_oid), false)
         .await

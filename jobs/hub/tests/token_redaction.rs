@@ -1,4 +1,5 @@
 //! The token never appears in log output at debug level, in error messages, or in `Debug`.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
 

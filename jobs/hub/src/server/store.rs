@@ -326,6 +326,10 @@ impl Store {
         }
         let grave = self.tmp_path();
         fs::rename(&dir, &grave)?;
+        self.commits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(r, _), _| r != repo);
         fs::remove_dir_all(&grave)?;
         Ok(true)
     }
