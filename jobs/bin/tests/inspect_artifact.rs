@@ -9,7 +9,9 @@ fn bin() -> Command {
 }
 
 fn golden(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../artifact/tests/golden").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../artifact/tests/golden")
+        .join(rel)
 }
 
 #[test]
@@ -25,13 +27,24 @@ fn containers_show_header_and_every_tile() {
         assert_eq!(v["kind"], "container");
         let header = v["header"].to_string();
         assert!(header.contains(mode), "{file}: {header}");
-        assert!(header.contains(&format!("\"version\":{version}")), "{file}: {header}");
+        assert!(
+            header.contains(&format!("\"version\":{version}")),
+            "{file}: {header}"
+        );
         assert!(!v["tiles"].as_array().unwrap().is_empty());
         if version >= 2 {
-            assert!(v["tiles"][0]["sha256"].as_str().is_some_and(|s| s.len() == 64), "{file}");
+            assert!(
+                v["tiles"][0]["sha256"]
+                    .as_str()
+                    .is_some_and(|s| s.len() == 64),
+                "{file}"
+            );
         }
         let table = bin().arg(golden(file)).output().unwrap();
-        assert!(String::from_utf8_lossy(&table.stdout).contains("tile"), "{file}");
+        assert!(
+            String::from_utf8_lossy(&table.stdout).contains("tile"),
+            "{file}"
+        );
     }
 }
 
@@ -66,7 +79,10 @@ fn index_shapes_and_identities() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["shape"], "unrecognized");
-    assert_eq!(v["detail"]["keys"], serde_json::json!(["artifact", "hello"]));
+    assert_eq!(
+        v["detail"]["keys"],
+        serde_json::json!(["artifact", "hello"])
+    );
     assert_eq!(v["tokenizer"]["present"], false);
 }
 
@@ -79,7 +95,10 @@ fn manifest_and_unknown_files() {
     let out = bin().arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("layers00") && text.contains("a.bin"), "{text}");
+    assert!(
+        text.contains("layers00") && text.contains("a.bin"),
+        "{text}"
+    );
     let out = bin().arg(dir.path().join("a.bin")).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
 }

@@ -71,14 +71,21 @@ pub fn inspect_path(path: &Path, json_out: bool) -> Result<String, InspectError>
                 return inspect_path(&p, json_out);
             }
         }
-        return Err(InspectError::Unknown { path: path.to_owned() });
+        return Err(InspectError::Unknown {
+            path: path.to_owned(),
+        });
     }
     if path.extension().is_some_and(|e| e == "toml") {
         return Ok(crate::inspect::inspect_plan(path, json_out)?);
     }
-    let io = |source| InspectError::Io { path: path.to_owned(), source };
+    let io = |source| InspectError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let mut head = [0u8; 8];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).map_err(io)?;
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(io)?;
     if n == 8 && head == MAGIC {
         return container(path, json_out);
     }
@@ -88,11 +95,16 @@ pub fn inspect_path(path: &Path, json_out: bool) -> Result<String, InspectError>
     if path.extension().is_some_and(|e| e == "json") {
         return Ok(index(path, json_out));
     }
-    Err(InspectError::Unknown { path: path.to_owned() })
+    Err(InspectError::Unknown {
+        path: path.to_owned(),
+    })
 }
 
 fn container(path: &Path, json_out: bool) -> Result<String, InspectError> {
-    let r = ContainerReader::open(path).map_err(|source| InspectError::Container { path: path.to_owned(), source })?;
+    let r = ContainerReader::open(path).map_err(|source| InspectError::Container {
+        path: path.to_owned(),
+        source,
+    })?;
     let l = r.layout();
     let tiles: Vec<Value> = (0..l.tile_count)
         .filter_map(|i| l.tile(i))
@@ -115,12 +127,21 @@ fn container(path: &Path, json_out: bool) -> Result<String, InspectError> {
             let _ = writeln!(s, "  {k:<24} {val}");
         }
     }
-    let _ = writeln!(s, "  {:>5} {:>12} {:>9} {:>6} {:>10} {:>8}  sha256", "tile", "offset", "first_row", "rows", "packed", "scale");
+    let _ = writeln!(
+        s,
+        "  {:>5} {:>12} {:>9} {:>6} {:>10} {:>8}  sha256",
+        "tile", "offset", "first_row", "rows", "packed", "scale"
+    );
     for t in &tiles {
         let _ = writeln!(
             s,
             "  {:>5} {:>12} {:>9} {:>6} {:>10} {:>8}  {}",
-            t["index"], t["offset"], t["first_row"], t["rows"], t["packed"], t["scale"],
+            t["index"],
+            t["offset"],
+            t["first_row"],
+            t["rows"],
+            t["packed"],
+            t["scale"],
             t["sha256"].as_str().unwrap_or("-")
         );
     }
@@ -128,36 +149,80 @@ fn container(path: &Path, json_out: bool) -> Result<String, InspectError> {
 }
 
 fn manifest(path: &Path, json_out: bool) -> Result<String, InspectError> {
-    let bytes = std::fs::read(path).map_err(|source| InspectError::Io { path: path.to_owned(), source })?;
-    let m = Manifest::parse(&bytes).map_err(|source| InspectError::Manifest { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| InspectError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let m = Manifest::parse(&bytes).map_err(|source| InspectError::Manifest {
+        path: path.to_owned(),
+        source,
+    })?;
     if json_out {
         return Ok(pretty(&serde_json::to_value(&m).unwrap_or(Value::Null)));
     }
-    let mut s = format!("manifest of unit `{}`: {} files, {} bytes\n", m.unit, m.files.len(), m.total_bytes());
+    let mut s = format!(
+        "manifest of unit `{}`: {} files, {} bytes\n",
+        m.unit,
+        m.files.len(),
+        m.total_bytes()
+    );
     for e in &m.files {
-        let _ = writeln!(s, "  {:<10} {:>12}  {}  {}", format!("{:?}", e.kind).to_lowercase(), e.size, e.sha256, e.path);
+        let _ = writeln!(
+            s,
+            "  {:<10} {:>12}  {}  {}",
+            format!("{:?}", e.kind).to_lowercase(),
+            e.size,
+            e.sha256,
+            e.path
+        );
     }
     Ok(s)
 }
 
 fn index(path: &Path, json_out: bool) -> String {
     let doc = IndexDocument::read_file(path);
-    let identity = |p: Option<(String, u64, String, String, String)>, absent: Option<String>| match p {
-        Some((file, bytes, sha, repo, rev)) => json!({"present": true, "file": file, "bytes": bytes, "sha256": sha, "source_repo": repo, "source_revision": rev}),
-        None => json!({"present": false, "why": absent}),
+    let identity = |p: Option<(String, u64, String, String, String)>, absent: Option<String>| {
+        match p {
+            Some((file, bytes, sha, repo, rev)) => {
+                json!({"present": true, "file": file, "bytes": bytes, "sha256": sha, "source_repo": repo, "source_revision": rev})
+            }
+            None => json!({"present": false, "why": absent}),
+        }
     };
     let tok = identity(
-        doc.tokenizer.present().map(|t| (t.root.file.clone(), t.root.bytes, t.root.sha256.clone(), t.root.source_repo.clone(), t.root.source_revision.clone())),
+        doc.tokenizer.present().map(|t| {
+            (
+                t.root.file.clone(),
+                t.root.bytes,
+                t.root.sha256.clone(),
+                t.root.source_repo.clone(),
+                t.root.source_revision.clone(),
+            )
+        }),
         doc.tokenizer.absent().map(ToString::to_string),
     );
     let cfg = identity(
-        doc.configuration.present().map(|c| (c.root.file.clone(), c.root.bytes, c.root.sha256.clone(), c.root.source_repo.clone(), c.root.source_revision.clone())),
+        doc.configuration.present().map(|c| {
+            (
+                c.root.file.clone(),
+                c.root.bytes,
+                c.root.sha256.clone(),
+                c.root.source_repo.clone(),
+                c.root.source_revision.clone(),
+            )
+        }),
         doc.configuration.absent().map(ToString::to_string),
     );
     let detail = match &doc.shape {
-        Shape::SingleSourceUnits(s) => json!({"source_repo": s.source_repo, "source_revision": s.source_revision, "units": s.units.len(), "total_bytes": s.total_bytes}),
-        Shape::SingleSourceTotals(s) => json!({"source_repo": s.source_repo, "source_revision": s.source_revision, "files": s.files, "bytes": s.bytes}),
-        Shape::MultiSourceUnits(s) => json!({"sources": s.sources.keys().collect::<Vec<_>>(), "units": s.units.len(), "total_bytes": s.total_bytes}),
+        Shape::SingleSourceUnits(s) => {
+            json!({"source_repo": s.source_repo, "source_revision": s.source_revision, "units": s.units.len(), "total_bytes": s.total_bytes})
+        }
+        Shape::SingleSourceTotals(s) => {
+            json!({"source_repo": s.source_repo, "source_revision": s.source_revision, "files": s.files, "bytes": s.bytes})
+        }
+        Shape::MultiSourceUnits(s) => {
+            json!({"sources": s.sources.keys().collect::<Vec<_>>(), "units": s.units.len(), "total_bytes": s.total_bytes})
+        }
         Shape::Unrecognized { keys, reason } => json!({"keys": keys, "reason": reason}),
         Shape::Unreadable { reason } => json!({"reason": reason}),
     };
@@ -166,7 +231,12 @@ fn index(path: &Path, json_out: bool) -> String {
     if json_out {
         return pretty(&v);
     }
-    let mut s = format!("index `{}`: shape {}\n  {}\n", path.display(), doc.shape.name(), v["detail"]);
+    let mut s = format!(
+        "index `{}`: shape {}\n  {}\n",
+        path.display(),
+        doc.shape.name(),
+        v["detail"]
+    );
     let _ = writeln!(s, "  tokenizer      {}", v["tokenizer"]);
     let _ = writeln!(s, "  configuration  {}", v["configuration"]);
     for n in &doc.notes {

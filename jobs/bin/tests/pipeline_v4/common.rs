@@ -18,7 +18,8 @@ pub struct Fixture {
     pub hub_root: PathBuf,
     /// `plans/deepseek-v4.toml` as committed.
     pub plan: PathBuf,
-    /// The same plan with 1 MiB chunks (several chunks per shard: resume has something to keep).
+    /// The same plan with 1 MiB chunks fetched one at a time (several chunks per shard, in
+    /// sequence: a kill lands between proven chunks of one unit).
     pub plan_small_chunks: PathBuf,
 }
 
@@ -65,7 +66,8 @@ pub fn fixture() -> &'static Fixture {
         let plan = repo_root().join("plans/deepseek-v4.toml");
         let text = std::fs::read_to_string(&plan)
             .unwrap()
-            .replace("chunk_mib = 64", "chunk_mib = 1");
+            .replace("chunk_mib = 64", "chunk_mib = 1")
+            .replace("concurrency = 8", "concurrency = 1");
         let small = dir.path().join("small/deepseek-v4.toml");
         std::fs::create_dir_all(small.parent().unwrap()).unwrap();
         std::fs::write(&small, text).unwrap();

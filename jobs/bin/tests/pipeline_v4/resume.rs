@@ -82,7 +82,9 @@ fn unit_chunks(out: &str) -> BTreeMap<String, (String, u64, u64)> {
 #[test]
 fn resume_fetch_after_sigkill_at_seeded_points() {
     let fx = fixture();
-    let slow = Hub::start(&fx.hub_root, "delay:1@25");
+    // Every request to the slow hub waits 200 ms, so a run of six units lasts a few seconds and
+    // the kill instants land in discovery, between chunks and between units.
+    let slow = Hub::start(&fx.hub_root, "delay:1@200");
     let fast = Hub::start(&fx.hub_root, "");
     let plan = &fx.plan_small_chunks;
     // Reference: how many chunks each unit has.
@@ -99,7 +101,15 @@ fn resume_fetch_after_sigkill_at_seeded_points() {
     let mut killed = 0;
     for _ in 0..kill_points() {
         let w = tempfile::tempdir().unwrap();
-        let after = Duration::from_millis(150 + next(&mut seed) % 3500);
+        // Warm the header cache and discovery record, as an operator's earlier run would have.
+        stage_ok(
+            "minirun-fetch",
+            plan,
+            w.path(),
+            &fast.url,
+            &["--units", "global00"],
+        );
+        let after = Duration::from_millis(100 + next(&mut seed) % 3000);
         killed += usize::from(run_and_kill(
             "minirun-fetch",
             plan,

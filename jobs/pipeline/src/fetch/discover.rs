@@ -160,22 +160,21 @@ pub async fn discover(
             ));
         }
         for path in weights {
-            let meta = client
-                .file_metadata(&repo, rev, path)
-                .await
-                .map_err(hub_err(format!(
-                    "failed to resolve `{path}` in `{}`",
-                    src.repo.as_str()
-                )))?;
-            if meta.commit != rev {
-                return Err(upstream_err(
-                    src,
-                    format!("`{path}` resolved at commit `{}`", meta.commit),
-                ));
-            }
-            let header = read_header(client, work, src, &repo, path, &meta).await?;
+            let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
+            // A cached header that implies the file's exact size needs no request; the file is
+            // resolved (HEAD) only when a pending unit needs its bytes.
+            let (header, meta) = match cached_header(work, src, path, size) {
+                Some(h) => (h, None),
+                None => {
+                    let meta = resolve_file(client, src, &repo, path).await?;
+                    (
+                        read_header(client, work, src, &repo, path, &meta).await?,
+                        Some(meta),
+                    )
+                }
+            };
             header
-                .check_file_len(meta.size)
+                .check_file_len(size)
                 .map_err(|source| FetchError::Header {
                     repo: src.repo.as_str().to_owned(),
                     file: path.clone(),
@@ -194,8 +193,8 @@ pub async fn discover(
                     source: src.name.clone(),
                     repo: repo.clone(),
                     path: path.clone(),
-                    size: meta.size,
-                    meta: Some(meta),
+                    size,
+                    meta,
                     digest,
                     header,
                 },
@@ -364,8 +363,40 @@ pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError>
     Ok(up)
 }
 
-/// The header of `path`: from the cache when it parses and matches the file's size, else two
-/// Range requests (the 8-byte length, then the JSON), cached atomically.
+/// HEAD `/resolve` of one file at the pinned revision: its size, digest and byte location.
+pub async fn resolve_file(
+    client: &HubClient,
+    src: &Source,
+    repo: &RepoId,
+    path: &str,
+) -> Result<FileMetadata, FetchError> {
+    let rev = src.revision.as_str();
+    let meta = client
+        .file_metadata(repo, rev, path)
+        .await
+        .map_err(hub_err(format!(
+            "failed to resolve `{path}` in `{}`",
+            src.repo.as_str()
+        )))?;
+    if meta.commit != rev {
+        return Err(upstream_err(
+            src,
+            format!("`{path}` resolved at commit `{}`", meta.commit),
+        ));
+    }
+    Ok(meta)
+}
+
+/// The cached header of `path`, if it parses and implies a file of exactly `size` bytes.
+fn cached_header(work: &WorkDir, src: &Source, path: &str, size: u64) -> Option<Header> {
+    let bytes = std::fs::read(work.headers(&src.name).join(path)).ok()?;
+    safetensors::parse_header(&bytes)
+        .ok()
+        .filter(|h| h.file_len() == size)
+}
+
+/// The header of `path` with two Range requests (the 8-byte length, then the JSON), cached
+/// atomically under `upstream/_headers/`.
 async fn read_header(
     client: &HubClient,
     work: &WorkDir,
@@ -375,13 +406,6 @@ async fn read_header(
     meta: &FileMetadata,
 ) -> Result<Header, FetchError> {
     let cache = work.headers(&src.name).join(path);
-    if let Ok(bytes) = std::fs::read(&cache) {
-        if let Ok(h) = safetensors::parse_header(&bytes) {
-            if h.file_len() == meta.size {
-                return Ok(h);
-            }
-        }
-    }
     let herr = |source| FetchError::Header {
         repo: src.repo.as_str().to_owned(),
         file: path.to_owned(),

@@ -96,7 +96,7 @@ pub fn hash_file(
         source,
     })?;
     let mut buf = vec![0u8; 1 << 20];
-    let mut read = |f: &mut File, buf: &mut [u8]| {
+    let read = |f: &mut File, buf: &mut [u8]| {
         f.read(buf).map_err(|source| FetchError::Io {
             what: "read",
             path: path.to_owned(),

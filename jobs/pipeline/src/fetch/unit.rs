@@ -117,6 +117,7 @@ pub async fn fetch_unit(
         );
         let (bytes, chunks) = fetch_chunks(
             client,
+            plan,
             uf,
             &file,
             &data_path,
@@ -215,6 +216,7 @@ pub async fn fetch_unit(
 #[allow(clippy::too_many_arguments)]
 async fn fetch_chunks(
     client: &HubClient,
+    plan: &Plan,
     uf: &UpstreamFile,
     file: &Arc<File>,
     data_path: &Path,
@@ -238,11 +240,31 @@ async fn fetch_chunks(
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let meta = uf.meta.clone().ok_or_else(|| FetchError::Upstream {
-        repo: uf.repo.id(),
-        revision: String::new(),
-        detail: format!("`{}` has no resolved location", uf.path),
-    })?;
+    let meta = match &uf.meta {
+        Some(m) => m.clone(),
+        None if total == 0 => return Ok((0, 0)),
+        None => {
+            let src = plan
+                .source(&uf.source)
+                .ok_or_else(|| FetchError::Upstream {
+                    repo: uf.repo.id(),
+                    revision: String::new(),
+                    detail: format!("no plan source `{}`", uf.source),
+                })?;
+            let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
+            if m.size != uf.size {
+                return Err(FetchError::Upstream {
+                    repo: uf.repo.id(),
+                    revision: m.commit.clone(),
+                    detail: format!(
+                        "`{}` resolves to {} B, the tree says {} B",
+                        uf.path, m.size, uf.size
+                    ),
+                });
+            }
+            m
+        }
+    };
     let sem = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1) as usize));
     let mut set = tokio::task::JoinSet::new();
     let n = todo.len() as u64;

@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use artifact::container::{self, ContainerSpec, ContainerWriter};
-use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
+use artifact::manifest::{FileKind, Manifest, SourceRef};
 use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
 use serde::{Deserialize, Serialize};
