@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Fetch benchmark (not a CI step): minirun-fetch vs huggingface_hub.snapshot_download vs parallel
+# curl Range downloads of the same files, each written to disk with the same durability (fsync)
+# and hashed, from minirun-hub on loopback, in one run. Writes a markdown table.
+#
+#   ci/bench/fetch.sh [SCALE] [OUT.md]      (SCALE 64 ≈ 2.3 GB; default docs/bench/fetch.md)
+#
+# Needs the release binaries (cargo build --release --workspace) and $CI_CACHE/venv-hf2.
+# Cleans up its temp dir (the disk is shared).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scale=${1:-64}
+out=${2:-docs/bench/fetch.md}
+: "${CI_CACHE:=$PWD/ci/.cache}"
+: "${CARGO_TARGET_DIR:=$PWD/target}"
+bin=$CARGO_TARGET_DIR/release
+py=$CI_CACHE/venv-hf2/bin/python
+tmp=$(mktemp -d /tmp/minirun-bench.XXXXXX)
+trap 'kill "${hub_pid:-0}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+rev=60d8d70770c6776ff598c94bb586a859a38244f1
+repo=deepseek-ai/DeepSeek-V4-Flash
+
+"$bin/minirun-synth" deepseek-v4 --out "$tmp/ckpt" --scale "$scale" > /dev/null
+"$bin/minirun-hub" import --root "$tmp/hub" --repo $repo --revision $rev "$tmp/ckpt" > /dev/null
+"$bin/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
+hub_pid=$!
+for _ in $(seq 100); do grep -q listening "$tmp/hub.out" && break; sleep 0.1; done
+url=$(sed -n 's/^listening on //p' "$tmp/hub.out")
+bytes=$(du -sb --apparent-size "$tmp/ckpt"/*.safetensors | awk '{s+=$1} END {print s}')
+
+# One measured command: wall seconds, CPU seconds (user+sys), peak RSS (KiB).
+measure() {
+    local name=$1; shift
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time.$name" "$@" > "$tmp/log.$name" 2>&1
+    read -r wall user sys rss < "$tmp/time.$name"
+    echo "$name $wall $(echo "$user + $sys" | bc) $rss"
+}
+
+results=()
+results+=("$(measure minirun-fetch "$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")")
+results+=("$(measure snapshot_download env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
+import hashlib, os, sys
+from huggingface_hub import snapshot_download
+d = snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=["*.safetensors"], max_workers=8)
+for f in sorted(os.listdir(d)):
+    p = os.path.join(d, f)
+    if f.endswith(".safetensors"):
+        fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.close(fd)
+        h = hashlib.sha256(open(p, "rb").read()).hexdigest()
+' $repo $rev "$tmp/w2")")
+mkdir -p "$tmp/w3"
+results+=("$(measure curl-parallel bash -c '
+cd "$1"; shift; url=$1; rev=$2; repo=$3; shift 3
+ls "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} \"$url/$repo/resolve/$rev/{}\" && python3 -c \"import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)\" {} && openssl dgst -sha256 {} > /dev/null"
+' _ "$tmp/w3" "$url" $rev $repo $(cd "$tmp/ckpt" && ls *.safetensors | sed "s|^|$tmp/ckpt/|"))")
+
+{
+    echo "# Fetch benchmark"
+    echo
+    echo "Command: \`ci/bench/fetch.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
+    echo
+    echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    base=$(echo "${results[0]}" | awk '{print $2}')
+    for r in "${results[@]}"; do
+        set -- $r
+        echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) |"
+    done
+} > "$out"
+cat "$out"
