@@ -191,7 +191,14 @@ impl<'e> Runner<'e> {
         let f = |n: usize| (n * 4) as u64;
         let (dim, qd, kv) = (c.dim, c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim);
         let xb = g.zeros("x", f(t * dim))?;
-        e.embedding(self.embedding_format, &self.embed_table, c.vocab, dim, ids, &xb)?;
+        e.embedding(
+            self.embedding_format,
+            &self.embed_table,
+            c.vocab,
+            dim,
+            ids,
+            &xb,
+        )?;
         let mut x = g.read_f32(&xb, t * dim)?;
         let h = g.zeros("h", f(t * dim))?;
         let q = g.zeros("q", f(t * qd))?;
@@ -226,7 +233,15 @@ impl<'e> Runner<'e> {
             mm(e, st, &l.k, &h, &kb, t)?;
             mm(e, st, &l.v, &h, &vb, t)?;
             e.rope(&q, &table, t, c.n_heads, c.head_dim, c.rot_dim, c.rope_mode)?;
-            e.rope(&kb, &table, t, c.n_kv_heads, c.head_dim, c.rot_dim, c.rope_mode)?;
+            e.rope(
+                &kb,
+                &table,
+                t,
+                c.n_kv_heads,
+                c.head_dim,
+                c.rot_dim,
+                c.rope_mode,
+            )?;
             let mut enc = g.encoder("kv append");
             let at = f(self.pos * kv);
             enc.copy_buffer_to_buffer(&kb, 0, &l.k_cache, at, f(t * kv));

@@ -215,7 +215,10 @@ fn check_shape(t: &TensorInfo, rows: usize, k: usize) -> Result<(), RunError> {
     if t.dims.len() != 2 || t.row_len() != k as u64 || t.n_rows() != rows as u64 {
         return Err(RunError::Tensor {
             name: t.name.clone(),
-            detail: format!("expected [{rows} rows, {k}] (ne = [{k}, {rows}]), found ne = {:?}", t.dims),
+            detail: format!(
+                "expected [{rows} rows, {k}] (ne = [{k}, {rows}]), found ne = {:?}",
+                t.dims
+            ),
         });
     }
     Ok(())
@@ -227,10 +230,7 @@ fn read_config(gguf: &GgufModel, path: &str) -> Result<LlamaConfig, RunError> {
         path: path.to_string(),
         source,
     };
-    let arch = m
-        .get_str("general.architecture")
-        .map_err(meta)?
-        .to_string();
+    let arch = m.get_str("general.architecture").map_err(meta)?.to_string();
     let rope_mode = match arch.as_str() {
         "llama" => RopeMode::Interleaved,
         "qwen2" | "qwen3" => RopeMode::HalfSplit,
@@ -263,7 +263,9 @@ fn read_config(gguf: &GgufModel, path: &str) -> Result<LlamaConfig, RunError> {
     let head_dim = dim / n_heads;
     let rot_dim = u("rope.dimension_count").unwrap_or(head_dim);
     if rot_dim > head_dim || rot_dim % 2 != 0 {
-        return Err(bad(format!("rope.dimension_count {rot_dim} exceeds head_dim {head_dim} or is odd")));
+        return Err(bad(format!(
+            "rope.dimension_count {rot_dim} exceeds head_dim {head_dim} or is odd"
+        )));
     }
     let vocab = match u("vocab_size") {
         Ok(v) => v,
@@ -282,7 +284,10 @@ fn read_config(gguf: &GgufModel, path: &str) -> Result<LlamaConfig, RunError> {
         n_kv_heads,
         head_dim,
         rot_dim,
-        rope_base: f64::from(m.get_f32(&format!("{arch}.rope.freq_base")).unwrap_or(10000.0)),
+        rope_base: f64::from(
+            m.get_f32(&format!("{arch}.rope.freq_base"))
+                .unwrap_or(10000.0),
+        ),
         eps: m
             .get_f32(&format!("{arch}.attention.layer_norm_rms_epsilon"))
             .map_err(meta)?,
@@ -291,9 +296,15 @@ fn read_config(gguf: &GgufModel, path: &str) -> Result<LlamaConfig, RunError> {
         rope_mode,
         arch,
     };
-    if [config.n_layers, config.dim, config.ffn, config.vocab, context]
-        .iter()
-        .any(|&v| v == 0 || v > cap * 64)
+    if [
+        config.n_layers,
+        config.dim,
+        config.ffn,
+        config.vocab,
+        context,
+    ]
+    .iter()
+    .any(|&v| v == 0 || v > cap * 64)
     {
         return Err(bad(format!("implausible hyper-parameters {config:?}")));
     }

@@ -12,8 +12,7 @@ pub fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
     } else {
         format!("({})", dims.join(", "))
     };
-    let mut header =
-        format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_txt}, }}");
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.div_ceil(64) * 64 - unpadded));
     header.push('\n');
@@ -42,6 +41,8 @@ mod tests {
         assert_eq!(b.len(), 10 + hlen + 24);
         assert_eq!(&b[10 + hlen + 4..10 + hlen + 8], &1.0f32.to_le_bytes());
         let one = npy_f32(&[4], &[0.0; 4]);
-        assert!(std::str::from_utf8(&one[10..70]).expect("ascii").contains("(4,)"));
+        assert!(std::str::from_utf8(&one[10..70])
+            .expect("ascii")
+            .contains("(4,)"));
     }
 }

@@ -140,8 +140,24 @@ impl Reference {
             let mut q = l.q.matvec(&h);
             let mut k = l.k.matvec(&h);
             let v = l.v.matvec(&h);
-            rope_f64(&mut q, &positions, c.n_heads, c.head_dim, c.rot_dim, c.rope_base, c.rope_mode)?;
-            rope_f64(&mut k, &positions, c.n_kv_heads, c.head_dim, c.rot_dim, c.rope_base, c.rope_mode)?;
+            rope_f64(
+                &mut q,
+                &positions,
+                c.n_heads,
+                c.head_dim,
+                c.rot_dim,
+                c.rope_base,
+                c.rope_mode,
+            )?;
+            rope_f64(
+                &mut k,
+                &positions,
+                c.n_kv_heads,
+                c.head_dim,
+                c.rot_dim,
+                c.rope_base,
+                c.rope_mode,
+            )?;
             l.k_cache.extend_from_slice(&k);
             l.v_cache.extend_from_slice(&v);
             debug_assert_eq!(l.k_cache.len(), (pos + 1) * kv);

@@ -24,7 +24,10 @@ pub const EXIT_USAGE: u8 = 64;
 pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Parser)]
-#[command(name = "minirun-run", about = "run a GGUF Llama-family model on the wgpu engine")]
+#[command(
+    name = "minirun-run",
+    about = "run a GGUF Llama-family model on the wgpu engine"
+)]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).
     #[arg(long)]

@@ -60,7 +60,12 @@ impl Streamer {
     }
 
     /// Registers a matrix at `offset` of `path`.
-    pub fn add(&mut self, m: &MatrixRef, path: &Path, offset: u64) -> Result<StreamedMatrix, RunError> {
+    pub fn add(
+        &mut self,
+        m: &MatrixRef,
+        path: &Path,
+        offset: u64,
+    ) -> Result<StreamedMatrix, RunError> {
         let file = match self.files.iter().position(|(p, _)| p == path) {
             Some(i) => i,
             None => {

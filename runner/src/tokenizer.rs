@@ -52,7 +52,9 @@ impl Tokenizer {
         };
         let tokens = m.get_str_array("tokenizer.ggml.tokens").map_err(meta)?;
         let merges = m.get_str_array("tokenizer.ggml.merges").map_err(meta)?;
-        let types = m.get_i32_array("tokenizer.ggml.token_type").unwrap_or_default();
+        let types = m
+            .get_i32_array("tokenizer.ggml.token_type")
+            .unwrap_or_default();
         let mut vocab = Map::with_capacity(tokens.len());
         let mut added = Vec::new();
         for (id, tok) in tokens.iter().enumerate() {
@@ -81,7 +83,10 @@ impl Tokenizer {
             eos: m.get_u32("tokenizer.ggml.eos_token_id").ok(),
             bos: m.get_u32("tokenizer.ggml.bos_token_id").ok(),
             add_bos: m.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(false),
-            chat_template: m.get_str("tokenizer.chat_template").ok().map(str::to_string),
+            chat_template: m
+                .get_str("tokenizer.chat_template")
+                .ok()
+                .map(str::to_string),
         })
     }
 
@@ -94,7 +99,10 @@ impl Tokenizer {
             eos: m.get_u32("tokenizer.ggml.eos_token_id").ok(),
             bos: m.get_u32("tokenizer.ggml.bos_token_id").ok(),
             add_bos: m.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(false),
-            chat_template: m.get_str("tokenizer.chat_template").ok().map(str::to_string),
+            chat_template: m
+                .get_str("tokenizer.chat_template")
+                .ok()
+                .map(str::to_string),
         })
     }
 
