@@ -39,7 +39,7 @@ def sha256(path):
 
 def main(model, out):
     llm = llama_cpp.Llama(model_path=model, n_ctx=256, n_threads=THREADS, n_batch=256,
-                          logits_all=False, seed=0, verbose=False)
+                          logits_all=True, seed=0, verbose=False)
     records = []
     for prompt in PROMPTS:
         ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=False)
