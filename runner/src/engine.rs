@@ -6,7 +6,9 @@
 //! only"); with the kernels' fixed accumulation order (docs/kernels.md) a resident matrix, a matrix
 //! split into binding-sized parts and a matrix streamed tile by tile give bit-identical outputs.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 use kernels::gpu::{elementwise_groups, matmul_groups, Bind, Gpu};
 use kernels::{
@@ -90,8 +92,10 @@ pub struct ResidentMatrix {
 /// The device and the work.
 pub struct Engine {
     gpu: Gpu,
-    /// While [`Engine::batched`] runs: the encoder every dispatch is recorded into.
-    pending: Mutex<Option<wgpu::CommandEncoder>>,
+    /// While [`Engine::batched`] runs on a thread: the encoder that thread's dispatches are
+    /// recorded into (per thread, so work of another thread sharing the engine is never swept
+    /// into a batch it does not wait for).
+    pending: Mutex<HashMap<ThreadId, wgpu::CommandEncoder>>,
 }
 
 impl Engine {
@@ -100,7 +104,7 @@ impl Engine {
         Gpu::new()
             .map(|gpu| Self {
                 gpu,
-                pending: Mutex::new(None),
+                pending: Mutex::new(HashMap::new()),
             })
             .map_err(EngineError::NoAdapter)
     }
@@ -109,11 +113,11 @@ impl Engine {
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self {
             gpu: Gpu::with_device(device, queue),
-            pending: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, Option<wgpu::CommandEncoder>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadId, wgpu::CommandEncoder>> {
         match self.pending.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -128,21 +132,31 @@ impl Engine {
         &self,
         f: impl FnOnce(&Self) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
-        let previous = self.pending().replace(self.gpu.encoder("batch"));
+        let me = std::thread::current().id();
+        let previous = self.pending().insert(me, self.gpu.encoder("batch"));
         let result = f(self);
-        let encoder = std::mem::replace(&mut *self.pending(), previous);
+        let encoder = {
+            let mut pending = self.pending();
+            let encoder = pending.remove(&me);
+            if let Some(previous) = previous {
+                pending.insert(me, previous);
+            }
+            encoder
+        };
         if let Some(encoder) = encoder {
             self.gpu.queue().submit(Some(encoder.finish()));
         }
         result
     }
 
-    /// Submits what a running [`Engine::batched`] has recorded so far (no-op outside a batch).
+    /// Submits what a running [`Engine::batched`] on this thread has recorded so far (no-op
+    /// outside a batch).
     pub fn flush(&self) {
+        let me = std::thread::current().id();
         let mut pending = self.pending();
-        if let Some(encoder) = pending.take() {
+        if let Some(encoder) = pending.remove(&me) {
             self.gpu.queue().submit(Some(encoder.finish()));
-            *pending = Some(self.gpu.encoder("batch"));
+            pending.insert(me, self.gpu.encoder("batch"));
         }
     }
 
@@ -154,7 +168,7 @@ impl Engine {
         groups: (u32, u32, u32),
     ) -> Result<(), EngineError> {
         let mut pending = self.pending();
-        match pending.as_mut() {
+        match pending.get_mut(&std::thread::current().id()) {
             Some(encoder) => self.gpu.encode(encoder, kernel, params, binds, groups),
             None => self.gpu.dispatch(kernel, params, binds, groups),
         }

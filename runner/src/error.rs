@@ -1,0 +1,39 @@
+//! The runner's typed errors (model loading, tokenizer, forward, CLI files).
+
+use crate::engine::EngineError;
+
+/// What loading or running a model fails at.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("gguf `{path}`: {source}")]
+    Gguf {
+        path: String,
+        #[source]
+        source: artifact::gguf::GgufError,
+    },
+    #[error("gguf `{path}`: {source}")]
+    Meta {
+        path: String,
+        #[source]
+        source: artifact::gguf::metadata::MetaError,
+    },
+    #[error("model `{path}`: {detail}")]
+    Model { path: String, detail: String },
+    #[error("tensor `{name}`: {detail}")]
+    Tensor { name: String, detail: String },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("kernel reference: {0}")]
+    Kernel(#[from] kernels::KernelError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("{what} `{path}`: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("context of {capacity} positions is full (prompt + new tokens must fit)")]
+    ContextFull { capacity: usize },
+}
