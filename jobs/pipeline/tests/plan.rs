@@ -585,9 +585,18 @@ fn deepseek_v4_resolves_every_layer_kind() {
         find("global00", "hc_head_fn"),
         Placement::Plain { .. }
     ));
-    // A checkpoint that is not the documented one (e.g. fewer experts) is refused by the count.
-    let e = plan.resolve(&v4_tensors(2)).unwrap_err().to_string();
+    // The committed plan also runs the generated checkpoint (fewer routed experts, same layout),
+    // so it declares no tensor count; a plan that pins the documented count refuses anything else.
+    plan.resolve(&v4_tensors(2)).unwrap();
+    let path = plans_dir().join("deepseek-v4.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "expected_weight_files = 46",
+        "expected_weight_files = 46\nexpected_tensors = 69187",
+    );
+    let pinned = Plan::parse(&text, &path).unwrap();
+    let e = pinned.resolve(&v4_tensors(2)).unwrap_err().to_string();
     assert!(e.contains("expected_tensors") && e.contains("69187"), "{e}");
+    pinned.resolve(&v4_tensors(256)).unwrap();
 }
 
 #[test]
