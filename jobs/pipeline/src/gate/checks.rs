@@ -289,8 +289,16 @@ impl<'a> Gate<'a> {
             .filter(|e| e.kind == FileKind::Container)
         {
             let file = Some(format!("{unit}/{}", e.path));
-            let result =
-                ContainerReader::open(&dir.join(&e.path)).and_then(|r| r.verify().map(|()| r));
+            // With the upstream comparison on, every tile is read (digest checked) there; here
+            // the header and geometry are validated. Without it, every tile is verified here.
+            let no_upstream = self.no_upstream;
+            let result = ContainerReader::open(&dir.join(&e.path)).and_then(|r| {
+                if no_upstream {
+                    r.verify().map(|()| r)
+                } else {
+                    Ok(r)
+                }
+            });
             match result {
                 Ok(r) => {
                     let l = r.layout();
@@ -300,12 +308,17 @@ impl<'a> Gate<'a> {
                         file,
                         Verdict::Pass,
                         format!(
-                            "v{} {} {}x{}, {} tiles, every tile digest verified",
+                            "v{} {} {}x{}, {} tiles{}",
                             l.version,
                             l.spec.mode.name(),
                             l.spec.rows,
                             l.spec.cols,
-                            l.tile_count
+                            l.tile_count,
+                            if no_upstream {
+                                ", every tile digest and padding verified"
+                            } else {
+                                "; tiles are read with their digests in upstream-compare"
+                            }
                         ),
                     );
                 }
@@ -400,105 +413,105 @@ impl<'a> Gate<'a> {
             return;
         }
         let upstream_root = self.work.upstream_unit(unit);
+        // One pass per artifact file: a container is reassembled once, its packed / scale / bias
+        // streams compared at the same time with their upstream ranges (tile digests checked as
+        // the tiles are read); a plain stream is compared as it is read.
+        let mut by_file: BTreeMap<&str, Vec<&crate::repack::TensorEntry>> = BTreeMap::new();
         for t in &map.tensors {
-            let src = upstream_root.join(&t.source).join(&t.upstream_file);
-            let [start, end] = t.upstream_range;
-            let file = Some(format!("{unit}/{}", t.file));
-            let up = match File::open(&src) {
-                Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => f,
-                _ => {
-                    self.push(
+            by_file.entry(t.file.as_str()).or_default().push(t);
+        }
+        for (art_rel, entries) in by_file {
+            let file = Some(format!("{unit}/{art_rel}"));
+            let mut cmps: Vec<(&crate::repack::TensorEntry, Compare)> = Vec::new();
+            for t in entries {
+                let src = upstream_root.join(&t.source).join(&t.upstream_file);
+                let [start, end] = t.upstream_range;
+                match File::open(&src) {
+                    Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => {
+                        cmps.push((
+                            t,
+                            Compare {
+                                file: f,
+                                at: start,
+                                end,
+                                mismatch: None,
+                                buf: Vec::new(),
+                            },
+                        ));
+                    }
+                    _ => self.push(
                         "upstream-compare",
                         Some(unit),
-                        file,
+                        file.clone(),
                         Verdict::Inconclusive,
                         format!(
                             "upstream bytes of `{}` are not on disk (`{}`)",
                             t.name,
                             src.display()
                         ),
-                    );
-                    continue;
+                    ),
                 }
-            };
-            let mut cmp = Compare {
-                file: up,
-                at: start,
-                end,
-                mismatch: None,
-                buf: Vec::new(),
-            };
-            let art = dir.join(&t.file);
-            let result: Result<(), String> = if t.role == "plain" {
-                File::open(&art)
-                    .and_then(|mut f| std::io::copy(&mut f, &mut cmp).map(|_| ()))
-                    .map_err(|e| e.to_string())
+            }
+            if cmps.is_empty() {
+                continue;
+            }
+            let art = dir.join(art_rel);
+            let result: Result<(), String> = if cmps.iter().all(|(t, _)| t.role == "plain") {
+                match cmps.first_mut() {
+                    Some((_, cmp)) => File::open(&art)
+                        .and_then(|mut f| std::io::copy(&mut f, cmp).map(|_| ()))
+                        .map_err(|e| e.to_string()),
+                    None => Ok(()),
+                }
             } else {
                 ContainerReader::open(&art)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| crate::cli::render_error(&e, None))
                     .and_then(|r| {
-                        let mut sink = std::io::sink();
-                        let mut sink2 = std::io::sink();
-                        match t.role.as_str() {
-                            "packed" => r.reassemble_into(
-                                DigestCheck::Require,
-                                &mut cmp,
-                                &mut sink,
-                                &mut sink2,
-                            ),
-                            "scale" => r.reassemble_into(
-                                DigestCheck::Require,
-                                &mut sink,
-                                &mut cmp,
-                                &mut sink2,
-                            ),
-                            _ => r.reassemble_into(
-                                DigestCheck::Require,
-                                &mut sink,
-                                &mut sink2,
-                                &mut cmp,
-                            ),
+                        let (mut sp, mut ss, mut sb) =
+                            (std::io::sink(), std::io::sink(), std::io::sink());
+                        let mut packed: &mut dyn Write = &mut sp;
+                        let mut scale: &mut dyn Write = &mut ss;
+                        let mut bias: &mut dyn Write = &mut sb;
+                        for (t, cmp) in cmps.iter_mut() {
+                            match t.role.as_str() {
+                                "packed" => packed = cmp,
+                                "scale" => scale = cmp,
+                                _ => bias = cmp,
+                            }
                         }
-                        .map_err(|e| e.to_string())
+                        r.reassemble_into(DigestCheck::Require, packed, scale, bias)
+                            .map_err(|e| crate::cli::render_error(&e, None))
                     })
             };
-            let detail = format!(
-                "`{}` ({}) vs upstream `{}` [{start}, {end})",
-                t.name, t.role, t.upstream_file
-            );
-            match (result, cmp.mismatch, cmp.at == end) {
-                (Err(e), _, _) => self.push(
-                    "upstream-compare",
-                    Some(unit),
-                    file,
-                    Verdict::Fail,
-                    format!("{detail}: {e}"),
-                ),
-                (Ok(()), Some(at), _) => self.push(
-                    "upstream-compare",
-                    Some(unit),
-                    file,
-                    Verdict::Fail,
-                    format!("{detail}: first differing byte at upstream offset {at}"),
-                ),
-                (Ok(()), None, false) => self.push(
-                    "upstream-compare",
-                    Some(unit),
-                    file,
-                    Verdict::Fail,
-                    format!(
-                        "{detail}: the artifact holds {} bytes, upstream {}",
-                        cmp.at - start,
-                        end - start
+            for (t, cmp) in cmps {
+                let [start, end] = t.upstream_range;
+                let detail = format!(
+                    "`{}` ({}) vs upstream `{}` [{start}, {end})",
+                    t.name, t.role, t.upstream_file
+                );
+                let (verdict, what) = match (&result, cmp.mismatch, cmp.at == end) {
+                    (Err(e), _, _) => (Verdict::Fail, e.clone()),
+                    (Ok(()), Some(at), _) => (
+                        Verdict::Fail,
+                        format!("first differing byte at upstream offset {at}"),
                     ),
-                ),
-                (Ok(()), None, true) => self.push(
+                    (Ok(()), None, false) => (
+                        Verdict::Fail,
+                        format!(
+                            "the artifact holds {} bytes, upstream {}",
+                            cmp.at - start,
+                            end - start
+                        ),
+                    ),
+                    (Ok(()), None, true) => (Verdict::Pass, "byte-identical".to_owned()),
+                };
+                self.push(
                     "upstream-compare",
                     Some(unit),
-                    file,
-                    Verdict::Pass,
-                    format!("{detail}: byte-identical"),
-                ),
+                    file.clone(),
+                    verdict,
+                    format!("{detail}: {what}"),
+                );
             }
         }
     }
