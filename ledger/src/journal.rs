@@ -361,6 +361,34 @@ impl Journal {
         Ok(slot)
     }
 
+    /// Records `root/rel` as an output whose SHA-256 the caller has just computed over its final
+    /// bytes (e.g. while verifying it against an upstream digest), so it is not read a second
+    /// time: only its size is checked and its identity captured.
+    pub fn record_output_hashed(
+        &mut self,
+        root: &Path,
+        rel: &str,
+        size: u64,
+        sha256: &str,
+    ) -> Result<&FileRecord> {
+        check_rel_path(rel)?;
+        let path = root.join(rel);
+        let identity = FileIdentity::capture(&path)?;
+        let found = identity.as_ref().map(|i| i.size);
+        if found != Some(size) || !crate::hash::is_sha256_hex(sha256) {
+            return Err(LedgerError::io("record output", &path)(std::io::Error::other(format!(
+                "expected a regular file of {size} bytes with a sha256 digest, found {found:?} bytes"
+            ))));
+        }
+        let record = FileRecord {
+            size,
+            sha256: sha256.to_owned(),
+            identity,
+        };
+        self.outputs.remove(rel);
+        Ok(self.outputs.entry(rel.to_owned()).or_insert(record))
+    }
+
     /// Marks the journal done. Store it only after every output is recorded.
     pub fn mark_done(&mut self) {
         self.status = Status::Done;

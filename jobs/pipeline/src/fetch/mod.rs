@@ -12,6 +12,7 @@
 //! the unit as done.
 
 pub mod discover;
+mod ordered;
 pub mod plausible;
 pub mod ranges;
 pub mod root;
@@ -19,6 +20,7 @@ mod unit;
 
 use std::path::PathBuf;
 
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::plan::{Plan, PlanError};
@@ -261,7 +263,18 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     rt.block_on(async {
         let upstream = discover::discover(&client, plan, &work).await?;
         let resolution = plan.resolve(&upstream.tensors)?;
-        for report in reports.iter_mut().filter(|r| r.status == "pending") {
+        // Units run concurrently, their chunk transfers drawn from one pool of `concurrency`
+        // permits, so small units (one chunk each) still keep several transfers in flight and
+        // one unit's checks overlap the others' transfers.
+        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(
+            plan.run.concurrency.max(1) as usize
+        ));
+        let mut jobs = Vec::new();
+        for (i, report) in reports
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.status == "pending")
+        {
             let ru = resolution
                 .unit(&report.unit)
                 .ok_or_else(|| FetchError::Upstream {
@@ -269,7 +282,34 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                     revision: String::new(),
                     detail: format!("unit `{}` holds no tensor", report.unit),
                 })?;
-            *report = unit::fetch_unit(&client, plan, &work, &upstream, ru, opts).await?;
+            jobs.push((i, ru));
+        }
+        let in_flight = plan.run.concurrency.max(1) as usize;
+        let results: Vec<(usize, Result<UnitReport, FetchError>)> =
+            futures_util::stream::iter(jobs)
+                .map(|(i, ru)| {
+                    let (client, upstream, work, sem) = (&client, &upstream, &work, &sem);
+                    async move {
+                        (
+                            i,
+                            unit::fetch_unit(client, plan, work, upstream, ru, opts, sem).await,
+                        )
+                    }
+                })
+                .buffer_unordered(in_flight)
+                .collect()
+                .await;
+        let mut first_err = None;
+        for (i, r) in results {
+            match r {
+                Ok(rep) => reports[i] = rep,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
         }
         Ok::<(), FetchError>(())
     })?;

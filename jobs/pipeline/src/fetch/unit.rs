@@ -15,6 +15,7 @@ use ledger::{ChunkLog, Journal, UnitLock};
 use serde_json::json;
 
 use super::discover::{Upstream, UpstreamFile};
+use super::ordered::OrderedHasher;
 use super::plausible::{self, Content};
 use super::ranges::RangeSet;
 use super::{FetchError, FetchOpts, UnitReport, STAGE};
@@ -56,6 +57,7 @@ pub async fn fetch_unit(
     upstream: &Upstream,
     ru: &ResolvedUnit,
     opts: &FetchOpts,
+    sem: &Arc<tokio::sync::Semaphore>,
 ) -> Result<UnitReport, FetchError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
@@ -115,6 +117,8 @@ pub async fn fetch_unit(
                 .open(&data_path)
                 .map_err(io("open", &data_path))?,
         );
+        let hasher = (needed.covers(&(0..uf.size)) && uf.digest.len() == 64)
+            .then(|| Arc::new(OrderedHasher::new(file.clone(), uf.size, proven.clone())));
         let (bytes, chunks) = fetch_chunks(
             client,
             plan,
@@ -123,51 +127,60 @@ pub async fn fetch_unit(
             &data_path,
             &log,
             todo,
-            plan.run.concurrency,
+            sem,
+            hasher.clone(),
             opts.progress,
             unit,
         )
         .await?;
+        let streamed_sha = hasher.and_then(|h| h.finish());
         report.bytes_fetched += bytes;
         report.chunks_fetched += chunks;
 
-        // Arrival checks: bad bytes are discarded, never journaled.
-        for (t, content) in tensors {
-            let Some(ti) = uf.header.tensor(&t.name) else {
-                continue;
-            };
-            let abs = absolute_range(data_start, ti);
-            let sample = read_at(&file, &data_path, sample_range(&abs, &t.shape, *content))?;
-            if let Err(source) = plausible::check(&t.dtype, *content, &t.shape, &sample) {
-                discard(&data_path, &log_path);
-                return Err(FetchError::Implausible {
-                    unit: unit.into(),
-                    tensor: t.name.clone(),
-                    file: path.clone(),
-                    source,
-                });
-            }
-        }
-        controls.extend(negative_controls(
-            uf, tensors, &needed, &file, &data_path, &rel,
-        )?);
-
-        if needed.covers(&(0..uf.size)) {
-            let (algo, actual) = super::root::hash_file(&data_path, &uf.digest, uf.size)?;
-            if actual != uf.digest {
-                discard(&data_path, &log_path);
-                return Err(FetchError::Digest {
-                    unit: unit.into(),
-                    file: path.clone(),
-                    algo,
-                    expected: uf.digest.clone(),
-                    actual,
-                });
-            }
+        // Arrival checks, negative controls and the whole-file digest read the bytes back: CPU
+        // work, run on a blocking thread so other units' transfers go on meanwhile.
+        let owned: Vec<(UpstreamTensor, Content)> =
+            tensors.iter().map(|(t, c)| ((*t).clone(), *c)).collect();
+        let (uf2, needed2, data2, log2, rel2, unit2, file2) = (
+            uf.clone(),
+            needed.clone(),
+            data_path.clone(),
+            log_path.clone(),
+            rel.clone(),
+            unit.to_owned(),
+            file.clone(),
+        );
+        let (whole, file_controls) = tokio::task::spawn_blocking(move || {
+            check_file(
+                &unit2,
+                &uf2,
+                &owned,
+                &needed2,
+                &file2,
+                &data2,
+                &log2,
+                &rel2,
+                streamed_sha,
+            )
+        })
+        .await
+        .map_err(|e| FetchError::Io {
+            what: "check",
+            path: data_path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        controls.extend(file_controls);
+        if whole.is_some() {
             report.files_verified.push(rel.clone());
         }
-        file.sync_all().map_err(io("fsync", &data_path))?;
-        journal.record_output(&root, &rel)?;
+        match whole.and_then(|w| w.sha256) {
+            Some(sha) => {
+                journal.record_output_hashed(&root, &rel, uf.size, &sha)?;
+            }
+            None => {
+                journal.record_output(&root, &rel)?;
+            }
+        }
         ranges_json.insert(
             rel.clone(),
             json!(needed
@@ -213,6 +226,74 @@ pub async fn fetch_unit(
     Ok(report)
 }
 
+/// A file verified whole against the hub's digest; `sha256` is its SHA-256 when that digest was
+/// one (LFS), so the journal need not hash it again.
+struct Whole {
+    sha256: Option<String>,
+}
+
+/// The arrival checks of one fetched file, its negative controls, and — when the unit covers the
+/// whole file — its digest against the hub's record. Bad bytes are discarded, never journaled.
+/// Returns the file's SHA-256 when it was verified whole against an LFS digest (so the journal
+/// need not hash it again), and the controls.
+#[allow(clippy::too_many_arguments)]
+fn check_file(
+    unit: &str,
+    uf: &UpstreamFile,
+    tensors: &[(UpstreamTensor, Content)],
+    needed: &RangeSet,
+    file: &File,
+    data_path: &Path,
+    log_path: &Path,
+    rel: &str,
+    streamed_sha: Option<String>,
+) -> Result<(Option<Whole>, Vec<serde_json::Value>), FetchError> {
+    let data_start = uf.header.data_start;
+    for (t, content) in tensors {
+        let Some(ti) = uf.header.tensor(&t.name) else {
+            continue;
+        };
+        let abs = absolute_range(data_start, ti);
+        let sample = read_at(file, data_path, sample_range(&abs, &t.shape, *content))?;
+        if let Err(source) = plausible::check(&t.dtype, *content, &t.shape, &sample) {
+            discard(data_path, log_path);
+            return Err(FetchError::Implausible {
+                unit: unit.into(),
+                tensor: t.name.clone(),
+                file: uf.path.clone(),
+                source,
+            });
+        }
+    }
+    let refs: Vec<(&UpstreamTensor, Content)> = tensors.iter().map(|(t, c)| (t, *c)).collect();
+    let controls = negative_controls(uf, &refs, needed, file, data_path, rel)?;
+    file.sync_all().map_err(io("fsync", data_path))?;
+    if !needed.covers(&(0..uf.size)) {
+        return Ok((None, controls));
+    }
+    // The SHA-256 computed in order while the chunks arrived, else one pass over the file.
+    let (algo, actual) = match streamed_sha {
+        Some(sha) => ("sha256", sha),
+        None => super::root::hash_file(data_path, &uf.digest, uf.size)?,
+    };
+    if actual != uf.digest {
+        discard(data_path, log_path);
+        return Err(FetchError::Digest {
+            unit: unit.into(),
+            file: uf.path.clone(),
+            algo,
+            expected: uf.digest.clone(),
+            actual,
+        });
+    }
+    Ok((
+        Some(Whole {
+            sha256: (algo == "sha256").then_some(actual),
+        }),
+        controls,
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn fetch_chunks(
     client: &HubClient,
@@ -222,7 +303,8 @@ async fn fetch_chunks(
     data_path: &Path,
     log: &Arc<ChunkLog>,
     todo: Vec<Range<u64>>,
-    concurrency: u32,
+    sem: &Arc<tokio::sync::Semaphore>,
+    hasher: Option<Arc<OrderedHasher>>,
     progress: bool,
     unit: &str,
 ) -> Result<(u64, u64), FetchError> {
@@ -265,7 +347,6 @@ async fn fetch_chunks(
             m
         }
     };
-    let sem = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1) as usize));
     let mut set = tokio::task::JoinSet::new();
     let n = todo.len() as u64;
     for chunk in todo {
@@ -278,12 +359,13 @@ async fn fetch_chunks(
                 revision: meta.commit.clone(),
                 detail: "transfer pool closed".into(),
             })?;
-        let (client, meta, file, log, path) = (
+        let (client, meta, file, log, path, hasher) = (
             client.clone(),
             meta.clone(),
             file.clone(),
             log.clone(),
             data_path.to_path_buf(),
+            hasher.clone(),
         );
         let what = format!(
             "failed to fetch bytes {}..{} of `{}` in `{}`",
@@ -293,7 +375,6 @@ async fn fetch_chunks(
             uf.repo.id()
         );
         set.spawn(async move {
-            let _permit = permit;
             let bytes = client
                 .get_range(&meta, chunk.start, Some(chunk.end - 1))
                 .await
@@ -309,13 +390,20 @@ async fn fetch_chunks(
                 });
             }
             let len = bytes.len() as u64;
-            tokio::task::spawn_blocking(move || log.write_chunk(&file, &path, chunk.start, &bytes))
-                .await
-                .map_err(|e| FetchError::Io {
-                    what: "write chunk of",
-                    path: PathBuf::from(&meta.location.to_string()),
-                    source: std::io::Error::other(e.to_string()),
-                })??;
+            tokio::task::spawn_blocking(move || {
+                log.write_chunk(&file, &path, chunk.start, &bytes)?;
+                // The permit travels with the bytes: released once they are hashed in order.
+                if let Some(h) = hasher {
+                    h.push(chunk.start, bytes, Some(permit));
+                }
+                Ok::<(), ledger::LedgerError>(())
+            })
+            .await
+            .map_err(|e| FetchError::Io {
+                what: "write chunk of",
+                path: PathBuf::from(&meta.location.to_string()),
+                source: std::io::Error::other(e.to_string()),
+            })??;
             Ok::<u64, FetchError>(len)
         });
     }

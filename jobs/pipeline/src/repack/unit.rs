@@ -114,6 +114,24 @@ struct Ctx<'a> {
     report: UnitReport,
     entries: Vec<TensorEntry>,
     manifest_sources: BTreeMap<String, (FileKind, Vec<SourceRef>)>,
+    unsynced: u64,
+    last_commit: std::time::Instant,
+}
+
+/// Commit the journal at least every this many written bytes …
+const GROUP_COMMIT_BYTES: u64 = 512 << 20;
+/// … or this often, whichever comes first.
+const GROUP_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `syncfs(2)` on the filesystem holding `dir`: every dirty page and inode of it made durable.
+fn sync_filesystem(dir: &Path) -> Result<(), RepackError> {
+    use std::os::fd::AsRawFd;
+    let d = File::open(dir).map_err(io_err("open", dir))?;
+    // SAFETY: `d` is an open descriptor for the duration of the call.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+        return Err(io_err("syncfs", dir)(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Repack one unit (its fetch must be done) and journal it.
@@ -154,6 +172,8 @@ pub fn repack_unit(
         report: UnitReport::new(unit, "repacked", None),
         entries: Vec::new(),
         manifest_sources: BTreeMap::new(),
+        unsynced: 0,
+        last_commit: std::time::Instant::now(),
     };
     for p in &ru.placements {
         match p {
@@ -199,7 +219,7 @@ pub fn repack_unit(
     }
     cx.write_small(artifact::manifest::MANIFEST_FILE_NAME, &manifest.to_bytes())?;
     cx.journal.mark_done();
-    cx.journal.store(&cx.ledger_dir)?;
+    cx.commit()?;
     Ok(cx.report)
 }
 
@@ -266,7 +286,23 @@ impl Ctx<'_> {
         let rec = self.journal.record_output(&self.out_root, rel)?;
         self.report.files_written += 1;
         self.report.bytes_written += rec.size;
+        self.unsynced += rec.size;
+        if self.unsynced >= GROUP_COMMIT_BYTES
+            || self.last_commit.elapsed() >= GROUP_COMMIT_INTERVAL
+        {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Group commit: make every file written since the last commit durable with one `syncfs`,
+    /// then store the journal that records them. A file is in a stored journal only after its
+    /// bytes are durable; files written after the last commit are simply rewritten on resume.
+    fn commit(&mut self) -> Result<(), RepackError> {
+        sync_filesystem(&self.out_root)?;
         self.journal.store(&self.ledger_dir)?;
+        self.unsynced = 0;
+        self.last_commit = std::time::Instant::now();
         Ok(())
     }
 
@@ -469,11 +505,6 @@ impl Ctx<'_> {
                     tensor: name.clone(),
                     source,
                 })?;
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(&out_path)
-                    .map_err(io_err("open", &out_path))?;
-                f.sync_all().map_err(io_err("fsync", &out_path))?;
             }
         }
         if !kept {
@@ -520,7 +551,8 @@ fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, R
 }
 
 /// Copy `range` of `src` to a new file `dst`, verbatim: `copy_file_range` (which can reflink or
-/// copy in the kernel) where the filesystem allows, else a buffered copy; then fsync.
+/// copy in the kernel) where the filesystem allows, else a buffered copy. Durability comes from
+/// the group commit (`syncfs`) before the journal records the file.
 fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<(), RepackError> {
     use std::os::fd::AsRawFd;
     let input = File::open(src).map_err(io_err("open", src))?;
@@ -572,5 +604,5 @@ fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<()
             at += n as u64;
         }
     }
-    out.sync_all().map_err(io_err("fsync", dst))
+    out.flush().map_err(io_err("write", dst))
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Pipeline benchmarks (not a CI step), each against a peer measured in the same run:
+#  - fetch: minirun-fetch vs huggingface_hub.snapshot_download vs parallel curl downloads of the
+#    same files, each written to disk with the same durability (fsync) and hashed (SHA-256), from
+#    minirun-hub on loopback → docs/bench/fetch.md
+#  - repack vs `cp` of the same bytes (+ sync), and gate vs `openssl dgst -sha256` run in
+#    parallel on all cores over the bytes the gate hashes → docs/bench/repack-gate.md
+#
+#   ci/bench/pipeline.sh [SCALE]      (SCALE 64 ≈ 2.3 GB)
+#
+# Needs the release binaries (cargo build --release --workspace) and $CI_CACHE/venv-hf2.
+# Cleans up its temp dir (the disk is shared).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scale=${1:-64}
+out=docs/bench/fetch.md
+out2=docs/bench/repack-gate.md
+mkdir -p docs/bench
+: "${CI_CACHE:=$PWD/ci/.cache}"
+: "${CARGO_TARGET_DIR:=$PWD/target}"
+bin=$CARGO_TARGET_DIR/release
+py=$CI_CACHE/venv-hf2/bin/python
+tmp=$(mktemp -d /tmp/minirun-bench.XXXXXX)
+trap 'kill "${hub_pid:-0}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+rev=60d8d70770c6776ff598c94bb586a859a38244f1
+repo=deepseek-ai/DeepSeek-V4-Flash
+
+"$bin/minirun-synth" deepseek-v4 --out "$tmp/ckpt" --scale "$scale" > /dev/null
+"$bin/minirun-hub" import --root "$tmp/hub" --repo $repo --revision $rev "$tmp/ckpt" > /dev/null
+"$bin/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
+hub_pid=$!
+for _ in $(seq 100); do grep -q listening "$tmp/hub.out" && break; sleep 0.1; done
+url=$(sed -n 's/^listening on //p' "$tmp/hub.out")
+bytes=$(du -sb --apparent-size "$tmp/ckpt"/*.safetensors | awk '{s+=$1} END {printf "%.0f", s}')
+
+# One measured command: wall seconds, CPU seconds (user+sys), peak RSS (KiB).
+measure() {
+    local name=$1; shift
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time.$name" "$@" > "$tmp/log.$name" 2>&1
+    read -r wall user sys rss < <(tail -n 1 "$tmp/time.$name")
+    echo "$name $wall $(echo "$user + $sys" | bc) $rss"
+}
+
+results=()
+results+=("$(measure minirun-fetch "$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")")
+results+=("$(measure snapshot_download env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
+import hashlib, os, sys
+from huggingface_hub import snapshot_download
+d = snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=["*.safetensors"], max_workers=8)
+for f in sorted(os.listdir(d)):
+    p = os.path.join(d, f)
+    if f.endswith(".safetensors"):
+        fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.close(fd)
+        h = hashlib.sha256(open(p, "rb").read()).hexdigest()
+' $repo $rev "$tmp/w2")")
+mkdir -p "$tmp/w3"
+results+=("$(measure curl-parallel bash -c '
+cd "$1"; url=$2; rev=$3; repo=$4; shift 4
+printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$rev/{} && sync {} && openssl dgst -sha256 {} > /dev/null"
+' _ "$tmp/w3" "$url" $rev $repo $(cd "$tmp/ckpt" && ls *.safetensors))")
+{
+    echo "# Fetch benchmark"
+    echo
+    echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
+    echo
+    echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    base=$(echo "${results[0]}" | awk '{print $2}')
+    for r in "${results[@]}"; do
+        set -- $r
+        echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) |"
+    done
+} > "$out"
+cat "$out"
+
+# ---- repack vs cp, gate vs openssl ------------------------------------------------------------
+plan=(--plan plans/deepseek-v4.toml --work-dir "$tmp/w1")
+rp=$(measure minirun-repack "$bin/minirun-repack" "${plan[@]}")
+rel_bytes=$(du -sb --apparent-size "$tmp/w1/release" | cut -f1)
+src_bytes=$(du -sb --apparent-size "$tmp/w1/upstream" | cut -f1)
+cpm=$(measure cp bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
+gt=$(measure minirun-gate "$bin/minirun-gate" "${plan[@]}")
+# The gate hashes every release byte once (read-back) and again as it reads the tiles with their
+# digests (containers), and reads the upstream bytes it compares; the anchor hashes the same count.
+til_bytes=$(find "$tmp/w1/release" -name '*.til' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
+hashed=$((rel_bytes + til_bytes))
+ossl=$(measure openssl-parallel bash -c '
+n=$(nproc); cd "$1"; find release -type f -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null
+find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null' _ "$tmp/w1")
+{
+    echo "# Repack and gate benchmark"
+    echo
+    echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as docs/bench/fetch.md. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
+    echo
+    echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    set -- $rp; rw=$2; echo "| minirun-repack | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | |"
+    set -- $cpm; echo "| cp -r + sync (same bytes) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) |"
+    set -- $gt; gw=$2; echo "| minirun-gate | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | |"
+    set -- $ossl; echo "| openssl dgst -sha256, parallel | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $gw" | bc) |"
+} > "$out2"
+cat "$out2"
