@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = PromoteOpts {
             endpoint: args.stage.endpoint.clone(),
+            work_dir: args.stage.work_dir.clone(),
             candidate: args.candidate.clone(),
             dry_run: args.stage.dry_run,
             before_commit: None,

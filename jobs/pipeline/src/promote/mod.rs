@@ -21,6 +21,9 @@ use crate::candidate::record::{
 };
 use crate::plan::{Plan, PlanError};
 
+/// Journal stage name (written only where a work directory with a ledger exists).
+pub const STAGE: &str = "promote";
+
 /// The checked platform commit limit the protocol fails closed above (seed 001).
 pub const MAX_OPERATIONS: usize = 25_000;
 
@@ -29,6 +32,9 @@ pub const MAX_OPERATIONS: usize = 25_000;
 pub struct PromoteOpts {
     /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
     pub endpoint: Option<String>,
+    /// `--work-dir`, else the plan's: only to journal the result (a finished promotion re-run
+    /// there sends nothing); promotion itself never reads it.
+    pub work_dir: Option<std::path::PathBuf>,
     /// `--candidate NAME`, else found from the plan.
     pub candidate: Option<String>,
     /// `--dry-run`: say what would be committed, send nothing that writes.
@@ -141,13 +147,64 @@ impl crate::cli::Hint for PromoteError {
 /// Run the promotion.
 pub fn run(plan: &Plan, opts: &PromoteOpts) -> Result<PromoteReport, PromoteError> {
     let repo = crate::candidate::target_repo(plan).map_err(PromoteError::Repo)?;
+    let work = crate::stage::work_of(plan, opts.work_dir.as_ref());
+    let ledger_dir = work.ledger();
+    let load = |stage: &str| {
+        ledger::Journal::load(&ledger_dir, stage, "release")
+            .ok()
+            .flatten()
+            .filter(|j| j.status == ledger::Status::Done)
+    };
+    let extra = |j: &ledger::Journal, k: &str| {
+        j.extra
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    if let (Some(c), Some(p)) = (load(crate::candidate::STAGE), load(STAGE)) {
+        let name = extra(&c, "candidate");
+        if extra(&p, "candidate") == name
+            && opts.candidate.as_deref().is_none_or(|n| n == name)
+            && !opts.dry_run
+        {
+            return Ok(PromoteReport {
+                repo: repo.id(),
+                branch: plan.target.branch.as_str().into(),
+                candidate: name,
+                candidate_commit: extra(&p, "candidate_commit"),
+                observed_head: extra(&p, "commit"),
+                commit: extra(&p, "commit"),
+                already_published: true,
+                ..PromoteReport::default()
+            });
+        }
+    }
     let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
     let client = HubClient::from_env(endpoint.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(PromoteError::Runtime)?;
-    rt.block_on(promote(plan, opts, &client, &repo))
+    let report = rt.block_on(promote(plan, opts, &client, &repo))?;
+    if !opts.dry_run && ledger_dir.is_dir() {
+        let mut j = ledger::Journal::new(STAGE, "release")
+            .map_err(|e| PromoteError::Repo(e.to_string()))?;
+        j.extra
+            .insert("candidate".into(), report.candidate.clone().into());
+        j.extra.insert(
+            "candidate_commit".into(),
+            report.candidate_commit.clone().into(),
+        );
+        j.extra
+            .insert("commit".into(), report.commit.clone().into());
+        j.mark_done();
+        // A journal that cannot be written costs only a re-check next time.
+        if let Err(e) = j.store(&ledger_dir) {
+            tracing::warn!(error = %e, "cannot journal the promotion");
+        }
+    }
+    Ok(report)
 }
 
 /// A candidate resolved to its commit, with its record and expected inventory.

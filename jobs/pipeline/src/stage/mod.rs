@@ -47,6 +47,8 @@ pub struct StageReport {
     pub kept: usize,
     /// Staged files re-hashed because their identity moved.
     pub rehashed: Vec<String>,
+    /// Release files hashed because their identity no longer matched any journal.
+    pub release_hashed: Vec<String>,
     /// Files (re)copied from the release.
     pub copied: Vec<String>,
     /// Paths removed from staging (not in the release).

@@ -115,6 +115,7 @@ pub(crate) fn reconcile(
         if rel_digest.is_none() && std::fs::symlink_metadata(staging.join(rel)).is_ok() {
             // Unknown release digest and something staged to compare with: hash the release file.
             rel_digest = Some(ledger::sha256_file(src)?.1);
+            report.release_hashed.push(rel.clone());
         }
         let dst = staging.join(rel);
         let meta = std::fs::symlink_metadata(&dst).ok();
