@@ -477,3 +477,82 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
     let c2 = candidate::run(&plan, &dry).unwrap();
     assert_ne!(c1.candidate, c2.candidate);
 }
+
+#[test]
+fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
+    use pipeline::verify::{self, Verdict};
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let p = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    // A local copy holding everything but the two hub-side files: pull fetches only those.
+    let local = tempfile::tempdir().unwrap();
+    let d = local.path().join("copy");
+    run_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(w.path().join("staging"))
+            .arg(&d),
+    );
+    let r = verify::pull(Some(&url), TARGET, "main", &d, true).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
+    assert_eq!(r.downloaded, 2, "{r:?}");
+    assert_eq!(r.commit.as_deref(), Some(p.commit.as_str()));
+    assert!(r.sha256_checked > 0 && r.git_sha1_checked > 0);
+    assert!(verify::evidence_path(&d, &p.commit).exists());
+    // Evidence reused while every identity holds.
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified);
+    assert_eq!(
+        r.evidence_reused,
+        r.sha256_checked + r.git_sha1_checked + r.evidence_reused
+    );
+    assert_eq!(r.sha256_checked + r.git_sha1_checked, 0);
+    // Same-size replacement with the mtime restored: contradicted, and the file is named.
+    let victim = d.join("global00/head.weight.bin");
+    let original = std::fs::read(&victim).unwrap();
+    replace_same_size(&victim);
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Contradicted);
+    assert!(
+        r.problems
+            .iter()
+            .any(|x| x.contains("global00/head.weight.bin")),
+        "{:?}",
+        r.problems
+    );
+    assert_eq!(r.verdict.exit().code(), 1);
+    // Repair by pull re-downloads only that file.
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, true).unwrap();
+    assert_eq!((r.verdict, r.downloaded), (Verdict::Verified, 1));
+    assert_eq!(std::fs::read(&victim).unwrap(), original);
+    // A symlink swapped into the tree (pointing at identical bytes) is refused.
+    let elsewhere = local.path().join("elsewhere.bin");
+    std::fs::copy(&victim, &elsewhere).unwrap();
+    std::fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &victim).unwrap();
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Contradicted, "{:?}", r.problems);
+    std::fs::remove_file(&victim).unwrap();
+    std::fs::copy(&elsewhere, &victim).unwrap();
+    // The published tree gains a file: the local copy is incomplete at the new commit.
+    foreign_commit(
+        &url,
+        vec![CommitOperation::Regular {
+            path: "NOTES.md".into(),
+            content: bytes::Bytes::from_static(b"more\n"),
+        }],
+    );
+    let r = verify::pull(Some(&url), TARGET, "main", &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::NoEvidence, "{:?}", r.problems);
+    assert_eq!(
+        r.evidence_reused, 0,
+        "evidence never carries over to another commit"
+    );
+    // Offline, from the unit manifests.
+    let r = verify::verify_offline(&d).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
+}
