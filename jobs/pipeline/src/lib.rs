@@ -3,6 +3,7 @@
 
 pub mod candidate;
 pub mod cli;
+pub mod demo;
 pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;

@@ -71,15 +71,20 @@ impl StageReport {
     /// One readable summary.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        for p in &self.removed {
-            s.push_str(&format!("removed `{p}`\n"));
-        }
-        for p in &self.rehashed {
-            s.push_str(&format!("re-hashed `{p}` (its identity changed)\n"));
-        }
-        for p in &self.copied {
-            s.push_str(&format!("copied `{p}`\n"));
-        }
+        let list = |what: &str, v: &[String]| {
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!("{what}: {}\n", crate::cli::join_limited(v, 8))
+            }
+        };
+        s.push_str(&list("removed", &self.removed));
+        s.push_str(&list("re-hashed (identity changed)", &self.rehashed));
+        s.push_str(&list(
+            "release files hashed (no journal vouched)",
+            &self.release_hashed,
+        ));
+        s.push_str(&list("copied", &self.copied));
         s.push_str(&format!(
             "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
             self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.copied.len(),
