@@ -38,8 +38,11 @@ enum Cmd {
         #[arg(long)]
         dir: PathBuf,
     },
-    /// Verify a local copy against the pinned commit (no download).
+    /// Verify a local copy against the pinned commit (no download unless `--repair`).
     Check {
+        /// Re-download only the files that are missing or fail, then verify again.
+        #[arg(long)]
+        repair: bool,
         /// `owner/name`.
         repo: String,
         /// Branch, tag or commit (default `main`).
@@ -85,7 +88,8 @@ fn main() -> ExitCode {
             repo,
             revision,
             dir,
-        }) => verify::pull(ep, repo, revision, dir, false),
+            repair,
+        }) => verify::pull(ep, repo, revision, dir, *repair),
         Some(Cmd::Offline { dir }) => verify::verify_offline(dir),
         None => {
             eprintln!("error: give `--list OWNER` or a subcommand (pull, check, offline)");

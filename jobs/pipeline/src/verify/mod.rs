@@ -201,7 +201,10 @@ pub fn pull(
             source,
         })?;
         // First pass: what already verifies is kept (evidence or digest); the rest is fetched.
-        let first = verify_local(dir, &pinned, false)?;
+        let first = verify_local(dir, &pinned, true)?;
+        if first.failing.is_empty() {
+            return Ok(first.report);
+        }
         for rel in &first.failing {
             let dest = dir.join(rel);
             if let Some(p) = dest.parent() {
