@@ -556,3 +556,59 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     let r = verify::verify_offline(&d).unwrap();
     assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
 }
+
+#[test]
+fn stage_refuses_a_malformed_manifest_a_bad_tile_and_an_ungated_release() {
+    use stage::StageError;
+    let plan = plan();
+    let w = work();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let unit = w.path().join("release/layers00");
+    let mpath = unit.join("manifest.json");
+    let manifest = std::fs::read(&mpath).unwrap();
+    // A malformed public manifest aborts.
+    std::fs::write(&mpath, b"{\"v\": 1, \"unit\": ").unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(
+        matches!(&e, StageError::RoundTrip(m) if m.contains("layers00")),
+        "{e:?}"
+    );
+    std::fs::write(&mpath, &manifest).unwrap();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    // A container whose tile bytes no longer match its tile digest (the manifest updated to the
+    // new file digest, so only the production reader can notice) aborts.
+    let m = artifact::manifest::Manifest::read(&unit).unwrap();
+    let til = m
+        .files
+        .iter()
+        .find(|e| e.path.ends_with(".til"))
+        .unwrap()
+        .path
+        .clone();
+    let tpath = unit.join(&til);
+    let original = std::fs::read(&tpath).unwrap();
+    let mut bad = original.clone();
+    let last = bad.len() - 100;
+    bad[last] ^= 0x40;
+    std::fs::remove_file(&tpath).unwrap();
+    std::fs::write(&tpath, &bad).unwrap();
+    let mut m2 = m.clone();
+    for e in &mut m2.files {
+        if e.path == til {
+            e.sha256 = ledger::sha256_hex(&bad);
+        }
+    }
+    std::fs::write(&mpath, m2.to_bytes()).unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(
+        matches!(&e, StageError::RoundTrip(msg) if msg.contains(&til)),
+        "{e:?}"
+    );
+    std::fs::write(&tpath, &original).unwrap();
+    std::fs::write(&mpath, &manifest).unwrap();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    // No passing gate report: refused.
+    std::fs::remove_file(w.path().join("reports/gate.json")).unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(matches!(e, StageError::NotGated(_)), "{e:?}");
+}
