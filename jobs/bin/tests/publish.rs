@@ -17,6 +17,8 @@ use pipeline::stage::{self, StageOpts};
 const UPSTREAM: &str = "deepseek-ai/DeepSeek-V4-Flash";
 const REVISION: &str = "60d8d70770c6776ff598c94bb586a859a38244f1";
 const TARGET: &str = "minirun/DeepSeek-V4-Flash-minirun";
+/// Every target hub requires this token for writes; the stages get it from `HF_TOKEN` only.
+const TOKEN: &str = "hf_publish_test_token";
 
 fn rt() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -51,6 +53,9 @@ fn run_ok(cmd: &mut Command) {
 fn gated() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        // Set before any test reaches a hub client: every test thread is blocked on this
+        // `OnceLock` (or has not started) while it runs.
+        std::env::set_var("HF_TOKEN", TOKEN);
         let root = tempfile::tempdir().unwrap().keep();
         let ckpt = root.join("ckpt");
         let hub_root = root.join("upstream-hub");
@@ -113,14 +118,17 @@ fn work() -> tempfile::TempDir {
     w
 }
 
-/// A fresh, empty target hub.
+/// A fresh, empty target hub that refuses writes without [`TOKEN`].
 fn hub() -> (ServerHandle, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
     let h = rt()
         .block_on(hub::server::spawn(
             root.path(),
             "127.0.0.1:0".parse().unwrap(),
-            ServerOptions::default(),
+            ServerOptions {
+                token: Some(TOKEN.into()),
+                ..ServerOptions::default()
+            },
         ))
         .unwrap();
     (h, root)
@@ -150,7 +158,7 @@ fn promote_opts(w: &Path, url: &str) -> PromoteOpts {
 }
 
 fn client(url: &str) -> HubClient {
-    HubClient::new(url, None).unwrap()
+    HubClient::new(url, Some(hub::client::Token::new(TOKEN))).unwrap()
 }
 
 fn repo() -> RepoId {
@@ -228,11 +236,25 @@ fn full_publish_then_every_rerun_writes_nothing_and_sends_nothing() {
     assert!(s.containers > 0 && s.tiles > 0 && s.manifests == plan.units.len());
     let c = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
     assert!(c.candidate.starts_with("candidate-") && !c.candidate.contains('/'));
-    // Promote from a directory that never ran anything: only the plan and the endpoint.
+    // Promote from a directory that never ran anything: only the plan, the endpoint and the
+    // token (`HF_TOKEN`; the hub refuses writes without it).
     let fresh = tempfile::tempdir().unwrap();
     let p = promote::run(&plan, &promote_opts(fresh.path(), &url)).unwrap();
     assert!(!p.already_published);
     assert_eq!(p.candidate, c.candidate);
+    // (The token mattered: the same write without it is refused.)
+    let anon = HubClient::new(&url, None).unwrap();
+    let refused = rt().block_on(anon.create_branch(&repo(), "x", None, false));
+    assert!(
+        matches!(
+            refused,
+            Err(HubError::Http {
+                status: 401 | 403,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
     assert_eq!(head(&url), p.commit);
     // The public tree is the staged release: LFS oids are the staged SHA-256s, regular files'
     // git SHA-1s are those of the staged bytes.
