@@ -634,3 +634,38 @@ fn stage_refuses_a_malformed_manifest_a_bad_tile_and_an_ungated_release() {
     let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
     assert!(matches!(e, StageError::NotGated(_)), "{e:?}");
 }
+
+#[test]
+fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
+    let root = tempfile::tempdir().unwrap();
+    let h = rt()
+        .block_on(hub::server::spawn(
+            root.path(),
+            "127.0.0.1:0".parse().unwrap(),
+            ServerOptions {
+                list_page_size: 1,
+                ..ServerOptions::default()
+            },
+        ))
+        .unwrap();
+    let c = client(&h.url());
+    for id in [
+        "minirun/a-minirun",
+        "minirun/b",
+        "minirun/c-minirun",
+        "minirun/d-minirun-old",
+        "other/e-minirun",
+    ] {
+        rt().block_on(c.create_repo(&RepoId::model(id).unwrap(), false, false))
+            .unwrap();
+    }
+    let mut got = pipeline::verify::list(Some(&h.url()), "minirun").unwrap();
+    got.sort();
+    assert_eq!(got, vec!["minirun/a-minirun", "minirun/c-minirun"]);
+    let pages = h
+        .request_log()
+        .iter()
+        .filter(|l| l.starts_with("GET /api/models"))
+        .count();
+    assert!(pages >= 3, "one repo per page must be followed: {pages}");
+}
