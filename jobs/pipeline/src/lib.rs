@@ -1,13 +1,18 @@
 //! The Minirun stages as library code: the plan model, the shared CLI contract, and one module
 //! per stage. Binaries in `jobs/bin` are thin wrappers over this crate.
 
+pub mod candidate;
 pub mod cli;
+pub mod demo;
 pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;
 pub mod inspect;
 pub mod inspect_artifact;
 pub mod plan;
+pub mod promote;
 pub mod repack;
+pub mod stage;
 pub mod synth;
+pub mod verify;
 pub mod work;

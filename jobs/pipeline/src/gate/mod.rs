@@ -229,7 +229,10 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
             let _ = std::fs::create_dir_all(dir);
         }
         let bytes = serde_json::to_vec_pretty(&report).unwrap_or_default();
-        ledger::write_atomic(&path, &bytes)?;
+        // An identical report is not rewritten: a finished re-run writes nothing.
+        if std::fs::read(&path).ok().as_deref() != Some(bytes.as_slice()) {
+            ledger::write_atomic(&path, &bytes)?;
+        }
     }
     Ok(report)
 }

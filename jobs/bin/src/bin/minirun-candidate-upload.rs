@@ -1,0 +1,47 @@
+//! `minirun-candidate-upload`: upload the staged release to its deterministic candidate branch
+//! (resumable), resolve it to an immutable commit and require exactly the release there. Exit 0
+//! done, 1 refused or failed (docs/publish.md).
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipeline::candidate::{self, CandidateOpts};
+use pipeline::cli::{self, Exit, Hint, StageArgs};
+use pipeline::plan::Plan;
+
+/// Upload the staged release to its candidate branch.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-candidate-upload", version)]
+struct Args {
+    #[command(flatten)]
+    stage: StageArgs,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let run = || -> Result<candidate::CandidateReport, candidate::CandidateError> {
+        let plan = Plan::load(&args.stage.plan)?;
+        let opts = CandidateOpts {
+            work_dir: args.stage.work_dir.clone(),
+            endpoint: args.stage.endpoint.clone(),
+            dry_run: args.stage.dry_run,
+        };
+        candidate::run(&plan, &opts)
+    };
+    match run() {
+        Ok(r) => {
+            if args.stage.json {
+                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
+            } else {
+                cli::emit(&r.render());
+            }
+            Exit::Ok.into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `minirun-promote`: one guarded commit copying the complete release from its immutable
+//! candidate onto the public branch. Needs only the plan and the token. Exit 0 published (or
+//! already published), 1 refused or failed (docs/publish.md).
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipeline::cli::{self, Exit, Hint, StageArgs};
+use pipeline::plan::Plan;
+use pipeline::promote::{self, PromoteOpts};
+
+/// Promote the plan's candidate to the public branch.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-promote", version)]
+struct Args {
+    #[command(flatten)]
+    stage: StageArgs,
+    /// The candidate branch; default: the one whose release record matches the plan.
+    #[arg(long, value_name = "NAME")]
+    candidate: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let run = || -> Result<promote::PromoteReport, promote::PromoteError> {
+        let plan = Plan::load(&args.stage.plan)?;
+        let opts = PromoteOpts {
+            endpoint: args.stage.endpoint.clone(),
+            work_dir: args.stage.work_dir.clone(),
+            candidate: args.candidate.clone(),
+            dry_run: args.stage.dry_run,
+            before_commit: None,
+        };
+        promote::run(&plan, &opts)
+    };
+    match run() {
+        Ok(r) => {
+            if args.stage.json {
+                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
+            } else {
+                cli::emit(&r.render());
+            }
+            Exit::Ok.into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

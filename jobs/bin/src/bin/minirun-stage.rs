@@ -1,0 +1,46 @@
+//! `minirun-stage`: reconcile `<work>/staging/` with the gated release (by recorded identities,
+//! nothing identical re-copied) and reopen it through the production reader. Exit 0 staged,
+//! 1 refused (docs/publish.md).
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipeline::cli::{self, Exit, Hint, StageArgs};
+use pipeline::plan::Plan;
+use pipeline::stage::{self, StageOpts};
+
+/// Stage the plan's gated release.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-stage", version)]
+struct Args {
+    #[command(flatten)]
+    stage: StageArgs,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let run = || -> Result<stage::StageReport, stage::StageError> {
+        let plan = Plan::load(&args.stage.plan)?;
+        let opts = StageOpts {
+            work_dir: args.stage.work_dir.clone(),
+            dry_run: args.stage.dry_run,
+        };
+        stage::run(&plan, &opts)
+    };
+    match run() {
+        Ok(r) => {
+            if args.stage.json {
+                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
+            } else {
+                cli::emit(&r.render());
+            }
+            Exit::Ok.into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

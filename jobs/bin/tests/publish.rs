@@ -1,0 +1,671 @@
+//! Publication end to end against the in-process hub (docs/publish.md): stage → candidate-upload
+//! → promote on the generated DeepSeek V4 release, built once per test binary (synth → import →
+//! fetch → repack → gate) and copied into each test's work directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use hub::client::{CommitOperation, CommitRequest, HubClient, HubError};
+use hub::protocol::RepoId;
+use hub::server::{ServerHandle, ServerOptions};
+use pipeline::candidate::{self, CandidateOpts};
+use pipeline::plan::Plan;
+use pipeline::promote::{self, PromoteError, PromoteOpts};
+use pipeline::stage::{self, StageOpts};
+
+const UPSTREAM: &str = "deepseek-ai/DeepSeek-V4-Flash";
+const REVISION: &str = "60d8d70770c6776ff598c94bb586a859a38244f1";
+const TARGET: &str = "minirun/DeepSeek-V4-Flash-minirun";
+/// Every target hub requires this token for writes; the stages get it from `HF_TOKEN` only.
+const TOKEN: &str = "hf_publish_test_token";
+
+fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+fn plan_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plans/deepseek-v4.toml")
+}
+
+fn plan() -> Plan {
+    Plan::load(&plan_path()).unwrap()
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The gated work directory shared by every test (never staged itself).
+fn gated() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // Set before any test reaches a hub client: every test thread is blocked on this
+        // `OnceLock` (or has not started) while it runs.
+        std::env::set_var("HF_TOKEN", TOKEN);
+        let root = tempfile::tempdir().unwrap().keep();
+        let ckpt = root.join("ckpt");
+        let hub_root = root.join("upstream-hub");
+        run_ok(
+            Command::new(env!("CARGO_BIN_EXE_minirun-synth"))
+                .args(["deepseek-v4", "--out"])
+                .arg(&ckpt),
+        );
+        run_ok(
+            Command::new(env!("CARGO_BIN_EXE_minirun-hub"))
+                .args(["import", "--root"])
+                .arg(&hub_root)
+                .args(["--repo", UPSTREAM, "--revision", REVISION])
+                .arg(&ckpt),
+        );
+        let server = rt()
+            .block_on(hub::server::spawn(
+                &hub_root,
+                "127.0.0.1:0".parse().unwrap(),
+                ServerOptions::default(),
+            ))
+            .unwrap();
+        let work = root.join("gated");
+        for bin in [
+            env!("CARGO_BIN_EXE_minirun-fetch"),
+            env!("CARGO_BIN_EXE_minirun-repack"),
+            env!("CARGO_BIN_EXE_minirun-gate"),
+        ] {
+            run_ok(
+                Command::new(bin)
+                    .arg("--plan")
+                    .arg(plan_path())
+                    .arg("--work-dir")
+                    .arg(&work)
+                    .args(["--endpoint", &server.url()]),
+            );
+        }
+        std::mem::forget(server);
+        work
+    })
+}
+
+/// A fresh work directory holding a copy of the gated release.
+fn work() -> tempfile::TempDir {
+    let g = gated();
+    let w = tempfile::tempdir().unwrap();
+    run_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(g.join("release"))
+            .arg(w.path().join("release")),
+    );
+    run_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(g.join("reports"))
+            .arg(w.path().join("reports")),
+    );
+    std::fs::create_dir_all(w.path().join("ledger")).unwrap();
+    w
+}
+
+/// A fresh, empty target hub that refuses writes without [`TOKEN`].
+fn hub() -> (ServerHandle, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let h = rt()
+        .block_on(hub::server::spawn(
+            root.path(),
+            "127.0.0.1:0".parse().unwrap(),
+            ServerOptions {
+                token: Some(TOKEN.into()),
+                ..ServerOptions::default()
+            },
+        ))
+        .unwrap();
+    (h, root)
+}
+
+fn stage_opts(w: &Path) -> StageOpts {
+    StageOpts {
+        work_dir: Some(w.to_path_buf()),
+        dry_run: false,
+    }
+}
+
+fn cand_opts(w: &Path, url: &str) -> CandidateOpts {
+    CandidateOpts {
+        work_dir: Some(w.to_path_buf()),
+        endpoint: Some(url.to_owned()),
+        dry_run: false,
+    }
+}
+
+fn promote_opts(w: &Path, url: &str) -> PromoteOpts {
+    PromoteOpts {
+        work_dir: Some(w.to_path_buf()),
+        endpoint: Some(url.to_owned()),
+        ..PromoteOpts::default()
+    }
+}
+
+fn client(url: &str) -> HubClient {
+    HubClient::new(url, Some(hub::client::Token::new(TOKEN))).unwrap()
+}
+
+fn repo() -> RepoId {
+    RepoId::model(TARGET).unwrap()
+}
+
+fn head(url: &str) -> String {
+    let refs = rt()
+        .block_on(client(url).list_refs(&repo(), false))
+        .unwrap();
+    refs.branches
+        .iter()
+        .find(|b| b.name == "main")
+        .unwrap()
+        .target_commit
+        .clone()
+}
+
+fn inventory(url: &str, rev: &str) -> candidate::Inventory {
+    let tree = rt()
+        .block_on(client(url).list_tree(&repo(), rev, None, true))
+        .unwrap();
+    candidate::record::tree_inventory(&tree)
+}
+
+/// Commit `ops` to main from outside the pipeline (another publisher).
+fn foreign_commit(url: &str, ops: Vec<CommitOperation>) -> String {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let req = CommitRequest {
+            summary: "someone else".into(),
+            operations: ops,
+            ..CommitRequest::default()
+        };
+        rt.block_on(client(&url).commit(&repo(), "main", &req))
+            .unwrap()
+            .commit_oid
+    })
+    .join()
+    .unwrap()
+}
+
+/// Every file under `dir` with its size and ns mtime (to prove nothing was written).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                let t = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+                out.push((e.path(), m.len(), t));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn full_publish_then_every_rerun_writes_nothing_and_sends_nothing() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
+    assert!(s.containers > 0 && s.tiles > 0 && s.manifests == plan.units.len());
+    let c = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    assert!(c.candidate.starts_with("candidate-") && !c.candidate.contains('/'));
+    // Promote from a directory that never ran anything: only the plan, the endpoint and the
+    // token (`HF_TOKEN`; the hub refuses writes without it).
+    let fresh = tempfile::tempdir().unwrap();
+    let p = promote::run(&plan, &promote_opts(fresh.path(), &url)).unwrap();
+    assert!(!p.already_published);
+    assert_eq!(p.candidate, c.candidate);
+    // (The token mattered: the same write without it is refused.)
+    let anon = HubClient::new(&url, None).unwrap();
+    let refused = rt().block_on(anon.create_branch(&repo(), "x", None, false));
+    assert!(
+        matches!(
+            refused,
+            Err(HubError::Http {
+                status: 401 | 403,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(head(&url), p.commit);
+    // The public tree is the staged release: LFS oids are the staged SHA-256s, regular files'
+    // git SHA-1s are those of the staged bytes.
+    let public = inventory(&url, &p.commit);
+    let journal = ledger::Journal::load(&w.path().join("ledger"), "stage", "release")
+        .unwrap()
+        .unwrap();
+    assert_eq!(public.len(), journal.outputs.len() + 1);
+    for (rel, rec) in &journal.outputs {
+        let e = &public[rel];
+        assert_eq!(e.size, rec.size, "{rel}");
+        if e.lfs {
+            assert_eq!(e.oid, rec.sha256, "{rel}");
+        } else {
+            let bytes = std::fs::read(w.path().join("staging").join(rel)).unwrap();
+            assert_eq!(e.oid, hub::protocol::git_blob_sha1(&bytes), "{rel}");
+        }
+    }
+    assert!(public.contains_key(candidate::RECORD_PATH));
+    // First promote journaled in this work dir (it finds the release already published)...
+    let p2 = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    assert!(p2.already_published);
+    // ...then every finished stage re-run writes zero bytes and sends zero requests.
+    let before = snapshot(w.path());
+    let log = h.request_log().len();
+    let s2 = stage::run(&plan, &stage_opts(w.path())).unwrap();
+    assert_eq!(s2.bytes_written, 0);
+    assert!(!s2.journal_written && s2.copied.is_empty() && s2.rehashed.is_empty());
+    assert!(s2.release_hashed.is_empty());
+    let c2 = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    assert!(!c2.contacted_hub);
+    assert_eq!(c2.candidate, c.candidate);
+    let p3 = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    assert!(p3.already_published);
+    assert_eq!(h.request_log().len(), log, "{:?}", &h.request_log()[log..]);
+    assert_eq!(snapshot(w.path()), before);
+}
+
+#[test]
+fn concurrent_commit_between_candidate_and_promote_is_refused() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let theirs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let t2 = theirs.clone();
+    let u2 = url.clone();
+    let mut opts = promote_opts(w.path(), &url);
+    opts.before_commit = Some(Box::new(move || {
+        let oid = foreign_commit(
+            &u2,
+            vec![CommitOperation::Regular {
+                path: "concurrent.txt".into(),
+                content: bytes::Bytes::from_static(b"theirs\n"),
+            }],
+        );
+        *t2.lock().unwrap() = oid;
+    }));
+    let err = promote::run(&plan, &opts).unwrap_err();
+    assert!(
+        matches!(err, PromoteError::Hub(HubError::HeadMoved { .. })),
+        "{err:?}"
+    );
+    // The public branch is exactly the concurrent commit: nothing overwritten.
+    let theirs = theirs.lock().unwrap().clone();
+    assert_eq!(head(&url), theirs);
+    let public = inventory(&url, &theirs);
+    assert_eq!(public.keys().collect::<Vec<_>>(), vec!["concurrent.txt"]);
+    // The binary maps it to exit 1 the same way (`Exit::Failure` for every promote error).
+    assert_eq!(pipeline::cli::Exit::Failure.code(), 1);
+}
+
+#[test]
+fn more_than_25000_operations_are_refused_before_sending_anything() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let c = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    // Someone filled main with 25,001 stale paths: promotion would need files + 25,001 deletes.
+    let ops: Vec<CommitOperation> = (0..25_001)
+        .map(|i| CommitOperation::Regular {
+            path: format!("stale/d{}/f{i}.txt", i / 5000),
+            content: bytes::Bytes::from(format!("{i}\n")),
+        })
+        .collect();
+    foreign_commit(&url, ops);
+    let before_head = head(&url);
+    let log = h.request_log().len();
+    let err = promote::run(
+        &plan,
+        &promote_opts(tempfile::tempdir().unwrap().path(), &url),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, PromoteError::TooManyOperations(n) if n == c.files + 25_001),
+        "{err:?}"
+    );
+    let sent = h.request_log()[log..].to_vec();
+    assert!(
+        !sent
+            .iter()
+            .any(|l| l.contains("/commit/") || l.contains("lfs")),
+        "{sent:?}"
+    );
+    assert_eq!(head(&url), before_head);
+}
+
+#[test]
+fn lost_commit_response_then_rerun_is_idempotent() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    h.set_faults("drop-after-commit:x1".parse().unwrap());
+    let err = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PromoteError::Hub(HubError::CommitOutcomeUnknown { .. })
+        ),
+        "{err:?}"
+    );
+    let again = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    assert!(again.already_published);
+    let commits = h
+        .request_log()
+        .iter()
+        .filter(|l| l.starts_with("POST") && l.ends_with("/commit/main"))
+        .count();
+    assert_eq!(commits, 1);
+}
+
+#[test]
+fn candidate_resume_after_sigkill_resends_no_verified_object() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_minirun-candidate-upload"))
+        .arg("--plan")
+        .arg(plan_path())
+        .arg("--work-dir")
+        .arg(w.path())
+        .args(["--endpoint", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let verified = |log: &[String]| -> Vec<String> {
+        log.iter()
+            .filter(|l| l.starts_with("POST /lfs-verify/"))
+            .filter_map(|l| l.rsplit('/').next().map(String::from))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while verified(&h.request_log()).len() < 300 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "finished before the kill"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let log = h.request_log();
+    let done = verified(&log);
+    assert!(done.len() >= 300);
+    let n = log.len();
+    let c = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let after = h.request_log();
+    let resent: Vec<&String> = after[n..]
+        .iter()
+        .filter(|l| l.starts_with("PUT /lfs-upload/"))
+        .filter(|l| done.iter().any(|oid| l.contains(oid.as_str())))
+        .collect();
+    assert!(resent.is_empty(), "{resent:?}");
+    assert!(c.lfs_sent > 0 && c.present > 0, "{c:?}");
+}
+
+/// Replace `path` by a same-size file of other bytes, its mtime restored (`touch -r`).
+fn replace_same_size(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let b = bytes.first_mut().unwrap();
+    *b = b.wrapping_add(1);
+    let tmp = path.with_extension("swap");
+    std::fs::write(&tmp, &bytes).unwrap();
+    run_ok(Command::new("touch").arg("-r").arg(path).arg(&tmp));
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let payload = "global00/embed.weight.bin";
+    // Staged copy replaced out of band: only it is re-hashed, and it is restored.
+    let staged = w.path().join("staging").join(payload);
+    replace_same_size(&staged);
+    let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
+    assert_eq!(s.rehashed, vec![payload.to_string()]);
+    assert_eq!(s.copied, vec![payload.to_string()]);
+    assert!(s.release_hashed.is_empty());
+    assert_eq!(s.kept, s.files - 1);
+    assert_eq!(
+        std::fs::read(&staged).unwrap(),
+        std::fs::read(w.path().join("release").join(payload)).unwrap()
+    );
+    // The release payload itself replaced: the candidate name changes.
+    let c1 = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    // (a rebuilt release: the payload and its manifest entry both change)
+    let unit_dir = w.path().join("release/global00");
+    replace_same_size(&w.path().join("release").join(payload));
+    let (_, sha) = ledger::sha256_file(&w.path().join("release").join(payload)).unwrap();
+    let mut m = artifact::manifest::Manifest::read(&unit_dir).unwrap();
+    for e in &mut m.files {
+        if e.path == "embed.weight.bin" {
+            e.sha256 = sha.clone();
+        }
+    }
+    let mpath = unit_dir.join("manifest.json");
+    std::fs::remove_file(&mpath).unwrap();
+    std::fs::write(&mpath, m.to_bytes()).unwrap();
+    let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let both = vec![
+        "global00/embed.weight.bin".to_string(),
+        "global00/manifest.json".to_string(),
+    ];
+    assert_eq!(s.release_hashed, both);
+    assert_eq!(s.copied, both);
+    let mut dry = cand_opts(w.path(), &url);
+    dry.dry_run = true;
+    let c2 = candidate::run(&plan, &dry).unwrap();
+    assert_ne!(c1.candidate, c2.candidate);
+}
+
+#[test]
+fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
+    use pipeline::verify::{self, Verdict};
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let p = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    // A local copy holding everything but the two hub-side files: pull fetches only those.
+    let local = tempfile::tempdir().unwrap();
+    let d = local.path().join("copy");
+    run_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(w.path().join("staging"))
+            .arg(&d),
+    );
+    let r = verify::pull(Some(&url), TARGET, "main", &d, true).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
+    assert_eq!(r.downloaded, 2, "{r:?}");
+    assert_eq!(r.commit.as_deref(), Some(p.commit.as_str()));
+    assert!(r.sha256_checked > 0 && r.git_sha1_checked > 0);
+    assert!(verify::evidence_path(&d, &p.commit).exists());
+    // Evidence reused while every identity holds.
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified);
+    assert_eq!(
+        r.evidence_reused,
+        r.sha256_checked + r.git_sha1_checked + r.evidence_reused
+    );
+    assert_eq!(r.sha256_checked + r.git_sha1_checked, 0);
+    // Same-size replacement with the mtime restored: contradicted, and the file is named.
+    let victim = d.join("global00/head.weight.bin");
+    let original = std::fs::read(&victim).unwrap();
+    replace_same_size(&victim);
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Contradicted);
+    assert!(
+        r.problems
+            .iter()
+            .any(|x| x.contains("global00/head.weight.bin")),
+        "{:?}",
+        r.problems
+    );
+    assert_eq!(r.verdict.exit().code(), 1);
+    // Repair by pull re-downloads only that file.
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, true).unwrap();
+    assert_eq!((r.verdict, r.downloaded), (Verdict::Verified, 1));
+    assert_eq!(std::fs::read(&victim).unwrap(), original);
+    // A symlink swapped into the tree (pointing at identical bytes) is refused.
+    let elsewhere = local.path().join("elsewhere.bin");
+    std::fs::copy(&victim, &elsewhere).unwrap();
+    std::fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &victim).unwrap();
+    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::Contradicted, "{:?}", r.problems);
+    std::fs::remove_file(&victim).unwrap();
+    std::fs::copy(&elsewhere, &victim).unwrap();
+    // The published tree gains a file: the local copy is incomplete at the new commit.
+    foreign_commit(
+        &url,
+        vec![CommitOperation::Regular {
+            path: "NOTES.md".into(),
+            content: bytes::Bytes::from_static(b"more\n"),
+        }],
+    );
+    let r = verify::pull(Some(&url), TARGET, "main", &d, false).unwrap();
+    assert_eq!(r.verdict, Verdict::NoEvidence, "{:?}", r.problems);
+    assert_eq!(
+        r.evidence_reused, 0,
+        "evidence never carries over to another commit"
+    );
+    // Offline, from the unit manifests.
+    let r = verify::verify_offline(&d).unwrap();
+    assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
+}
+
+#[test]
+fn stage_refuses_a_malformed_manifest_a_bad_tile_and_an_ungated_release() {
+    use stage::StageError;
+    let plan = plan();
+    let w = work();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let unit = w.path().join("release/layers00");
+    let mpath = unit.join("manifest.json");
+    let manifest = std::fs::read(&mpath).unwrap();
+    // A malformed public manifest aborts.
+    std::fs::write(&mpath, b"{\"v\": 1, \"unit\": ").unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(
+        matches!(&e, StageError::RoundTrip(m) if m.contains("layers00")),
+        "{e:?}"
+    );
+    std::fs::write(&mpath, &manifest).unwrap();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    // A container whose tile bytes no longer match its tile digest (the manifest updated to the
+    // new file digest, so only the production reader can notice) aborts.
+    let m = artifact::manifest::Manifest::read(&unit).unwrap();
+    let til = m
+        .files
+        .iter()
+        .find(|e| e.path.ends_with(".til"))
+        .unwrap()
+        .path
+        .clone();
+    let tpath = unit.join(&til);
+    let original = std::fs::read(&tpath).unwrap();
+    let mut bad = original.clone();
+    let last = bad.len() - 100;
+    bad[last] ^= 0x40;
+    std::fs::remove_file(&tpath).unwrap();
+    std::fs::write(&tpath, &bad).unwrap();
+    let mut m2 = m.clone();
+    for e in &mut m2.files {
+        if e.path == til {
+            e.sha256 = ledger::sha256_hex(&bad);
+        }
+    }
+    std::fs::write(&mpath, m2.to_bytes()).unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(
+        matches!(&e, StageError::RoundTrip(msg) if msg.contains(&til)),
+        "{e:?}"
+    );
+    std::fs::write(&tpath, &original).unwrap();
+    std::fs::write(&mpath, &manifest).unwrap();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    // No passing gate report: refused.
+    std::fs::remove_file(w.path().join("reports/gate.json")).unwrap();
+    let e = stage::run(&plan, &stage_opts(w.path())).unwrap_err();
+    assert!(matches!(e, StageError::NotGated(_)), "{e:?}");
+}
+
+#[test]
+fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
+    let root = tempfile::tempdir().unwrap();
+    let h = rt()
+        .block_on(hub::server::spawn(
+            root.path(),
+            "127.0.0.1:0".parse().unwrap(),
+            ServerOptions {
+                list_page_size: 1,
+                ..ServerOptions::default()
+            },
+        ))
+        .unwrap();
+    let c = client(&h.url());
+    for id in [
+        "minirun/a-minirun",
+        "minirun/b",
+        "minirun/c-minirun",
+        "minirun/d-minirun-old",
+        "other/e-minirun",
+    ] {
+        rt().block_on(c.create_repo(&RepoId::model(id).unwrap(), false, false))
+            .unwrap();
+    }
+    let mut got = pipeline::verify::list(Some(&h.url()), "minirun").unwrap();
+    got.sort();
+    assert_eq!(got, vec!["minirun/a-minirun", "minirun/c-minirun"]);
+    let pages = h
+        .request_log()
+        .iter()
+        .filter(|l| l.starts_with("GET /api/models"))
+        .count();
+    assert!(pages >= 3, "one repo per page must be followed: {pages}");
+}

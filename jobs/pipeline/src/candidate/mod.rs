@@ -1,0 +1,138 @@
+//! `minirun-candidate-upload`: upload the staged release to its deterministic candidate branch,
+//! resumably, then resolve the candidate to an immutable commit and require its remote inventory to
+//! be exactly the release (seed 001, "The Hub protocol"; `docs/publish.md` §2–§3).
+//!
+//! The name comes from digests already recorded by stage (LFS SHA-256) or from the small regular
+//! files themselves (git blob SHA-1), never from re-reading payloads. Upload only ever targets the
+//! candidate branch: preupload → LFS batch (the hub answers no action for objects it already holds,
+//! so a verified object is never sent again) → PUT → verify → commits of at most
+//! [`FILES_PER_COMMIT`] files, each guarded by the branch head it follows. Files already on the
+//! branch with the same oid are not sent. Candidate branches are never deleted.
+
+pub mod record;
+mod upload;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::plan::{Plan, PlanError};
+
+pub use record::{candidate_name, Inventory, InventoryEntry, ReleaseRecord, RECORD_PATH};
+pub use upload::run;
+
+/// Journal stage name.
+pub const STAGE: &str = "candidate";
+/// Files per commit on the candidate branch.
+pub const FILES_PER_COMMIT: usize = 64;
+
+/// Options of one candidate upload.
+#[derive(Debug, Clone, Default)]
+pub struct CandidateOpts {
+    /// `--work-dir`, else the plan's.
+    pub work_dir: Option<PathBuf>,
+    /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// Compute and print the name; send nothing that writes.
+    pub dry_run: bool,
+}
+
+/// What a candidate upload did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CandidateReport {
+    /// The target repository.
+    pub repo: String,
+    /// The candidate branch.
+    pub candidate: String,
+    /// The immutable commit the candidate resolved to.
+    pub commit: String,
+    /// Files in the candidate (release + record).
+    pub files: usize,
+    /// Files already on the branch with the right oid (not sent).
+    pub present: usize,
+    /// LFS objects actually transferred.
+    pub lfs_sent: usize,
+    /// Regular files sent inline.
+    pub regular_sent: usize,
+    /// Commits made on the candidate branch.
+    pub commits: usize,
+    /// False when the journal proved the candidate complete and nothing was asked of the hub.
+    pub contacted_hub: bool,
+}
+
+impl CandidateReport {
+    /// A readable summary.
+    pub fn render(&self) -> String {
+        format!(
+            "candidate {} of `{}` at commit {}: {} files ({} already present, {} LFS objects sent, {} regular files sent, {} commits){}\n",
+            self.candidate, self.repo, self.commit, self.files, self.present, self.lfs_sent,
+            self.regular_sent, self.commits,
+            if self.contacted_hub { "" } else { "; journal up to date, hub not contacted" }
+        )
+    }
+}
+
+/// Why the candidate upload failed (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CandidateError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Journal trouble.
+    #[error("candidate journal")]
+    Ledger(#[from] ledger::LedgerError),
+    /// Staging is not done or moved since.
+    #[error("the staging tree is not reconciled (no finished stage journal, or a staged file changed since)")]
+    NotStaged,
+    /// Stage error while reading the stage journal.
+    #[error(transparent)]
+    Stage(#[from] crate::stage::StageError),
+    /// A hub call failed.
+    #[error("hub request failed")]
+    Hub(#[from] hub::client::HubError),
+    /// The repo id in the plan is not one the hub accepts.
+    #[error("target repo `{0}` is invalid")]
+    Repo(String),
+    /// Reading a staged file failed.
+    #[error("cannot read staged file `{path}`")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The hub did not answer for a file in preupload.
+    #[error("preupload answer lacks `{0}`")]
+    Preupload(String),
+    /// The resolved candidate is not exactly the release.
+    #[error("candidate `{candidate}` at {commit} is not the release: {diffs}")]
+    Inventory {
+        /// The branch.
+        candidate: String,
+        /// The commit.
+        commit: String,
+        /// The first differences.
+        diffs: String,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl crate::cli::Hint for CandidateError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            CandidateError::NotStaged => Some("run `minirun-stage --plan P` first".into()),
+            CandidateError::Hub(_) => Some(
+                "check `--endpoint`/`HF_ENDPOINT` and `HF_TOKEN`; re-run to resume (what is on the branch is not sent again)".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The hub repo id of the plan's target.
+pub fn target_repo(plan: &Plan) -> Result<hub::protocol::RepoId, String> {
+    hub::protocol::RepoId::model(plan.target.repo.as_str())
+}

@@ -1,0 +1,219 @@
+//! `minirun-demo`: the whole publication on one machine with no internet (`docs/publish.md` §6).
+//! It starts the hub in-process on `127.0.0.1:0`, generates the tiny DeepSeek V4 checkpoint,
+//! imports it at `plans/deepseek-v4.toml`'s pinned revision, runs fetch → repack → gate → stage →
+//! candidate-upload → promote against it through the library, then pulls and verifies the
+//! published artifact as a consumer. The directory is the plan's work directory, so every stage
+//! can be re-run on it with `--work-dir DIR`; the demo's own files live under `DIR/demo/`
+//! (`checkpoint/`, `hub/`, `consumer/`).
+
+use std::path::{Path, PathBuf};
+
+use crate::plan::Plan;
+
+/// Where the demo keeps its own files inside the work directory.
+pub const DEMO_SUBDIR: &str = "demo";
+
+/// The demo's outcome.
+#[derive(Debug, Clone)]
+pub struct DemoSummary {
+    /// The work directory.
+    pub work_dir: PathBuf,
+    /// The hub root (serve it again with `minirun-hub serve --root`).
+    pub hub_root: PathBuf,
+    /// The candidate branch.
+    pub candidate: String,
+    /// The public commit.
+    pub commit: String,
+    /// The consumer's verdict.
+    pub verdict: crate::verify::Verdict,
+    /// Files in the published tree.
+    pub files: usize,
+}
+
+/// Why the demo stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("demo step `{step}` failed: {detail}")]
+pub struct DemoError {
+    /// The step.
+    pub step: &'static str,
+    /// What went wrong (the step's error chain).
+    pub detail: String,
+}
+
+impl crate::cli::Hint for DemoError {
+    fn hint(&self) -> Option<String> {
+        Some("re-run `minirun-demo --work-dir DIR` on the same directory: every stage resumes from its journal".into())
+    }
+}
+
+fn step<T, E: std::error::Error>(name: &'static str, r: Result<T, E>) -> Result<T, DemoError> {
+    r.map_err(|e| DemoError {
+        step: name,
+        detail: crate::cli::render_error(&e, None)
+            .trim_start_matches("error: ")
+            .to_owned(),
+    })
+}
+
+/// Run the demo in `work` with the plan at `plan_path`; `progress` receives one line per step.
+pub fn run(
+    plan_path: &Path,
+    work: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<DemoSummary, DemoError> {
+    let plan = step("plan", Plan::load(plan_path))?;
+    let demo = work.join(DEMO_SUBDIR);
+    let ckpt = demo.join("checkpoint");
+    let hub_root = demo.join("hub");
+    let io = |e: std::io::Error| e;
+    step("create", std::fs::create_dir_all(&demo).map_err(io))?;
+    let source = plan.sources.first().ok_or_else(|| DemoError {
+        step: "plan",
+        detail: "the plan has no source".into(),
+    })?;
+    let upstream = step(
+        "plan",
+        hub::protocol::RepoId::model(source.repo.as_str())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e)),
+    )?;
+    if !ckpt.join("config.json").exists() {
+        progress("generating the tiny DeepSeek V4 checkpoint");
+        let _ = std::fs::remove_dir_all(&ckpt);
+        step(
+            "synth",
+            crate::synth::generate(crate::synth::Family::DeepseekV4, &ckpt, 0, 1),
+        )?;
+    }
+    progress(&format!(
+        "mirroring it as `{}` at {}",
+        upstream.id(),
+        source.revision.as_str()
+    ));
+    step(
+        "import",
+        hub::server::import_dir(&hub_root, &upstream, source.revision.as_str(), &ckpt, false),
+    )?;
+    let rt = step(
+        "hub",
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+    )?;
+    let server = step(
+        "hub",
+        rt.block_on(hub::server::spawn(
+            &hub_root,
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            hub::server::ServerOptions::default(),
+        )),
+    )?;
+    let url = server.url();
+    progress(&format!("hub listening on {url}"));
+    let wd = Some(work.to_path_buf());
+    let ep = Some(url.clone());
+    progress("fetch");
+    let f = step(
+        "fetch",
+        crate::fetch::run(
+            &plan,
+            &crate::fetch::FetchOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(f.render().trim_end());
+    progress("repack");
+    let r = step(
+        "repack",
+        crate::repack::run(
+            &plan,
+            &crate::repack::RepackOpts {
+                work_dir: wd.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(r.render().trim_end());
+    progress("gate");
+    let g = step(
+        "gate",
+        crate::gate::run(
+            &plan,
+            &crate::gate::GateOpts {
+                work_dir: wd.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(g.render().trim_end());
+    if g.exit() != crate::cli::Exit::Ok {
+        return Err(DemoError {
+            step: "gate",
+            detail: format!("verdict {:?}", g.verdict),
+        });
+    }
+    progress("stage");
+    let s = step(
+        "stage",
+        crate::stage::run(
+            &plan,
+            &crate::stage::StageOpts {
+                work_dir: wd.clone(),
+                dry_run: false,
+            },
+        ),
+    )?;
+    progress(s.render().trim_end());
+    progress("candidate-upload");
+    let c = step(
+        "candidate-upload",
+        crate::candidate::run(
+            &plan,
+            &crate::candidate::CandidateOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                dry_run: false,
+            },
+        ),
+    )?;
+    progress(c.render().trim_end());
+    progress("promote");
+    let p = step(
+        "promote",
+        crate::promote::run(
+            &plan,
+            &crate::promote::PromoteOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(p.render().trim_end());
+    progress("verify as a consumer (pull into demo/consumer)");
+    let consumer = demo.join("consumer");
+    let v = step(
+        "verify",
+        crate::verify::pull(
+            Some(&url),
+            plan.target.repo.as_str(),
+            plan.target.branch.as_str(),
+            &consumer,
+            true,
+        ),
+    )?;
+    progress(v.render().trim_end());
+    let files = v.sha256_checked + v.git_sha1_checked + v.evidence_reused;
+    rt.block_on(server.shutdown());
+    Ok(DemoSummary {
+        work_dir: work.to_path_buf(),
+        hub_root,
+        candidate: c.candidate,
+        commit: p.commit,
+        verdict: v.verdict,
+        files,
+    })
+}

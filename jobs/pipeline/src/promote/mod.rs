@@ -1,0 +1,404 @@
+//! `minirun-promote`: one commit on the public branch copying the complete release from the
+//! immutable candidate commit, guarded by the head it observed (seed 001, "The Hub protocol";
+//! hub-protocol.md §8; `docs/publish.md` §4).
+//!
+//! Needs only the plan and the token. The candidate is `--candidate NAME` or found from the plan:
+//! every `candidate-*` branch whose release record matches the plan (plan name, family, target
+//! repo and branch, upstream `repo@revision`s) and whose tree recomputes its own name. LFS files
+//! become `lfsFile` lines reusing the candidate's oids (no size: a same-repo copy), regular files
+//! are re-sent from the candidate's bytes (their git SHA-1 checked), and public paths outside the
+//! release are deleted. More than [`MAX_OPERATIONS`] operations are refused before anything is
+//! sent; a 412 (the head moved) is exit 1 and never retried; the returned commit is inventoried.
+//! If the public head already holds exactly the release, nothing is sent (a re-run after a lost
+//! response).
+
+use hub::client::{CommitOperation, CommitRequest, HubClient, HubError};
+use hub::protocol::RepoId;
+use serde::Serialize;
+
+use crate::candidate::record::{
+    self, Inventory, ReleaseRecord, GITATTRIBUTES, PREFIX, RECORD_PATH,
+};
+use crate::plan::{Plan, PlanError};
+
+/// Journal stage name (written only where a work directory with a ledger exists).
+pub const STAGE: &str = "promote";
+
+/// The checked platform commit limit the protocol fails closed above (seed 001).
+pub const MAX_OPERATIONS: usize = 25_000;
+
+/// Options of one promotion.
+#[derive(Default)]
+pub struct PromoteOpts {
+    /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// `--work-dir`, else the plan's: only to journal the result (a finished promotion re-run
+    /// there sends nothing); promotion itself never reads it.
+    pub work_dir: Option<std::path::PathBuf>,
+    /// `--candidate NAME`, else found from the plan.
+    pub candidate: Option<String>,
+    /// `--dry-run`: say what would be committed, send nothing that writes.
+    pub dry_run: bool,
+    /// Test hook: runs after the head was observed and before the commit is sent.
+    pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// What a promotion did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PromoteReport {
+    /// The repository.
+    pub repo: String,
+    /// The public branch.
+    pub branch: String,
+    /// The candidate branch used.
+    pub candidate: String,
+    /// Its immutable commit.
+    pub candidate_commit: String,
+    /// The head observed before the commit.
+    pub observed_head: String,
+    /// The public commit holding the release.
+    pub commit: String,
+    /// Files copied.
+    pub copied: usize,
+    /// Stale paths deleted.
+    pub deleted: usize,
+    /// True when the release already was the head (no commit sent).
+    pub already_published: bool,
+}
+
+impl PromoteReport {
+    /// A readable summary.
+    pub fn render(&self) -> String {
+        if self.already_published {
+            format!(
+                "promote: `{}` branch `{}` already holds the release of {} at {}; nothing sent\n",
+                self.repo, self.branch, self.candidate, self.commit
+            )
+        } else {
+            format!(
+                "promote: `{}` branch `{}` {} → {}: {} files copied from {} ({}), {} stale paths deleted; inventory of the new head verified\n",
+                self.repo, self.branch, self.observed_head, self.commit, self.copied,
+                self.candidate, self.candidate_commit, self.deleted
+            )
+        }
+    }
+}
+
+/// Why promotion failed (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A hub call failed (a 412 is [`HubError::HeadMoved`]).
+    #[error("hub request failed")]
+    Hub(#[from] HubError),
+    /// The target repo id is invalid.
+    #[error("target repo `{0}` is invalid")]
+    Repo(String),
+    /// No candidate branch matches the plan.
+    #[error("no candidate branch of `{0}` carries a release record matching this plan")]
+    NoCandidate(String),
+    /// Several do.
+    #[error("several candidate branches match this plan: {0}")]
+    Ambiguous(String),
+    /// The candidate is not a complete, self-consistent release.
+    #[error("candidate `{candidate}` is not a complete release: {why}")]
+    BadCandidate {
+        /// The branch.
+        candidate: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Too many operations for one commit.
+    #[error(
+        "promotion needs {0} operations, above the limit of {MAX_OPERATIONS}; nothing was sent"
+    )]
+    TooManyOperations(usize),
+    /// The returned commit is not the release.
+    #[error("the public commit {commit} is not the expected release: {diffs}")]
+    NotTheRelease {
+        /// The commit.
+        commit: String,
+        /// The first differences.
+        diffs: String,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl crate::cli::Hint for PromoteError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            PromoteError::Hub(HubError::HeadMoved { .. }) => Some(
+                "the public branch moved since it was observed; nothing was overwritten. Review the new head, then re-run promote".into(),
+            ),
+            PromoteError::Hub(HubError::CommitOutcomeUnknown { .. }) => Some(
+                "the commit may or may not have happened; re-run promote: it detects a release that is already the head".into(),
+            ),
+            PromoteError::Ambiguous(_) => Some("name one with `--candidate NAME`".into()),
+            PromoteError::NoCandidate(_) => Some("run `minirun-candidate-upload --plan P` first".into()),
+            _ => None,
+        }
+    }
+}
+
+/// Run the promotion.
+pub fn run(plan: &Plan, opts: &PromoteOpts) -> Result<PromoteReport, PromoteError> {
+    let repo = crate::candidate::target_repo(plan).map_err(PromoteError::Repo)?;
+    let work = crate::stage::work_of(plan, opts.work_dir.as_ref());
+    let ledger_dir = work.ledger();
+    let load = |stage: &str| {
+        ledger::Journal::load(&ledger_dir, stage, "release")
+            .ok()
+            .flatten()
+            .filter(|j| j.status == ledger::Status::Done)
+    };
+    let extra = |j: &ledger::Journal, k: &str| {
+        j.extra
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    if let (Some(c), Some(p)) = (load(crate::candidate::STAGE), load(STAGE)) {
+        let name = extra(&c, "candidate");
+        if extra(&p, "candidate") == name
+            && opts.candidate.as_deref().is_none_or(|n| n == name)
+            && !opts.dry_run
+        {
+            return Ok(PromoteReport {
+                repo: repo.id(),
+                branch: plan.target.branch.as_str().into(),
+                candidate: name,
+                candidate_commit: extra(&p, "candidate_commit"),
+                observed_head: extra(&p, "commit"),
+                commit: extra(&p, "commit"),
+                already_published: true,
+                ..PromoteReport::default()
+            });
+        }
+    }
+    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
+    let client = HubClient::from_env(endpoint.as_deref())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(PromoteError::Runtime)?;
+    let report = rt.block_on(promote(plan, opts, &client, &repo))?;
+    if !opts.dry_run && ledger_dir.is_dir() {
+        let mut j = ledger::Journal::new(STAGE, "release")
+            .map_err(|e| PromoteError::Repo(e.to_string()))?;
+        j.extra
+            .insert("candidate".into(), report.candidate.clone().into());
+        j.extra.insert(
+            "candidate_commit".into(),
+            report.candidate_commit.clone().into(),
+        );
+        j.extra
+            .insert("commit".into(), report.commit.clone().into());
+        j.mark_done();
+        // A journal that cannot be written costs only a re-check next time.
+        if let Err(e) = j.store(&ledger_dir) {
+            tracing::warn!(error = %e, "cannot journal the promotion");
+        }
+    }
+    Ok(report)
+}
+
+/// A candidate resolved to its commit, with its record and expected inventory.
+struct Resolved {
+    name: String,
+    commit: String,
+    expected: Inventory,
+}
+
+async fn resolve_candidate(
+    client: &HubClient,
+    repo: &RepoId,
+    name: &str,
+    commit: &str,
+) -> Result<(ReleaseRecord, Resolved), PromoteError> {
+    let bad = |why: String| PromoteError::BadCandidate {
+        candidate: name.to_owned(),
+        why,
+    };
+    let got = record::tree_inventory(&client.list_tree(repo, commit, None, true).await?);
+    let rec_entry = got
+        .get(RECORD_PATH)
+        .cloned()
+        .ok_or_else(|| bad(format!("it has no `{RECORD_PATH}`")))?;
+    let (_, bytes) = client.download_bytes(repo, commit, RECORD_PATH).await?;
+    let rec = ReleaseRecord::parse(&bytes).map_err(bad)?;
+    let expected = rec.expected(rec_entry);
+    let diffs = record::differences(&expected, &got, 5);
+    if !diffs.is_empty() {
+        return Err(bad(diffs.join("; ")));
+    }
+    if record::candidate_name(&got) != name {
+        return Err(bad(format!(
+            "its tree digests to `{}`, not its name",
+            record::candidate_name(&got)
+        )));
+    }
+    Ok((
+        rec,
+        Resolved {
+            name: name.to_owned(),
+            commit: commit.to_owned(),
+            expected,
+        },
+    ))
+}
+
+async fn promote(
+    plan: &Plan,
+    opts: &PromoteOpts,
+    client: &HubClient,
+    repo: &RepoId,
+) -> Result<PromoteReport, PromoteError> {
+    let branch = plan.target.branch.as_str();
+    let refs = client.list_refs(repo, false).await?;
+    let head_of = |refs: &hub::protocol::Refs, b: &str| {
+        refs.branches
+            .iter()
+            .find(|r| r.name == b)
+            .map(|r| r.target_commit.clone())
+    };
+    // 1. The candidate, resolved to its immutable commit.
+    let mut found = Vec::new();
+    for r in refs.branches.iter().filter(|r| r.name.starts_with(PREFIX)) {
+        if opts.candidate.as_deref().is_some_and(|c| c != r.name) {
+            continue;
+        }
+        match resolve_candidate(client, repo, &r.name, &r.target_commit).await {
+            Ok((rec, res)) if rec.matches_plan(plan) || opts.candidate.is_some() => found.push(res),
+            Ok(_) => {}
+            Err(e) if opts.candidate.is_some() => return Err(e),
+            Err(e) => tracing::warn!(candidate = %r.name, error = %e, "skipping candidate"),
+        }
+    }
+    // 2. The public head as observed now.
+    let head = head_of(&refs, branch).unwrap_or_default();
+    let public = if head.is_empty() {
+        Inventory::new()
+    } else {
+        record::tree_inventory(&client.list_tree(repo, &head, None, true).await?)
+    };
+    if let Some(done) = found
+        .iter()
+        .find(|c| record::differences(&c.expected, &public, 1).is_empty())
+    {
+        return Ok(PromoteReport {
+            repo: repo.id(),
+            branch: branch.into(),
+            candidate: done.name.clone(),
+            candidate_commit: done.commit.clone(),
+            observed_head: head.clone(),
+            commit: head,
+            already_published: true,
+            ..PromoteReport::default()
+        });
+    }
+    let cand = match found.len() {
+        0 => {
+            return Err(match &opts.candidate {
+                Some(c) => PromoteError::BadCandidate {
+                    candidate: c.clone(),
+                    why: "no such branch".into(),
+                },
+                None => PromoteError::NoCandidate(repo.id()),
+            })
+        }
+        1 => found.remove(0),
+        _ => {
+            return Err(PromoteError::Ambiguous(
+                found
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ))
+        }
+    };
+    // 3. The operations, counted before anything is sent.
+    let stale: Vec<String> = public
+        .keys()
+        .filter(|p| !cand.expected.contains_key(*p) && p.as_str() != GITATTRIBUTES)
+        .cloned()
+        .collect();
+    let n_ops = cand.expected.len() + stale.len();
+    if n_ops > MAX_OPERATIONS {
+        return Err(PromoteError::TooManyOperations(n_ops));
+    }
+    let mut report = PromoteReport {
+        repo: repo.id(),
+        branch: branch.into(),
+        candidate: cand.name.clone(),
+        candidate_commit: cand.commit.clone(),
+        observed_head: head.clone(),
+        copied: cand.expected.len(),
+        deleted: stale.len(),
+        ..PromoteReport::default()
+    };
+    if opts.dry_run {
+        return Ok(report);
+    }
+    let mut ops = Vec::with_capacity(n_ops);
+    for e in cand.expected.values() {
+        if e.lfs {
+            ops.push(CommitOperation::Lfs {
+                path: e.path.clone(),
+                sha256: e.oid.clone(),
+                size: None,
+            });
+        } else {
+            let (_, data) = client.download_bytes(repo, &cand.commit, &e.path).await?;
+            let oid = hub::protocol::git_blob_sha1(&data);
+            if oid != e.oid {
+                return Err(PromoteError::BadCandidate {
+                    candidate: cand.name.clone(),
+                    why: format!(
+                        "`{}` downloaded with git oid {oid}, the tree says {}",
+                        e.path, e.oid
+                    ),
+                });
+            }
+            ops.push(CommitOperation::Regular {
+                path: e.path.clone(),
+                content: data.into(),
+            });
+        }
+    }
+    ops.extend(
+        stale
+            .into_iter()
+            .map(|path| CommitOperation::DeleteFile { path }),
+    );
+    if let Some(hook) = &opts.before_commit {
+        hook();
+    }
+    let req = CommitRequest {
+        summary: format!("minirun: publish {}", cand.name),
+        description: format!(
+            "Release {} copied from candidate {} at {}.",
+            plan.name, cand.name, cand.commit
+        ),
+        parent_commit: (!head.is_empty()).then(|| head.clone()),
+        operations: ops,
+        create_pr: false,
+    };
+    let ans = client.commit(repo, branch, &req).await?;
+    // 4. Inventory the returned commit.
+    let got = record::tree_inventory(&client.list_tree(repo, &ans.commit_oid, None, true).await?);
+    let diffs = record::differences(&cand.expected, &got, 5);
+    if !diffs.is_empty() {
+        return Err(PromoteError::NotTheRelease {
+            commit: ans.commit_oid,
+            diffs: diffs.join("; "),
+        });
+    }
+    report.commit = ans.commit_oid;
+    Ok(report)
+}

@@ -1,0 +1,229 @@
+//! `minirun-stage`: reconcile `<work>/staging/` in place so its file set equals the gated release
+//! exactly, then reopen the public index, the manifests and every container tile from the staging
+//! tree through the production reader (seed 001, "The Hub protocol", first paragraph;
+//! `docs/publish.md` §1).
+//!
+//! Identity, not re-reading: the stage journal (`ledger/stage/release.json`) records, for every
+//! release file, the release file's size/SHA-256/filesystem identity (inputs) and the staged
+//! copy's (outputs). A staged file whose identity (device, inode, size, ns mtime, ns ctime) still
+//! equals its record is identical and is neither read nor copied; one whose identity moved is
+//! re-hashed alone (a same-size replacement with `touch -r` keeps the mtime but not the inode or
+//! ctime). A re-run that changes nothing writes nothing, the journal included.
+
+mod reconcile;
+mod roundtrip;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::plan::{Plan, PlanError};
+use crate::work::WorkDir;
+
+/// The stage's journal stage name.
+pub const STAGE: &str = "stage";
+/// The stage's one journal unit: the whole release.
+pub const UNIT: &str = "release";
+
+/// Options of one stage run.
+#[derive(Debug, Clone, Default)]
+pub struct StageOpts {
+    /// `--work-dir`, else the plan's.
+    pub work_dir: Option<PathBuf>,
+    /// `--dry-run`: say what would change, change nothing.
+    pub dry_run: bool,
+}
+
+/// What a stage run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageReport {
+    /// The plan.
+    pub plan: String,
+    /// Files in the release (= in staging afterwards).
+    pub files: usize,
+    /// Total release bytes.
+    pub bytes: u64,
+    /// Staged files kept because their identity still matched the journal (not read).
+    pub kept: usize,
+    /// Staged files re-hashed because their identity moved.
+    pub rehashed: Vec<String>,
+    /// Release files hashed because their identity no longer matched any journal.
+    pub release_hashed: Vec<String>,
+    /// Files (re)copied from the release.
+    pub copied: Vec<String>,
+    /// Paths removed from staging (not in the release).
+    pub removed: Vec<String>,
+    /// Bytes written into staging.
+    pub bytes_written: u64,
+    /// Whether the journal was rewritten.
+    pub journal_written: bool,
+    /// Manifests reopened from staging.
+    pub manifests: usize,
+    /// Containers reopened through the production reader.
+    pub containers: usize,
+    /// Tiles read (each with its digest checked).
+    pub tiles: u64,
+    /// Plain streams checked against their manifest entries.
+    pub plain: usize,
+}
+
+impl StageReport {
+    /// One readable summary.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let list = |what: &str, v: &[String]| {
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!("{what}: {}\n", crate::cli::join_limited(v, 8))
+            }
+        };
+        s.push_str(&list("removed", &self.removed));
+        s.push_str(&list("re-hashed (identity changed)", &self.rehashed));
+        s.push_str(&list(
+            "release files hashed (no journal vouched)",
+            &self.release_hashed,
+        ));
+        s.push_str(&list("copied", &self.copied));
+        s.push_str(&format!(
+            "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
+            self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.copied.len(),
+            self.bytes_written, self.removed.len(), self.manifests, self.containers, self.tiles, self.plain
+        ));
+        s
+    }
+}
+
+/// Why staging failed (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The journal could not be read or written.
+    #[error("stage journal")]
+    Ledger(#[from] ledger::LedgerError),
+    /// The gate has not passed on the whole release.
+    #[error("the release is not validated: {0}")]
+    NotGated(String),
+    /// A filesystem operation failed.
+    #[error("cannot {what} `{path}`")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The release tree holds something that is not a regular file or directory.
+    #[error(
+        "`{0}` in the release is not a regular file (symbolic links and special files are refused)"
+    )]
+    NotRegular(PathBuf),
+    /// A release file changed while it was being copied.
+    #[error(
+        "release file `{path}` changed while staging: expected sha256 {expected}, copied {found}"
+    )]
+    ReleaseChanged {
+        /// The file.
+        path: String,
+        /// What the journal or first read said.
+        expected: String,
+        /// What was copied.
+        found: String,
+    },
+    /// The round trip through the production reader refused the staged tree.
+    #[error("the staged tree failed its round trip: {0}")]
+    RoundTrip(String),
+    /// The round trip found nothing to check.
+    #[error("the staged tree produced zero evidence (no manifest, no container, no stream)")]
+    ZeroEvidence,
+}
+
+impl crate::cli::Hint for StageError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            StageError::NotGated(_) => {
+                Some("run `minirun-gate --plan P` on the whole release first".into())
+            }
+            StageError::RoundTrip(_) | StageError::ReleaseChanged { .. } => {
+                Some("re-run `minirun-repack` and `minirun-gate`, then `minirun-stage`".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn io_err(
+    what: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> StageError {
+    let path = path.to_path_buf();
+    move |source| StageError::Io { what, path, source }
+}
+
+/// The work directory of `plan` under `work_dir` (else the plan's).
+pub fn work_of(plan: &Plan, work_dir: Option<&PathBuf>) -> WorkDir {
+    WorkDir::new(
+        work_dir
+            .cloned()
+            .unwrap_or_else(|| plan.run.work_dir.clone()),
+    )
+}
+
+/// Require `reports/gate.json` to say PASS for every unit of the plan.
+fn require_gate(plan: &Plan, work: &WorkDir) -> Result<(), StageError> {
+    let path = work.reports().join("gate.json");
+    let bytes = std::fs::read(&path)
+        .map_err(|e| StageError::NotGated(format!("`{}`: {e}", path.display())))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| StageError::NotGated(format!("`{}` is not JSON: {e}", path.display())))?;
+    let verdict = v.get("verdict").and_then(|x| x.as_str()).unwrap_or("");
+    let code = v.get("exit_code").and_then(|x| x.as_u64());
+    if verdict != "PASS" || code != Some(0) {
+        return Err(StageError::NotGated(format!(
+            "`{}` says {verdict:?} (exit {code:?}), not PASS",
+            path.display()
+        )));
+    }
+    let units: Vec<&str> = v
+        .get("units")
+        .and_then(|u| u.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    for u in &plan.units {
+        if !units.contains(&u.name.as_str()) {
+            return Err(StageError::NotGated(format!(
+                "the gate report does not cover unit `{}`",
+                u.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Run the stage.
+pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
+    let work = work_of(plan, opts.work_dir.as_ref());
+    require_gate(plan, &work)?;
+    let mut report = StageReport {
+        plan: plan.name.clone(),
+        ..StageReport::default()
+    };
+    let journal = reconcile::reconcile(&work, opts.dry_run, &mut report)?;
+    if opts.dry_run {
+        return Ok(report);
+    }
+    roundtrip::roundtrip(plan, &work, &journal, &mut report)?;
+    Ok(report)
+}
+
+/// The finished stage journal of `work`, if staging still matches it (sizes and identities).
+pub fn staged_release(work: &WorkDir) -> Result<Option<ledger::Journal>, StageError> {
+    let Some(j) = ledger::Journal::load(&work.ledger(), STAGE, UNIT)? else {
+        return Ok(None);
+    };
+    Ok(j.is_done(&work.staging(), false)?.is_done().then_some(j))
+}

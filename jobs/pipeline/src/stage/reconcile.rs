@@ -1,0 +1,254 @@
+//! Reconcile the staging tree with the release, by recorded identities (`docs/publish.md` §1).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use ledger::{FileIdentity, FileRecord, Journal, Status};
+use sha2::Digest as _;
+
+use super::{io_err, StageError, StageReport, STAGE, UNIT};
+use crate::work::WorkDir;
+
+/// Every regular file under `root`, by `/`-separated relative path. Anything else is refused when
+/// `strict`, or listed in `others` (to be removed) otherwise.
+pub(crate) fn walk(
+    root: &Path,
+    strict: bool,
+    others: &mut Vec<PathBuf>,
+) -> Result<BTreeMap<String, PathBuf>, StageError> {
+    let mut out = BTreeMap::new();
+    if !root.exists() {
+        return Ok(out);
+    }
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        for e in std::fs::read_dir(&dir).map_err(io_err("list", &dir))? {
+            let e = e.map_err(io_err("list", &dir))?;
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let ft = e.file_type().map_err(io_err("stat", &p))?;
+            if ft.is_dir() {
+                stack.push((p, rel));
+            } else if ft.is_file() {
+                out.insert(rel, p);
+            } else if strict {
+                return Err(StageError::NotRegular(p));
+            } else {
+                others.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Copy `src` to `dst` through a temporary file and a rename, hashing what was written.
+fn copy_hashed(src: &Path, dst: &Path) -> Result<(u64, String), StageError> {
+    let dir = dst.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    let name = dst
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!("{}stage-{name}", ledger::TEMP_MARKER));
+    let mut r = std::fs::File::open(src).map_err(io_err("open", src))?;
+    let mut w = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n_total = 0u64;
+    loop {
+        let n = r.read(&mut buf).map_err(io_err("read", src))?;
+        if n == 0 {
+            break;
+        }
+        let chunk = buf.get(..n).unwrap_or(&[]);
+        h.update(chunk);
+        w.write_all(chunk).map_err(io_err("write", &tmp))?;
+        n_total += n as u64;
+    }
+    w.sync_all().map_err(io_err("sync", &tmp))?;
+    drop(w);
+    std::fs::rename(&tmp, dst).map_err(io_err("rename into place", dst))?;
+    Ok((n_total, hex::encode(h.finalize())))
+}
+
+/// The digest of a release file from the repack journal of its unit, if that journal's identity
+/// for it still holds (no read).
+fn repack_digest(work: &WorkDir, rel: &str, id: &FileIdentity) -> Option<String> {
+    let (unit, file) = rel.split_once('/')?;
+    let j = Journal::load(&work.ledger(), crate::repack::STAGE, unit).ok()??;
+    let rec = j.outputs.get(file)?;
+    (rec.identity.as_ref() == Some(id)).then(|| rec.sha256.clone())
+}
+
+/// Bring `<work>/staging` to the release's file set; returns the (stored) done journal.
+pub(crate) fn reconcile(
+    work: &WorkDir,
+    dry_run: bool,
+    report: &mut StageReport,
+) -> Result<Journal, StageError> {
+    let release = work.release();
+    let staging = work.staging();
+    let files = walk(&release, true, &mut Vec::new())?;
+    if files.is_empty() {
+        return Err(StageError::NotGated(format!(
+            "the release tree `{}` is empty",
+            release.display()
+        )));
+    }
+    let prev = Journal::load(&work.ledger(), STAGE, UNIT)?;
+    let mut next = Journal::new(STAGE, UNIT)?;
+    for (rel, src) in &files {
+        let rel_id =
+            FileIdentity::capture(src)?.ok_or_else(|| StageError::NotRegular(src.clone()))?;
+        let mut rel_digest = prev
+            .as_ref()
+            .and_then(|p| p.inputs.get(rel))
+            .filter(|r| r.identity.as_ref() == Some(&rel_id))
+            .map(|r| r.sha256.clone())
+            .or_else(|| repack_digest(work, rel, &rel_id));
+        if rel_digest.is_none() && std::fs::symlink_metadata(staging.join(rel)).is_ok() {
+            // Unknown release digest and something staged to compare with: hash the release file.
+            rel_digest = Some(ledger::sha256_file(src)?.1);
+            report.release_hashed.push(rel.clone());
+        }
+        let dst = staging.join(rel);
+        let meta = std::fs::symlink_metadata(&dst).ok();
+        if let Some(m) = &meta {
+            if !m.file_type().is_file() && !dry_run {
+                // A directory, symlink or special file where a file belongs: remove it.
+                let r = if m.is_dir() {
+                    std::fs::remove_dir_all(&dst)
+                } else {
+                    std::fs::remove_file(&dst)
+                };
+                r.map_err(io_err("remove", &dst))?;
+                report.removed.push(rel.clone());
+            }
+        }
+        let staged_id = match &meta {
+            Some(m) if m.file_type().is_file() => Some(FileIdentity::from_metadata(&dst, m)?),
+            _ => None,
+        };
+        let known = prev
+            .as_ref()
+            .and_then(|p| p.outputs.get(rel))
+            .filter(|r| staged_id.is_some() && r.identity == staged_id)
+            .cloned();
+        let mut staged: Option<FileRecord> = None;
+        if let (Some(k), Some(d)) = (&known, &rel_digest) {
+            if &k.sha256 == d && k.size == rel_id.size {
+                staged = Some(k.clone());
+                report.kept += 1;
+            }
+        }
+        if staged.is_none() {
+            let moved = staged_id.filter(|s| s.size == rel_id.size && known.is_none());
+            if let (Some(sid), Some(d)) = (moved, rel_digest.clone()) {
+                // Identity moved but the size is right: re-hash this file alone.
+                let (_, found) = ledger::sha256_file(&dst)?;
+                report.rehashed.push(rel.clone());
+                if found == d {
+                    let id = FileIdentity::capture(&dst)?.unwrap_or(sid);
+                    staged = Some(FileRecord {
+                        size: rel_id.size,
+                        sha256: found,
+                        identity: Some(id),
+                    });
+                }
+            }
+        }
+        if staged.is_none() {
+            report.copied.push(rel.clone());
+            if dry_run {
+                continue;
+            }
+            let (n, got) = copy_hashed(src, &dst)?;
+            if let Some(d) = &rel_digest {
+                if d != &got {
+                    return Err(StageError::ReleaseChanged {
+                        path: rel.clone(),
+                        expected: d.clone(),
+                        found: got,
+                    });
+                }
+            }
+            rel_digest = Some(got.clone());
+            report.bytes_written += n;
+            staged = Some(FileRecord {
+                size: n,
+                sha256: got,
+                identity: FileIdentity::capture(&dst)?,
+            });
+        }
+        let (Some(staged), Some(d)) = (staged, rel_digest) else {
+            continue;
+        };
+        report.files += 1;
+        report.bytes += staged.size;
+        next.inputs.insert(
+            rel.clone(),
+            FileRecord {
+                size: rel_id.size,
+                sha256: d,
+                identity: Some(rel_id),
+            },
+        );
+        next.outputs.insert(rel.clone(), staged);
+    }
+    // Anything in staging that is not in the release goes.
+    let mut others = Vec::new();
+    let staged_now = walk(&staging, false, &mut others)?;
+    for (rel, p) in &staged_now {
+        if !files.contains_key(rel) {
+            report.removed.push(rel.clone());
+            if !dry_run {
+                std::fs::remove_file(p).map_err(io_err("remove", p))?;
+            }
+        }
+    }
+    for p in others {
+        report
+            .removed
+            .push(p.strip_prefix(&staging).unwrap_or(&p).display().to_string());
+        if !dry_run {
+            std::fs::remove_file(&p).map_err(io_err("remove", &p))?;
+        }
+    }
+    if !dry_run {
+        remove_empty_dirs(&staging, &staging)?;
+    }
+    next.status = Status::Done;
+    if dry_run {
+        return Ok(next);
+    }
+    if prev.as_ref() != Some(&next) {
+        next.store(&work.ledger())?;
+        report.journal_written = true;
+    }
+    Ok(next)
+}
+
+fn remove_empty_dirs(dir: &Path, root: &Path) -> Result<bool, StageError> {
+    let mut empty = true;
+    for e in std::fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let e = e.map_err(io_err("list", dir))?;
+        let p = e.path();
+        if e.file_type().map_err(io_err("stat", &p))?.is_dir() {
+            if !remove_empty_dirs(&p, root)? {
+                empty = false;
+            }
+        } else {
+            empty = false;
+        }
+    }
+    if empty && dir != root {
+        std::fs::remove_dir(dir).map_err(io_err("remove", dir))?;
+    }
+    Ok(empty)
+}

@@ -1,0 +1,110 @@
+//! The `minirun-verify` command line (`docs/verify.md`): arguments and dispatch, so the binary
+//! stays a thin wrapper.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::cli::{self, Exit, Hint};
+
+/// Verify a published Minirun artifact as a consumer.
+#[derive(Debug, Parser)]
+#[command(name = "minirun-verify", version)]
+pub struct Args {
+    /// List OWNER's repositories whose name ends in `-minirun` (all pages).
+    #[arg(long, value_name = "OWNER")]
+    pub list: Option<String>,
+    /// Hub endpoint; else `HF_ENDPOINT`.
+    #[arg(long, value_name = "URL", global = true)]
+    pub endpoint: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Resolve, download what is missing or failing, verify and record evidence.
+    Pull {
+        /// `owner/name`.
+        repo: String,
+        /// Branch, tag or commit (default `main`).
+        #[arg(long, default_value = "main")]
+        revision: String,
+        /// The local copy.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Verify a local copy against the pinned commit (no download unless `--repair`).
+    Check {
+        /// Re-download only the files that are missing or fail, then verify again.
+        #[arg(long)]
+        repair: bool,
+        /// `owner/name`.
+        repo: String,
+        /// Branch, tag or commit (default `main`).
+        #[arg(long, default_value = "main")]
+        revision: String,
+        /// The local copy.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Verify a local copy from its unit manifests' digests (no network).
+    Offline {
+        /// The local copy.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+/// Run `minirun-verify` with parsed arguments; the exit code follows `docs/verify.md` §1.
+pub fn main_with(args: &Args) -> ExitCode {
+    let ep = args.endpoint.as_deref();
+    if let Some(owner) = &args.list {
+        return match super::list(ep, owner) {
+            Ok(repos) => {
+                cli::emit(&repos.iter().map(|r| format!("{r}\n")).collect::<String>());
+                Exit::Ok.into()
+            }
+            Err(e) => {
+                cli::print_error(&e, e.hint());
+                Exit::Failure.into()
+            }
+        };
+    }
+    let result = match &args.cmd {
+        Some(Cmd::Pull {
+            repo,
+            revision,
+            dir,
+        }) => super::pull(ep, repo, revision, dir, true),
+        Some(Cmd::Check {
+            repo,
+            revision,
+            dir,
+            repair,
+        }) => super::pull(ep, repo, revision, dir, *repair),
+        Some(Cmd::Offline { dir }) => super::verify_offline(dir),
+        None => {
+            eprintln!("error: give `--list OWNER` or a subcommand (pull, check, offline)");
+            return Exit::Usage.into();
+        }
+    };
+    match result {
+        Ok(r) => {
+            if args.json {
+                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
+            } else {
+                cli::emit(&r.render());
+            }
+            r.verdict.exit().into()
+        }
+        Err(e) => {
+            cli::print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Verification of a local copy against a pinned tree, the evidence file, and offline verification
+//! from the unit manifests (`docs/verify.md` §2–§4).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use artifact::index_json::{IndexDocument, Shape, INDEX_FILE_NAME};
+use artifact::manifest::Manifest;
+use serde::{Deserialize, Serialize};
+use sha1::Digest as _;
+
+use super::fsid::{self, Identity};
+use super::{Pinned, Verdict, VerifyError, VerifyReport};
+
+/// The evidence directory inside a local copy (not part of any published tree).
+pub const EVIDENCE_DIR: &str = ".minirun-evidence";
+
+/// One verified file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceFile {
+    /// Repo path.
+    pub path: String,
+    /// `sha256` (LFS) or `git-sha1` (regular).
+    pub check: String,
+    /// The digest that agreed.
+    pub digest: String,
+    /// The filesystem object it was computed over.
+    pub identity: Identity,
+}
+
+/// The evidence of one complete verification of one commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    /// Schema version (1).
+    pub v: u32,
+    /// The repository.
+    pub repo: String,
+    /// The commit.
+    pub commit: String,
+    /// Every file of the tree.
+    pub files: Vec<EvidenceFile>,
+}
+
+/// Where the evidence for `commit` lives under `dir`.
+pub fn evidence_path(dir: &Path, commit: &str) -> PathBuf {
+    dir.join(EVIDENCE_DIR).join(format!("{commit}.json"))
+}
+
+/// The outcome of a local verification.
+pub struct LocalOutcome {
+    /// The report.
+    pub report: VerifyReport,
+    /// Files missing or contradicted (what `pull` re-downloads).
+    pub failing: Vec<String>,
+}
+
+fn hash_file(f: &mut std::fs::File, lfs: bool, size: u64) -> std::io::Result<String> {
+    let mut buf = vec![0u8; 1 << 20];
+    if lfs {
+        let mut h = sha2::Sha256::new();
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(buf.get(..n).unwrap_or(&[]));
+        }
+        Ok(hex::encode(h.finalize()))
+    } else {
+        let mut h = sha1::Sha1::new();
+        h.update(format!("blob {size}\0").as_bytes());
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(buf.get(..n).unwrap_or(&[]));
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+}
+
+/// Whether a tree holds a layout this verifier recognizes, or at least one positive-size payload
+/// file under a unit directory; an unrecognized root layout with no payload is refused.
+fn layout_ok(dir: &Path, pinned: &Pinned) -> Result<(), String> {
+    let doc = IndexDocument::read_file(&dir.join(INDEX_FILE_NAME));
+    match doc.shape {
+        Shape::Unreadable { .. } | Shape::Unrecognized { .. } => {
+            let payload = pinned
+                .files
+                .iter()
+                .any(|e| e.size > 0 && e.path.contains('/') && !e.path.starts_with('.'));
+            if payload {
+                Ok(())
+            } else {
+                Err("unrecognized root layout and no positive-size payload: refusing to treat a root file as a model".into())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Verify `dir` against `pinned`; when `record` and everything agreed, write the evidence.
+pub fn verify_local(
+    dir: &Path,
+    pinned: &Pinned,
+    record: bool,
+) -> Result<LocalOutcome, VerifyError> {
+    let mut report = VerifyReport {
+        repo: Some(pinned.repo.id()),
+        commit: Some(pinned.commit.clone()),
+        verdict: Verdict::Verified,
+        sha256_checked: 0,
+        git_sha1_checked: 0,
+        evidence_reused: 0,
+        downloaded: 0,
+        problems: Vec::new(),
+    };
+    let mut failing = Vec::new();
+    let mut contradicted = false;
+    let mut missing = false;
+    if let Some(m) = &pinned.mismatch {
+        report.problems.push(m.clone());
+        contradicted = true;
+    }
+    let ev_path = evidence_path(dir, &pinned.commit);
+    let previous: BTreeMap<String, EvidenceFile> = std::fs::read(&ev_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Evidence>(&b).ok())
+        .filter(|e| e.v == 1 && e.commit == pinned.commit && e.repo == pinned.repo.id())
+        .map(|e| e.files.into_iter().map(|f| (f.path.clone(), f)).collect())
+        .unwrap_or_default();
+    let mut files = Vec::new();
+    for e in &pinned.files {
+        let (lfs, want) = match &e.lfs {
+            Some(l) => (true, l.oid.clone()),
+            None => (false, e.oid.clone()),
+        };
+        let check = if lfs { "sha256" } else { "git-sha1" };
+        let mut f = match fsid::open_nofollow(dir, &e.path) {
+            Ok(f) => f,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                report
+                    .problems
+                    .push(format!("`{}` is missing (incomplete copy)", e.path));
+                missing = true;
+                failing.push(e.path.clone());
+                continue;
+            }
+            Err(err) => {
+                report.problems.push(format!(
+                    "`{}` cannot be opened without following links: {err}",
+                    e.path
+                ));
+                contradicted = true;
+                failing.push(e.path.clone());
+                continue;
+            }
+        };
+        let io = |source| VerifyError::Io {
+            what: "read",
+            path: dir.join(&e.path),
+            source,
+        };
+        let before = fsid::identity(&f).map_err(io)?;
+        if let Some(p) = previous.get(&e.path) {
+            if p.check == check && p.digest == want && fsid::still_holds(&p.identity, &before) {
+                report.evidence_reused += 1;
+                files.push(p.clone());
+                continue;
+            }
+        }
+        let got = hash_file(&mut f, lfs, before.size).map_err(io)?;
+        let after = fsid::identity(&f).map_err(io)?;
+        if lfs {
+            report.sha256_checked += 1;
+        } else {
+            report.git_sha1_checked += 1;
+        }
+        if got != want || before.size != e.size || before != after {
+            report.problems.push(format!(
+                "`{}`: {check} {got} ({} bytes), the tree says {want} ({} bytes)",
+                e.path, before.size, e.size
+            ));
+            contradicted = true;
+            failing.push(e.path.clone());
+            continue;
+        }
+        files.push(EvidenceFile {
+            path: e.path.clone(),
+            check: check.into(),
+            digest: got,
+            identity: before,
+        });
+    }
+    if !contradicted && !missing {
+        if let Err(why) = layout_ok(dir, pinned) {
+            report.problems.push(why);
+            missing = true;
+        }
+    }
+    report.verdict = if contradicted {
+        Verdict::Contradicted
+    } else if missing || pinned.files.is_empty() {
+        Verdict::NoEvidence
+    } else {
+        Verdict::Verified
+    };
+    if record {
+        if report.verdict == Verdict::Verified {
+            let ev = Evidence {
+                v: 1,
+                repo: pinned.repo.id(),
+                commit: pinned.commit.clone(),
+                files,
+            };
+            let bytes = serde_json::to_vec_pretty(&ev).unwrap_or_default();
+            if let Some(p) = ev_path.parent() {
+                std::fs::create_dir_all(p).map_err(|source| VerifyError::Io {
+                    what: "create",
+                    path: p.to_path_buf(),
+                    source,
+                })?;
+            }
+            if previous.is_empty() || report.evidence_reused != pinned.files.len() {
+                ledger::write_atomic(&ev_path, &bytes).map_err(|e| VerifyError::Io {
+                    what: "write",
+                    path: ev_path.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+            }
+        } else if ev_path.exists() {
+            // Failed evidence is never left behind to be reused.
+            let _ = std::fs::remove_file(&ev_path);
+        }
+    }
+    Ok(LocalOutcome { report, failing })
+}
+
+/// Offline verification: every file of every unit listed by the local `index.json` against its
+/// manifest's size and SHA-256 (every path opened without following links).
+pub fn verify_offline(dir: &Path) -> Result<VerifyReport, VerifyError> {
+    let mut report = VerifyReport {
+        repo: None,
+        commit: None,
+        verdict: Verdict::Verified,
+        sha256_checked: 0,
+        git_sha1_checked: 0,
+        evidence_reused: 0,
+        downloaded: 0,
+        problems: Vec::new(),
+    };
+    let doc = IndexDocument::read_file(&dir.join(INDEX_FILE_NAME));
+    let units: Vec<String> = match &doc.shape {
+        Shape::SingleSourceUnits(s) => s.units.iter().map(|u| u.name.clone()).collect(),
+        Shape::MultiSourceUnits(m) => m.units.iter().map(|u| u.name.clone()).collect(),
+        other => {
+            report.problems.push(format!(
+                "`{INDEX_FILE_NAME}` lists no units ({}): no manifest to verify from",
+                other.name()
+            ));
+            report.verdict = Verdict::NoEvidence;
+            return Ok(report);
+        }
+    };
+    let mut contradicted = false;
+    for unit in &units {
+        let m = match Manifest::read(&dir.join(unit)) {
+            Ok(m) => m,
+            Err(e) => {
+                report.problems.push(format!("unit `{unit}`: {e}"));
+                contradicted = true;
+                continue;
+            }
+        };
+        for e in &m.files {
+            let rel = format!("{unit}/{}", e.path);
+            let ok = fsid::open_nofollow(dir, &rel)
+                .and_then(|mut f| hash_file(&mut f, true, e.size))
+                .map_err(|err| err.to_string());
+            report.sha256_checked += 1;
+            match ok {
+                Ok(d) if d == e.sha256 => {}
+                Ok(d) => {
+                    report.problems.push(format!(
+                        "`{rel}`: sha256 {d}, the manifest says {}",
+                        e.sha256
+                    ));
+                    contradicted = true;
+                }
+                Err(err) => {
+                    report.problems.push(format!("`{rel}`: {err}"));
+                    contradicted = true;
+                }
+            }
+        }
+    }
+    report.verdict = if contradicted {
+        Verdict::Contradicted
+    } else if report.sha256_checked == 0 {
+        Verdict::NoEvidence
+    } else {
+        Verdict::Verified
+    };
+    Ok(report)
+}

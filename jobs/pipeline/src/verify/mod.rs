@@ -1,0 +1,231 @@
+//! `minirun-verify`: the consumer side of publication (seed 001, "What the app requires of a
+//! publication"; `docs/verify.md`). Discovery (`--list OWNER`), `pull` (resolve to an immutable
+//! commit, download the complete tree resumably, verify, record evidence), `check` (verify a local
+//! copy against a pinned commit), and `offline` (verify from the unit manifests' digests).
+//!
+//! Verdicts follow the gate table: 0 verified, 1 contradicted, 2 no evidence (or incomplete),
+//! 77 unsupported here. Evidence is bound to filesystem objects ([`fsid`]) and to one commit.
+
+pub mod cli;
+pub mod fsid;
+mod local;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use hub::client::{HubClient, HubError};
+use hub::protocol::{RepoId, TreeEntry};
+use serde::Serialize;
+
+use crate::cli::Exit;
+
+pub use local::{evidence_path, verify_local, verify_offline, Evidence, EvidenceFile};
+
+/// The verdict of a verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// Every file agreed.
+    Verified,
+    /// Unsupported on this system.
+    Unsupported,
+    /// No evidence, or the local copy is incomplete.
+    NoEvidence,
+    /// A file contradicted the published digest, or the tree is inconsistent.
+    Contradicted,
+}
+
+impl Verdict {
+    /// The exit code.
+    pub fn exit(self) -> Exit {
+        match self {
+            Verdict::Verified => Exit::Ok,
+            Verdict::Contradicted => Exit::Failure,
+            Verdict::NoEvidence => Exit::Inconclusive,
+            Verdict::Unsupported => Exit::Skip,
+        }
+    }
+}
+
+/// A verification report.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    /// The repository (`offline`: none).
+    pub repo: Option<String>,
+    /// The pinned commit.
+    pub commit: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Files checked by SHA-256 (LFS, or manifest entries offline).
+    pub sha256_checked: usize,
+    /// Files checked by git blob SHA-1 (regular files).
+    pub git_sha1_checked: usize,
+    /// Files whose evidence for this commit still held (not re-read).
+    pub evidence_reused: usize,
+    /// Files downloaded.
+    pub downloaded: usize,
+    /// Problems, one line each.
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    /// A readable summary.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for p in &self.problems {
+            s.push_str(&format!("problem: {p}\n"));
+        }
+        s.push_str(&format!(
+            "verify {}@{}: {:?} — {} files by SHA-256 (LFS), {} by git blob SHA-1 (regular), {} by still-valid evidence, {} downloaded\n",
+            self.repo.as_deref().unwrap_or("-"),
+            self.commit.as_deref().unwrap_or("-"),
+            self.verdict,
+            self.sha256_checked,
+            self.git_sha1_checked,
+            self.evidence_reused,
+            self.downloaded
+        ));
+        s
+    }
+}
+
+/// Why verification could not run (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// A hub call failed.
+    #[error("hub request failed")]
+    Hub(#[from] HubError),
+    /// A bad repo id.
+    #[error("`{0}` is not a repository id")]
+    Repo(String),
+    /// Local I/O failed.
+    #[error("cannot {what} `{path}`")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl crate::cli::Hint for VerifyError {}
+
+/// A pinned remote tree: the commit, its files, and whether the tree equals the siblings.
+pub struct Pinned {
+    /// The repository.
+    pub repo: RepoId,
+    /// The immutable commit.
+    pub commit: String,
+    /// Its files (paginated tree, recursive).
+    pub files: Vec<TreeEntry>,
+    /// Why the tree and the siblings disagree, if they do.
+    pub mismatch: Option<String>,
+}
+
+/// Resolve `rev` to an immutable commit and read its complete tree, checking that the paginated
+/// tree's path set equals the revision's siblings set at that commit.
+pub async fn pin(client: &HubClient, repo: &RepoId, rev: &str) -> Result<Pinned, HubError> {
+    let info = client.revision_info(repo, rev, false).await?;
+    let commit = info.sha.clone().unwrap_or_default();
+    let at = client.revision_info(repo, &commit, true).await?;
+    let tree: Vec<TreeEntry> = client
+        .list_tree(repo, &commit, None, true)
+        .await?
+        .into_iter()
+        .filter(TreeEntry::is_file)
+        .collect();
+    let a: BTreeSet<&str> = tree.iter().map(|e| e.path.as_str()).collect();
+    let b: BTreeSet<&str> = at.siblings.iter().map(|s| s.rfilename.as_str()).collect();
+    let mismatch = (a != b).then(|| {
+        let only_tree: Vec<_> = a.difference(&b).take(3).collect();
+        let only_sib: Vec<_> = b.difference(&a).take(3).collect();
+        format!(
+            "the tree ({} paths) and the siblings ({} paths) differ: only in the tree {only_tree:?}, only in the siblings {only_sib:?}",
+            a.len(),
+            b.len()
+        )
+    });
+    Ok(Pinned {
+        repo: repo.clone(),
+        commit,
+        files: tree,
+        mismatch,
+    })
+}
+
+/// `--list OWNER`: the owner's repositories whose name ends in `-minirun`, all pages.
+pub fn list(endpoint: Option<&str>, owner: &str) -> Result<Vec<String>, VerifyError> {
+    let client = HubClient::from_env(endpoint)?;
+    let rt = runtime()?;
+    let all = rt.block_on(client.list_models(Some(owner), Some("-minirun")))?;
+    Ok(all
+        .into_iter()
+        .filter(|m| {
+            m.id.split_once('/')
+                .is_some_and(|(o, n)| o == owner && n.ends_with("-minirun"))
+        })
+        .map(|m| m.id)
+        .collect())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, VerifyError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(VerifyError::Runtime)
+}
+
+/// `pull`/`check`: pin `rev` of `repo`, then (when `download`) fetch every file that is missing or
+/// fails, then verify `dir` against the pinned tree and record evidence.
+pub fn pull(
+    endpoint: Option<&str>,
+    repo: &str,
+    rev: &str,
+    dir: &Path,
+    download: bool,
+) -> Result<VerifyReport, VerifyError> {
+    let repo = RepoId::model(repo).map_err(VerifyError::Repo)?;
+    let client = HubClient::from_env(endpoint)?;
+    let rt = runtime()?;
+    let pinned = rt.block_on(pin(&client, &repo, rev))?;
+    let mut downloaded = 0;
+    if download {
+        std::fs::create_dir_all(dir).map_err(|source| VerifyError::Io {
+            what: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        // First pass: what already verifies is kept (evidence or digest); the rest is fetched.
+        let first = verify_local(dir, &pinned, true)?;
+        if first.failing.is_empty() {
+            return Ok(first.report);
+        }
+        for rel in &first.failing {
+            let dest = dir.join(rel);
+            if let Some(p) = dest.parent() {
+                std::fs::create_dir_all(p).map_err(|source| VerifyError::Io {
+                    what: "create",
+                    path: p.to_path_buf(),
+                    source,
+                })?;
+            }
+            if let Ok(m) = std::fs::symlink_metadata(&dest) {
+                if !m.is_file() {
+                    let _ = std::fs::remove_file(&dest);
+                }
+            }
+            rt.block_on(client.download_to_file(&repo, &pinned.commit, rel, &dest))?;
+            downloaded += 1;
+        }
+    }
+    let out = verify_local(dir, &pinned, true)?;
+    let mut report = out.report;
+    report.downloaded = downloaded;
+    Ok(report)
+}
