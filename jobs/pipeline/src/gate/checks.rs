@@ -22,7 +22,7 @@ pub(super) struct Gate<'a> {
     plan: &'a Plan,
     work: &'a WorkDir,
     no_upstream: bool,
-    resolution: Result<Resolution, String>,
+    resolution: &'a Result<Resolution, String>,
     pub checks: Vec<Check>,
     pub bytes_read: u64,
 }
@@ -99,10 +99,19 @@ fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) -> std::io::Result
 }
 
 impl<'a> Gate<'a> {
-    pub fn new(plan: &'a Plan, work: &'a WorkDir, no_upstream: bool) -> Self {
-        let resolution = load_offline(plan, work)
+    /// The plan bound to the fetched upstream tensors, or why it cannot be (offline).
+    pub fn resolve(plan: &Plan, work: &WorkDir) -> Result<Resolution, String> {
+        load_offline(plan, work)
             .map_err(|e| crate::cli::render_error(&e, None))
-            .and_then(|up| plan.resolve(&up.tensors).map_err(|e| e.to_string()));
+            .and_then(|up| plan.resolve(&up.tensors).map_err(|e| e.to_string()))
+    }
+
+    pub fn new(
+        plan: &'a Plan,
+        work: &'a WorkDir,
+        no_upstream: bool,
+        resolution: &'a Result<Resolution, String>,
+    ) -> Self {
         Gate {
             plan,
             work,
@@ -350,7 +359,7 @@ impl<'a> Gate<'a> {
             }
         };
         // Coverage: every upstream tensor the plan puts in this unit is in the map.
-        let expected: Option<BTreeSet<String>> = match &self.resolution {
+        let expected: Option<BTreeSet<String>> = match self.resolution {
             Ok(res) => res.unit(unit).map(|u| {
                 u.placements
                     .iter()
@@ -360,7 +369,7 @@ impl<'a> Gate<'a> {
             }),
             Err(_) => None,
         };
-        match (&self.resolution, expected) {
+        match (self.resolution, expected) {
             (Err(e), _) => {
                 let e = e.clone();
                 self.push(

@@ -222,14 +222,57 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
     if !pending.is_empty() {
         let upstream = fetch::discover::load_offline(plan, &work)?;
         let resolution = plan.resolve(&upstream.tensors)?;
-        for report in reports.iter_mut().filter(|r| r.status == "pending") {
+        let mut jobs = Vec::new();
+        for (i, report) in reports
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.status == "pending")
+        {
             let ru = resolution
                 .unit(&report.unit)
                 .ok_or_else(|| RepackError::NotFetched {
                     unit: report.unit.clone(),
                     reason: "the unit holds no tensor".into(),
                 })?;
-            *report = unit::repack_unit(plan, &work, &upstream, ru)?;
+            jobs.push((i, ru));
+        }
+        // Units are repacked on all cores (hashing and copying dominate); each has its own lock
+        // and journal, exactly as disjoint `--units` processes would.
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(jobs.len())
+            .max(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<(usize, Result<UnitReport, RepackError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some((i, ru)) = jobs.get(k) else { break };
+                            done.push((*i, unit::repack_unit(plan, &work, &upstream, ru)));
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut first_err = None;
+        for (i, r) in results {
+            match r {
+                Ok(rep) => reports[i] = rep,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
         }
     }
     // Release-wide files follow automatically once every unit of the plan is done.
