@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-derives ci/oracles/smollm2_llamacpp.recorded.json: builds llama-cpp-python 0.3.36 from its
 # PyPI source distribution into a venv (~7-10 min on 2 cores; GGML_NATIVE=OFF because a native
-# build dies with SIGILL on these CPUs, see /work/shared/design/oracles.md), then runs
+# build dies with SIGILL on these CPUs, see ../shared/design/oracles.md), then runs
 # smollm2_llamacpp.py on the SmolLM2 GGUF. Not a CI step: CI re-checks the recorded values only
 # (runner/tests/llamacpp.rs). Usage:
 #   ci/oracles/smollm2_llamacpp.sh [GGUF] [VENV_DIR]

@@ -543,7 +543,7 @@ impl Layout {
 mod tests {
     use super::*;
 
-    /// DeepSeek-V4-Flash shapes (`/work/shared/design/models.md` §1.4): the derived scale grids
+    /// DeepSeek-V4-Flash shapes (`../shared/design/models.md` §1.4): the derived scale grids
     /// equal the upstream `.scale` tensor shapes, and the tiling rules accept real row counts.
     #[test]
     fn deepseek_v4_flash_geometries_are_accepted() {

@@ -2,7 +2,7 @@
 //! quantized matrix's upstream packed, scale (and, in affine mode, bias) streams into row tiles whose
 //! sub-regions each start on a 16 KiB boundary, so one tile is one `pread` into one aligned slot.
 //!
-//! Spec: `/work/shared/seeds/000_*.txt` ("The tile container" … "Digests and feature flags"); the
+//! Spec: `../shared/seeds/000_*.txt` ("The tile container" … "Digests and feature flags"); the
 //! byte layout designed here is frozen in `docs/container.md` and by the golden files under
 //! `jobs/artifact/tests/golden/container/`.
 //!
