@@ -77,3 +77,48 @@ impl WorkDir {
         self.root.join("reports")
     }
 }
+
+/// Run `f` over `items` on all cores (scoped threads taking the next item), results in the order
+/// of `items`. The stages use it for independent units, whose work is hashing- and copy-bound.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        out.push((i, f(item)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        // A worker that panicked re-raises here: no unit's result is silently lost.
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn par_map_keeps_order_and_covers_every_item() {
+        let items: Vec<u64> = (0..100).collect();
+        assert_eq!(
+            super::par_map(&items, |x| x * 2),
+            items.iter().map(|x| x * 2).collect::<Vec<_>>()
+        );
+        assert!(super::par_map(&Vec::<u8>::new(), |x| *x).is_empty());
+    }
+}

@@ -199,39 +199,12 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     } else if !opts.dry_run {
         // Units are gated on all cores (hashing dominates); the report lists them in plan order.
         let resolution = checks::Gate::resolve(plan, &work);
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(units.len())
-            .max(1);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut per_unit: Vec<(usize, Vec<Check>, u64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(u) = units.get(i) else { break };
-                            let mut g = checks::Gate::new(
-                                plan,
-                                &work,
-                                opts.no_upstream_compare,
-                                &resolution,
-                            );
-                            g.unit(u);
-                            done.push((i, g.checks, g.bytes_read));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
+        let per_unit = crate::work::par_map(&units, |u| {
+            let mut g = checks::Gate::new(plan, &work, opts.no_upstream_compare, &resolution);
+            g.unit(u);
+            (g.checks, g.bytes_read)
         });
-        per_unit.sort_by_key(|(i, _, _)| *i);
-        for (_, c, b) in per_unit {
+        for (c, b) in per_unit {
             checks.extend(c);
             bytes_read += b;
         }

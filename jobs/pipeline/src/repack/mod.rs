@@ -238,30 +238,10 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         }
         // Units are repacked on all cores (hashing and copying dominate); each has its own lock
         // and journal, exactly as disjoint `--units` processes would.
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(jobs.len())
-            .max(1);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<(usize, Result<UnitReport, RepackError>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some((i, ru)) = jobs.get(k) else { break };
-                            done.push((*i, unit::repack_unit(plan, &work, &upstream, ru)));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
+        let results: Vec<(usize, Result<UnitReport, RepackError>)> =
+            crate::work::par_map(&jobs, |(i, ru)| {
+                (*i, unit::repack_unit(plan, &work, &upstream, ru))
+            });
         let mut first_err = None;
         for (i, r) in results {
             match r {
