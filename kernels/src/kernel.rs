@@ -1,12 +1,34 @@
 //! The kernel table: which `.wgsl` source and entry point each kernel is, and the storage buffers
 //! it binds (binding 0 is always the uniform parameters; storage bindings follow from 1).
 
-pub const MATMUL_PLAIN: &str = include_str!("../wgsl/matmul_plain.wgsl");
-pub const MATMUL_FP8_BLOCK: &str = include_str!("../wgsl/matmul_fp8_block.wgsl");
-pub const MATMUL_MXFP4: &str = include_str!("../wgsl/matmul_mxfp4.wgsl");
-pub const MATMUL_AFFINE8: &str = include_str!("../wgsl/matmul_affine8.wgsl");
-pub const MATMUL_Q8_0: &str = include_str!("../wgsl/matmul_q8_0.wgsl");
-pub const MATMUL_Q4_1: &str = include_str!("../wgsl/matmul_q4_1.wgsl");
+/// The multiply body every dequantize-and-multiply family shares (one accumulation order, so a
+/// streamed and a resident run perform the same arithmetic); each `MATMUL_*` is its format
+/// prefix followed by this text.
+pub const MATMUL_BODY: &str = include_str!("../wgsl/matmul_body.wgsl");
+pub const MATMUL_PLAIN: &str = concat!(
+    include_str!("../wgsl/matmul_plain.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_FP8_BLOCK: &str = concat!(
+    include_str!("../wgsl/matmul_fp8_block.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_MXFP4: &str = concat!(
+    include_str!("../wgsl/matmul_mxfp4.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_AFFINE8: &str = concat!(
+    include_str!("../wgsl/matmul_affine8.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q8_0: &str = concat!(
+    include_str!("../wgsl/matmul_q8_0.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q4_1: &str = concat!(
+    include_str!("../wgsl/matmul_q4_1.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
 pub const RMSNORM: &str = include_str!("../wgsl/rmsnorm.wgsl");
 pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");

@@ -1,5 +1,7 @@
-//! Parses and validates every `.wgsl` file under `kernels/wgsl/` with naga (no GPU needed), and
-//! checks that the kernel table covers every file and names entry points that exist.
+//! Parses and validates every `.wgsl` module under `kernels/wgsl/` with naga (no GPU needed): each
+//! `matmul_*.wgsl` format prefix with the shared `matmul_body.wgsl` appended (as the kernel table
+//! builds it), every other file as it is; and checks that the kernel table covers every file and
+//! names entry points that exist.
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
@@ -7,6 +9,26 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use kernels::Kernel;
+
+/// The multiply body every `matmul_*.wgsl` prefix is completed with.
+const BODY: &str = "matmul_body.wgsl";
+
+/// The complete module a file is part of: a matmul prefix with the body appended, else the file.
+fn module_source(name: &str, source: &str, body: &str) -> String {
+    if name.starts_with("matmul_") && name != BODY {
+        format!("{source}{body}")
+    } else {
+        source.to_string()
+    }
+}
+
+fn body_text(files: &[(String, String)]) -> String {
+    files
+        .iter()
+        .find(|(n, _)| n == BODY)
+        .map(|(_, s)| s.clone())
+        .expect("matmul_body.wgsl exists")
+}
 
 fn wgsl_files() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("wgsl");
@@ -47,8 +69,9 @@ fn every_wgsl_file_parses_and_validates() {
         "expected the 13 kernel families, found {}",
         files.len()
     );
-    for (name, source) in &files {
-        validate(name, source);
+    let body = body_text(&files);
+    for (name, source) in files.iter().filter(|(n, _)| n != BODY) {
+        validate(name, &module_source(name, source, &body));
         assert!(
             source.starts_with("//"),
             "{name}: must open with a comment documenting the layout it reads"
@@ -59,7 +82,12 @@ fn every_wgsl_file_parses_and_validates() {
 #[test]
 fn kernel_table_matches_the_files() {
     let files = wgsl_files();
-    let on_disk: BTreeSet<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let body = body_text(&files);
+    let on_disk: BTreeSet<&str> = files
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| *n != BODY)
+        .collect();
     let used: BTreeSet<&str> = Kernel::ALL.iter().map(|k| k.file()).collect();
     assert_eq!(
         on_disk, used,
@@ -71,7 +99,7 @@ fn kernel_table_matches_the_files() {
             .find(|(n, _)| n == kernel.file())
             .expect("file exists");
         assert_eq!(
-            disk,
+            module_source(kernel.file(), disk, &body),
             kernel.source(),
             "{}: include_str! is stale",
             kernel.name()
@@ -88,23 +116,37 @@ fn kernel_table_matches_the_files() {
     }
 }
 
-/// The shared multiply body must be the same text in every `matmul_*.wgsl`: the streamed/resident
-/// identity and the CPU reference both rely on one accumulation order.
+/// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and
+/// the CPU reference both rely on one accumulation order, so no prefix may carry a copy of it and
+/// every matmul kernel's module ends with exactly the shared body.
 #[test]
 fn matmul_families_share_one_body() {
-    let marker = "// ---- shared by every dequantize-and-multiply family";
-    let bodies: Vec<(String, String)> = wgsl_files()
-        .into_iter()
-        .filter(|(n, _)| n.starts_with("matmul_"))
-        .map(|(n, s)| {
-            let at = s
-                .find(marker)
-                .unwrap_or_else(|| panic!("{n}: shared body marker missing"));
-            (n, s[at..].to_string())
-        })
-        .collect();
-    assert_eq!(bodies.len(), 6);
-    for (name, body) in &bodies {
-        assert_eq!(body, &bodies[0].1, "{name} diverges from {}", bodies[0].0);
+    let files = wgsl_files();
+    let body = body_text(&files);
+    assert!(
+        body.contains("@compute"),
+        "the shared body holds the entry points"
+    );
+    let mut families = 0;
+    for (name, source) in files
+        .iter()
+        .filter(|(n, _)| n.starts_with("matmul_") && n != BODY)
+    {
+        assert!(
+            !source.contains("@compute"),
+            "{name}: a format prefix must not define entry points"
+        );
+        families += 1;
+    }
+    assert_eq!(families, 6);
+    for kernel in Kernel::ALL
+        .iter()
+        .filter(|k| k.file().starts_with("matmul_"))
+    {
+        assert!(
+            kernel.source().ends_with(body.as_str()),
+            "{}: module does not end with the shared body",
+            kernel.name()
+        );
     }
 }

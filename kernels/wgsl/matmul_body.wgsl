@@ -1,0 +1,110 @@
+// ---- shared by every dequantize-and-multiply family: kernels/src/kernel.rs appends this file to
+// ---- each matmul_*.wgsl (concat! of include_str!), so one accumulation order serves every format ----
+//
+// Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
+// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
+// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for plain, fp8 and
+// affine; one packed u32 word of 8 elements for Q4_1, Q8_0 and mxfp4). Lane l takes chunks
+// c = l, l + LANES, … in increasing c and, inside a chunk, the elements in the chunk's fixed
+// order, each with `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the
+// LANES partial sums in lane order (((p0 + p1) + p2) + … + p63). The order therefore depends only
+// on K, never on which rows or how many rows one dispatch covers, so a row-tiled (streamed) dispatch
+// and a whole-matrix (resident) dispatch give bit-identical outputs, and `matmul` gives, per
+// token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
+
+struct Params {
+    rows: u32,
+    k: u32,
+    tokens: u32,
+    y_stride: u32,
+    y_offset: u32,
+    group: u32,
+    block_rows: u32,
+    dtype: u32,
+    groups_x: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+const LANES: u32 = 64u;
+const TOKEN_TILE: u32 = 4u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+var<workgroup> partial1: array<f32, 64>;
+var<workgroup> partial4: array<vec4<f32>, 64>;
+
+fn packed_byte(i: u32) -> u32 {
+    return (packed[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+fn packed_half(h: u32) -> u32 {
+    return (packed[h >> 1u] >> ((h & 1u) * 16u)) & 0xffffu;
+}
+
+fn f16_from_bits(h: u32) -> f32 {
+    return unpack2x16float(h).x;
+}
+
+fn bf16_from_bits(h: u32) -> f32 {
+    return bitcast<f32>(h << 16u);
+}
+
+@compute @workgroup_size(64)
+fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    if (r >= p.rows) {
+        return;
+    }
+    var acc = 0.0;
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
+    }
+    partial1[lane] = acc;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var total = partial1[0];
+        for (var l = 1u; l < LANES; l++) {
+            total = total + partial1[l];
+        }
+        y[p.y_offset + r] = total;
+    }
+}
+
+@compute @workgroup_size(64)
+fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let r = wg.x + wg.y * p.groups_x;
+    let t0 = wg.z * TOKEN_TILE;
+    if (r >= p.rows || t0 >= p.tokens) {
+        return;
+    }
+    let last = p.tokens - 1u;
+    let b0 = t0 * p.k;
+    let b1 = min(t0 + 1u, last) * p.k;
+    let b2 = min(t0 + 2u, last) * p.k;
+    let b3 = min(t0 + 3u, last) * p.k;
+    var acc = vec4<f32>(0.0);
+    let bases = vec4<u32>(b0, b1, b2, b3);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
+    }
+    partial4[lane] = acc;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var out = partial4[0];
+        for (var l = 1u; l < LANES; l++) {
+            out = out + partial4[l];
+        }
+        for (var j = 0u; j < TOKEN_TILE; j++) {
+            let t = t0 + j;
+            if (t < p.tokens) {
+                y[t * p.y_stride + p.y_offset + r] = out[j];
+            }
+        }
+    }
+}
