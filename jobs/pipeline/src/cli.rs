@@ -108,6 +108,31 @@ pub fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
+/// End a stage binary: print its outcome (`--json`: the summary as JSON, else its readable
+/// form) and return the exit code `exit` maps it to; or print the error chain with its hint and
+/// return 1.
+pub fn finish<T: serde::Serialize, E: StdError + Hint>(
+    result: Result<T, E>,
+    json: bool,
+    render: impl Fn(&T) -> String,
+    exit: impl Fn(&T) -> Exit,
+) -> ExitCode {
+    match result {
+        Ok(out) => {
+            if json {
+                emit(&(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n"));
+            } else {
+                emit(&render(&out));
+            }
+            exit(&out).into()
+        }
+        Err(e) => {
+            print_error(&e, e.hint());
+            Exit::Failure.into()
+        }
+    }
+}
+
 /// Join reasons for one line: the first `max`, then how many more.
 pub fn join_limited<T: std::fmt::Display>(items: &[T], max: usize) -> String {
     let mut s = items

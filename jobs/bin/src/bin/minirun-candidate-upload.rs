@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::candidate::{self, CandidateOpts};
-use pipeline::cli::{self, Exit, Hint, StageArgs};
+use pipeline::cli::{self, Exit, StageArgs};
 use pipeline::plan::Plan;
 
 /// Upload the staged release to its candidate branch.
@@ -30,18 +30,5 @@ fn main() -> ExitCode {
         };
         candidate::run(&plan, &opts)
     };
-    match run() {
-        Ok(r) => {
-            if args.stage.json {
-                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
-            } else {
-                cli::emit(&r.render());
-            }
-            Exit::Ok.into()
-        }
-        Err(e) => {
-            cli::print_error(&e, e.hint());
-            Exit::Failure.into()
-        }
-    }
+    cli::finish(run(), args.stage.json, |r| r.render(), |_| Exit::Ok)
 }

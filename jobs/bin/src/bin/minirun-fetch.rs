@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, Hint, StageArgs, UnitArgs};
+use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
 use pipeline::fetch::{self, FetchOpts};
 use pipeline::plan::Plan;
 
@@ -38,18 +38,5 @@ fn main() -> ExitCode {
         };
         fetch::run(&plan, &opts)
     };
-    match run() {
-        Ok(summary) if args.stage.json => {
-            cli::emit(&(serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n"));
-            Exit::Ok.into()
-        }
-        Ok(summary) => {
-            cli::emit(&summary.render());
-            Exit::Ok.into()
-        }
-        Err(e) => {
-            cli::print_error(&e, e.hint());
-            Exit::Failure.into()
-        }
-    }
+    cli::finish(run(), args.stage.json, |s| s.render(), |_| Exit::Ok)
 }

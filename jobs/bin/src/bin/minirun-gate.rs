@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, Hint, StageArgs, UnitArgs};
+use pipeline::cli::{self, StageArgs, UnitArgs};
 use pipeline::gate::{self, GateOpts};
 use pipeline::plan::Plan;
 
@@ -41,18 +41,5 @@ fn main() -> ExitCode {
         };
         gate::run(&plan, &opts)
     };
-    match run() {
-        Ok(r) => {
-            if args.stage.json {
-                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
-            } else {
-                cli::emit(&r.render());
-            }
-            r.exit().into()
-        }
-        Err(e) => {
-            cli::print_error(&e, e.hint());
-            Exit::Failure.into()
-        }
-    }
+    cli::finish(run(), args.stage.json, |r| r.render(), |r| r.exit())
 }

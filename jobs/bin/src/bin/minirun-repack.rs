@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, Hint, StageArgs, UnitArgs};
+use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
 use pipeline::plan::Plan;
 use pipeline::repack::{self, RepackOpts};
 
@@ -39,18 +39,5 @@ fn main() -> ExitCode {
         };
         repack::run(&plan, &opts)
     };
-    match run() {
-        Ok(s) if args.stage.json => {
-            cli::emit(&(serde_json::to_string_pretty(&s).unwrap_or_default() + "\n"));
-            Exit::Ok.into()
-        }
-        Ok(s) => {
-            cli::emit(&s.render());
-            Exit::Ok.into()
-        }
-        Err(e) => {
-            cli::print_error(&e, e.hint());
-            Exit::Failure.into()
-        }
-    }
+    cli::finish(run(), args.stage.json, |s| s.render(), |_| Exit::Ok)
 }

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, Hint, StageArgs};
+use pipeline::cli::{self, Exit, StageArgs};
 use pipeline::plan::Plan;
 use pipeline::stage::{self, StageOpts};
 
@@ -29,18 +29,5 @@ fn main() -> ExitCode {
         };
         stage::run(&plan, &opts)
     };
-    match run() {
-        Ok(r) => {
-            if args.stage.json {
-                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
-            } else {
-                cli::emit(&r.render());
-            }
-            Exit::Ok.into()
-        }
-        Err(e) => {
-            cli::print_error(&e, e.hint());
-            Exit::Failure.into()
-        }
-    }
+    cli::finish(run(), args.stage.json, |r| r.render(), |_| Exit::Ok)
 }
