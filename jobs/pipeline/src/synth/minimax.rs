@@ -1,9 +1,10 @@
 //! MiniMax H3 style, as two repositories side by side under the output directory:
 //! `MiniMaxAI--MiniMax-H3/` (diffusers layout: `model_index.json`, a sharded BF16/F32
-//! `transformer/`, a single-file `vae/`) and `pipenetwork--MiniMax-H3-MLX-8bit/` (the community
+//! `transformer/`, a single-file `vae/`, and from `minimax_parts`: `text_encoder/`, `audio_vae/`,
+//! `tokenizer/tokenizer.json`, `LICENSE`) and `pipenetwork--MiniMax-H3-MLX-8bit/` (the community
 //! MLX port: the same transformer with every BF16 linear as MLX affine 8-bit — `weight` U32
 //! codes, BF16 `scales`/`biases` per 64 inputs — written the way `mx.save_safetensors` writes,
-//! name order, `{"format":"mlx"}`, unpadded header).
+//! name order, `{"format":"mlx"}`, unpadded header — and its own `LICENSE`).
 //!
 //! Spec: `../shared/design/models.md` §5 (diffusers key names, F32 modules, the MLX port),
 //! `formats.md` §3 (MLX affine). Guessed (docs/synth.md): block norm/AdaLN names, VAE tensor
@@ -28,6 +29,8 @@ const VIDEO_IN: u64 = 24 * 2 * 2;
 const AUDIO_IN: u64 = 32;
 const TEXT_DIM: u64 = 256;
 const TIME_DIM: u64 = 256;
+/// `num_refiner_layers` (upstream 2).
+pub const REFINER_BLOCKS: u64 = 2;
 /// MLX affine group size used by the 8-bit port (MLX's default).
 pub const MLX_GROUP: u64 = 64;
 /// Upstream repo directory.
@@ -65,6 +68,23 @@ fn modules(blocks: u64) -> Vec<Module> {
         lin("time_embedder.linear_1".into(), H, TIME_DIM, true, true),
         lin("time_embedder.linear_2".into(), H, H, true, true),
     ];
+    // The 2-block text token refiner (models.md §5), in the transformer blocks' key style.
+    for r in 0..REFINER_BLOCKS {
+        let b = format!("token_refiner.blocks.{r}.");
+        for x in ["to_q", "to_k", "to_v", "to_out.0"] {
+            m.push(lin(format!("{b}attn.{x}"), H, H, false, x == "to_out.0"));
+        }
+        m.push(Module::Norm {
+            name: format!("{b}norm1.weight"),
+            n: H,
+        });
+        m.push(Module::Norm {
+            name: format!("{b}norm2.weight"),
+            n: H,
+        });
+        m.push(lin(format!("{b}ff.net.0.proj"), 2 * FFN, H, false, false));
+        m.push(lin(format!("{b}ff.net.2"), H, FFN, false, false));
+    }
     for i in 0..blocks {
         let b = format!("transformer_blocks.{i}.");
         for x in ["to_q", "to_k", "to_v", "to_out.0"] {
@@ -251,7 +271,7 @@ fn transformer_config(blocks: u64) -> serde_json::Value {
         "_class_name": "MiniMaxH3Transformer3DModel",
         "_diffusers_version": "0.42.1",
         "num_layers": blocks,
-        "num_refiner_layers": 0,
+        "num_refiner_layers": REFINER_BLOCKS,
         "hidden_size": H,
         "num_attention_heads": HEADS,
         "attention_head_dim": HEAD_DIM,
@@ -345,16 +365,18 @@ pub fn generate(out: &Path, seed: u64, scale: u64) -> Result<(Vec<FileDigest>, u
         &format!("{UPSTREAM_DIR}/vae/config.json"),
         &pretty(&vae_cfg),
     )?);
-    let model_index = sorted(json!({
-        "_class_name": "MiniMaxH3Pipeline",
-        "_diffusers_version": "0.42.1",
-        "transformer": ["diffusers", "MiniMaxH3Transformer3DModel"],
-        "vae": ["diffusers", "AutoencoderKLMiniMaxH3"],
-    }));
     files.push(write_bytes(
         out,
         &format!("{UPSTREAM_DIR}/model_index.json"),
-        &pretty(&model_index),
+        &pretty(&super::minimax_parts::model_index()),
+    )?);
+    let (more, n) = super::minimax_parts::write_components(out, UPSTREAM_DIR, seed)?;
+    files.extend(more);
+    count += n;
+    files.push(write_bytes(
+        out,
+        &format!("{MLX_DIR}/LICENSE"),
+        super::minimax_parts::LICENSE_MLX.as_bytes(),
     )?);
     Ok((files, count))
 }

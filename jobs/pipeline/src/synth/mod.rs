@@ -8,8 +8,10 @@
 pub mod deepseek;
 pub mod kimi;
 pub mod minimax;
+pub mod minimax_parts;
 pub mod prng;
 pub mod quant;
+pub mod tiktoken;
 pub mod tokenizer;
 pub mod write;
 
