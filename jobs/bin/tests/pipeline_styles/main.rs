@@ -1,0 +1,133 @@
+//! fetch → repack → gate on the K3- and H3-style generated checkpoints (`minirun-synth kimi-k3`,
+//! `minirun-synth minimax-h3`) served by `minirun-hub`, through the real binaries and the style
+//! test plans `plans/tests/{kimi-k3,minimax-h3}-style.toml`: a whole run PASSes with `mxfp4`
+//! (compressed-tensors) and `affine` (MLX, bf16 scales and biases) containers and the family's
+//! index.json shape; a flipped byte in a tile sub-region, a manifest or a plain stream FAILs
+//! naming the file; a deleted unit FAILs; an empty selection is INCONCLUSIVE; and
+//! `--no-upstream-compare` is SKIP. Issue 5, "the same for the K3- and H3-style plans".
+
+mod styles;
+#[path = "../pipeline_v4/common.rs"]
+#[allow(dead_code)]
+mod v4;
+
+use std::path::Path;
+
+use styles::*;
+use v4::{stage, stage_ok, Hub};
+
+fn flip(path: &Path, at: usize) {
+    let mut b = std::fs::read(path).unwrap();
+    let i = at.min(b.len() - 1);
+    b[i] ^= 0x01;
+    std::fs::write(path, b).unwrap();
+}
+
+/// Every container of the release, described by its header: (file, mode, scale dtype, bias dtype).
+fn containers(release: &Path) -> Vec<(String, String, String, String)> {
+    let mut out = Vec::new();
+    for (rel, _) in v4::tree_state(release) {
+        if !rel.ends_with(".til") {
+            continue;
+        }
+        let r = artifact::container::ContainerReader::open(&release.join(&rel)).unwrap();
+        let d = r.header().describe();
+        let s = |k: &str| d[k].as_str().unwrap_or("").to_owned();
+        out.push((rel, s("mode"), s("scale_dtype"), s("bias_dtype")));
+    }
+    out
+}
+
+/// The whole contract on one style: PASS, then each corruption FAILs naming its file and is
+/// repaired, then a deleted unit FAILs, an empty selection is 2 and no upstream compare is 77.
+fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) {
+    let hub = Hub::start(&st.hub_root, "");
+    let w = tempfile::tempdir().unwrap();
+    let work = w.path();
+    let out = stage_ok("minirun-fetch", &st.plan, work, &hub.url, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["units"].as_array().unwrap().len(), st.units, "{out}");
+    stage_ok("minirun-repack", &st.plan, work, &hub.url, &[]);
+    let gate = |extra: &[&str]| stage("minirun-gate", &st.plan, work, "", extra);
+    let (code, out) = gate(&[]);
+    assert_eq!(code, 0, "a clean {} release must PASS:\n{out}", st.name);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.join("reports/gate.json")).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "PASS");
+    let compared = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] == "upstream-compare" && c["verdict"] == "PASS")
+        .count();
+    assert!(compared > 0, "no upstream comparison in {report}");
+    (st.check_release)(&work.join("release"));
+
+    assert_eq!(
+        gate(&["--units", ""]).0,
+        2,
+        "empty selection is INCONCLUSIVE"
+    );
+    assert_eq!(gate(&["--no-upstream-compare"]).0, 77);
+
+    let rel = work.join("release");
+    for &(file, at) in corruptions {
+        let p = rel.join(file);
+        let orig = std::fs::read(&p).unwrap();
+        flip(&p, at);
+        let (code, out) = gate(&[]);
+        assert_eq!(code, 1, "flipping byte {at} of {file} must FAIL:\n{out}");
+        assert!(out.contains(file), "the FAIL must name {file}:\n{out}");
+        std::fs::write(&p, &orig).unwrap();
+    }
+    // Restored bytes, new filesystem objects: repack --verify re-hashes and re-journals them.
+    stage_ok("minirun-repack", &st.plan, work, &hub.url, &["--verify"]);
+    assert_eq!(gate(&[]).0, 0, "the restored release must PASS again");
+
+    std::fs::remove_dir_all(rel.join(deleted_unit)).unwrap();
+    let (code, out) = gate(&[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(deleted_unit), "{out}");
+}
+
+#[test]
+fn kimi_k3_style_exit_contract() {
+    let st = kimi_k3();
+    let expert =
+        "layer02/language_model.model.layers.2.block_sparse_moe.experts.5.w2.weight_packed.til";
+    exit_contract(
+        st,
+        &[
+            (expert, 16_384 + 7),          // the tile's packed e2m1 bytes
+            (expert, 32_768 + 3),          // its e8m0 scale sub-region
+            ("layer01/manifest.json", 40), // a manifest
+            (
+                "layer03/language_model.model.layers.3.self_attn.q_b_proj.weight.bin",
+                5,
+            ), // plain
+            ("global/vision_tower.patch_embed.proj.weight.bin", 1000), // plain
+        ],
+        "layer01",
+    );
+}
+
+#[test]
+fn minimax_h3_style_exit_contract() {
+    let st = minimax_h3();
+    let q = "dit-block-01/transformer_blocks.1.attn.to_q.til";
+    exit_contract(
+        st,
+        &[
+            (q, 16_384 + 9),                             // packed u32 codes
+            (q, 16_384 + 65_536 + 11),                   // bf16 scales
+            (q, 16_384 + 65_536 + 16_384 + 13),          // bf16 biases
+            ("dit-refiner-00/manifest.json", 60),        // a manifest
+            ("vae-audio/encoder.conv_in.weight.bin", 2), // plain, F32, a name both VAEs use
+            (
+                "te-layer-02/model.language_model.layers.2.mlp.down_proj.weight.bin",
+                100,
+            ),
+        ],
+        "te-layer-01",
+    );
+}
