@@ -80,6 +80,12 @@ fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) 
         assert!(out.contains(file), "the FAIL must name {file}:\n{out}");
         std::fs::write(&p, &orig).unwrap();
     }
+    // A file at the root that the plan does not put there.
+    std::fs::write(rel.join("stray.bin"), b"x").unwrap();
+    let (code, out) = gate(&[]);
+    assert_eq!(code, 1, "a stray root file must FAIL:\n{out}");
+    assert!(out.contains("stray.bin"), "{out}");
+    std::fs::remove_file(rel.join("stray.bin")).unwrap();
     // Restored bytes, new filesystem objects: repack --verify re-hashes and re-journals them.
     stage_ok("minirun-repack", &st.plan, work, &hub.url, &["--verify"]);
     assert_eq!(gate(&[]).0, 0, "the restored release must PASS again");
@@ -106,6 +112,7 @@ fn kimi_k3_style_exit_contract() {
                 5,
             ), // plain
             ("global/vision_tower.patch_embed.proj.weight.bin", 1000), // plain
+            ("LICENSE", 3), // a root file: compared with the upstream file, not only the index
         ],
         "layer01",
     );
@@ -127,6 +134,8 @@ fn minimax_h3_style_exit_contract() {
                 "te-layer-02/model.language_model.layers.2.mlp.down_proj.weight.bin",
                 100,
             ),
+            ("LICENSE-mlx-port", 3), // the dit source's licence under its `license_as` name
+            ("tokenizer.json", 50),  // the tokenizer identity's root file
         ],
         "te-layer-01",
     );

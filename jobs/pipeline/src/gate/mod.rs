@@ -12,6 +12,7 @@
 //! alone is never a pass: the exit code is the verdict. See `docs/gate.md`.
 
 mod checks;
+mod root_files;
 
 use std::path::PathBuf;
 
@@ -212,6 +213,9 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         g.index(whole_release);
         bytes_read += g.bytes_read;
         checks.extend(g.checks);
+        let (root, root_bytes) = root_files::root_files(plan, &work, whole_release);
+        checks.extend(root);
+        bytes_read += root_bytes;
     }
     let verdict = if opts.dry_run {
         Verdict::Inconclusive

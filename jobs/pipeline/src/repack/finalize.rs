@@ -22,7 +22,7 @@ use crate::plan::{IdentitySource, IndexShape, Plan};
 use crate::work::WorkDir;
 
 /// Root file name in the artifact → (source, upstream path).
-fn root_files(plan: &Plan) -> BTreeMap<String, (String, String)> {
+pub(crate) fn root_files(plan: &Plan) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
     for src in &plan.sources {
         for p in root_paths(plan, src) {

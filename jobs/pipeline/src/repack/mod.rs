@@ -17,6 +17,7 @@ use crate::plan::{Plan, PlanError};
 use crate::work::WorkDir;
 
 pub use finalize::finalize;
+pub(crate) use finalize::root_files;
 pub use unit::{TensorEntry, TensorMap, TENSORS_FILE};
 
 /// The stage name in journals.
