@@ -140,3 +140,42 @@ fn minimax_h3_style_exit_contract() {
         "te-layer-01",
     );
 }
+
+/// Multi-source finalize is a pure function of the units: disjoint `--units` repacks in parallel
+/// processes, then `--finalize`, give the same release bytes as one run.
+#[test]
+fn minimax_h3_style_parallel_repacks_then_finalize_equal_one_run() {
+    let st = minimax_h3();
+    let hub = Hub::start(&st.hub_root, "");
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    for w in [a.path(), b.path()] {
+        stage_ok("minirun-fetch", &st.plan, w, &hub.url, &[]);
+    }
+    stage_ok("minirun-repack", &st.plan, a.path(), &hub.url, &[]);
+    let mut kids: Vec<_> = ["dit-block-00..dit-global", "te-embed..vae-audio"]
+        .iter()
+        .map(|sel| {
+            v4::cmd("minirun-repack")
+                .args(["--plan", st.plan.to_str().unwrap(), "--work-dir"])
+                .arg(b.path())
+                .args(["--units", sel])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    stage_ok(
+        "minirun-repack",
+        &st.plan,
+        b.path(),
+        &hub.url,
+        &["--finalize"],
+    );
+    let ra = v4::release_digests(a.path());
+    assert!(ra.contains_key("index.json") && ra.contains_key("LICENSE-mlx-port"));
+    assert_eq!(ra, v4::release_digests(b.path()));
+}
