@@ -179,3 +179,96 @@ fn minimax_h3_style_parallel_repacks_then_finalize_equal_one_run() {
     assert!(ra.contains_key("index.json") && ra.contains_key("LICENSE-mlx-port"));
     assert_eq!(ra, v4::release_digests(b.path()));
 }
+
+/// A plan item as JSON without its position in the file (`line`, `key`).
+fn strip_pos(mut j: serde_json::Value) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("line");
+                m.remove("key");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut j);
+    j
+}
+
+macro_rules! shape_of {
+    ($e:expr) => {
+        strip_pos(serde_json::to_value(&$e).unwrap())
+    };
+}
+
+/// The style plans apply the drafts' layout rules (docs/plans.md, "Style test plans"): the same
+/// family, index shape, rules, tiles and identities; every style unit is a draft unit with the
+/// same source and tensor globs; the same sources (weights, licences); the same non-layer
+/// omissions. Only repositories, revisions, counts and the layer ranges differ.
+#[test]
+fn style_plans_follow_the_drafts() {
+    use pipeline::plan::Plan;
+    for (draft, style) in [
+        ("plans/kimi-k3.toml", "plans/tests/kimi-k3-style.toml"),
+        ("plans/minimax-h3.toml", "plans/tests/minimax-h3-style.toml"),
+    ] {
+        let d = Plan::load(&v4::repo_root().join(draft)).unwrap();
+        let s = Plan::load(&v4::repo_root().join(style)).unwrap();
+        assert!(
+            s.ensure_runnable().is_ok() && d.ensure_runnable().is_err(),
+            "{style}"
+        );
+        assert_eq!(shape_of!(&d.family), shape_of!(&s.family), "{style}");
+        assert_eq!(
+            shape_of!(&d.index_shape),
+            shape_of!(&s.index_shape),
+            "{style}"
+        );
+        assert_eq!(shape_of!(&d.rules), shape_of!(&s.rules), "{style}: rules");
+        assert_eq!(shape_of!(&d.tiles), shape_of!(&s.tiles), "{style}: tiles");
+        assert_eq!(shape_of!(&d.tokenizer), shape_of!(&s.tokenizer), "{style}");
+        assert_eq!(shape_of!(&d.config), shape_of!(&s.config), "{style}");
+        for u in &s.units {
+            let du = d
+                .units
+                .iter()
+                .find(|x| x.name.as_str() == u.name.as_str())
+                .unwrap_or_else(|| panic!("{style}: unit {} is not a draft unit", u.name.as_str()));
+            assert_eq!(
+                shape_of!(du),
+                shape_of!(u),
+                "{style}: unit {}",
+                u.name.as_str()
+            );
+        }
+        assert_eq!(d.sources.len(), s.sources.len(), "{style}");
+        for (ds, ss) in d.sources.iter().zip(&s.sources) {
+            assert_eq!(ds.name, ss.name);
+            assert_eq!(shape_of!(&ds.license), shape_of!(&ss.license), "{style}");
+            assert_eq!(ds.files.len(), ss.files.len(), "{style}");
+            if d.multi_source {
+                assert_eq!(ds.weights, ss.weights, "{style}: {}", ds.name);
+            }
+            assert_ne!(
+                ds.repo.as_str(),
+                ss.repo.as_str(),
+                "a style plan never names a real repo"
+            );
+        }
+        assert!(s.target.repo.as_str().starts_with("minirun-synth/"));
+        let non_layer = |p: &Plan| -> Vec<serde_json::Value> {
+            p.omit
+                .iter()
+                .filter(|o| !o.tensors.iter().any(|t| t.contains(".layers.")))
+                .map(|o| {
+                    let mut v = shape_of!(o);
+                    v.as_object_mut().unwrap().remove("reason");
+                    v
+                })
+                .collect()
+        };
+        assert_eq!(non_layer(&d), non_layer(&s), "{style}: omissions");
+    }
+}
