@@ -80,6 +80,20 @@ fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) 
         assert!(out.contains(file), "the FAIL must name {file}:\n{out}");
         std::fs::write(&p, &orig).unwrap();
     }
+    // index.json still valid JSON of the right shape, but claiming one byte more than the
+    // manifests hold: recomputed independently, it FAILs.
+    let ix = rel.join("index.json");
+    let orig = std::fs::read(&ix).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&orig).unwrap();
+    match doc.get_mut("units") {
+        Some(units) => *units.get_mut(1).unwrap().get_mut("bytes").unwrap() = 1.into(),
+        None => doc["bytes"] = (doc["bytes"].as_u64().unwrap() + 1).into(),
+    }
+    std::fs::write(&ix, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let (code, out) = gate(&[]);
+    assert_eq!(code, 1, "a wrong index total must FAIL:\n{out}");
+    assert!(out.contains("index-totals"), "{out}");
+    std::fs::write(&ix, &orig).unwrap();
     // A file at the root that the plan does not put there.
     std::fs::write(rel.join("stray.bin"), b"x").unwrap();
     let (code, out) = gate(&[]);

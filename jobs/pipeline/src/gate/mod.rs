@@ -12,6 +12,7 @@
 //! alone is never a pass: the exit code is the verdict. See `docs/gate.md`.
 
 mod checks;
+mod index_totals;
 mod root_files;
 
 use std::path::PathBuf;
@@ -213,6 +214,7 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         g.index(whole_release);
         bytes_read += g.bytes_read;
         checks.extend(g.checks);
+        checks.extend(index_totals::index_totals(plan, &work));
         let (root, root_bytes) = root_files::root_files(plan, &work, whole_release);
         checks.extend(root);
         bytes_read += root_bytes;
