@@ -76,19 +76,32 @@ pub fn lookup(family: &str) -> Option<&'static Entry> {
     ENTRIES.iter().find(|e| e.family == family)
 }
 
-/// The entry for the artifact's family, or the refusal naming it.
+/// The entry for the artifact's family in [`ENTRIES`], or the refusal naming it.
 pub fn entry_for(artifact: &VerifiedArtifact) -> Result<&'static Entry, ArtifactError> {
-    lookup(artifact.family()).ok_or_else(|| ArtifactError::UnknownFamily {
-        dir: artifact.root().display().to_string(),
-        family: artifact.family().to_owned(),
-        known: if ENTRIES.is_empty() {
-            "none yet".to_owned()
-        } else {
-            ENTRIES
-                .iter()
-                .map(|e| format!("`{}`", e.family))
-                .collect::<Vec<_>>()
-                .join(", ")
-        },
-    })
+    entry_in(ENTRIES, artifact)
+}
+
+/// The entry for the artifact's family in `entries` (the CLI passes [`ENTRIES`]; tests pass
+/// their own table), or the refusal naming the family and the registered ones.
+pub fn entry_in<'e>(
+    entries: &'e [Entry],
+    artifact: &VerifiedArtifact,
+) -> Result<&'e Entry, ArtifactError> {
+    let family = artifact.family();
+    entries
+        .iter()
+        .find(|e| e.family == family)
+        .ok_or_else(|| ArtifactError::UnknownFamily {
+            dir: artifact.root().display().to_string(),
+            family: family.to_owned(),
+            known: if entries.is_empty() {
+                "none yet".to_owned()
+            } else {
+                entries
+                    .iter()
+                    .map(|e| format!("`{}`", e.family))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        })
 }

@@ -10,11 +10,17 @@ use super::{OpenOptions, VerifiedArtifact};
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
-use crate::registry::{self, ModelOptions, Residency};
+use crate::registry::{self, Entry, ModelOptions, Residency};
 use crate::run::{RunArgs, RunOutput};
 
-/// Runs `args` (with `args.artifact` set) and returns what `minirun-run` prints.
+/// Runs `args` (with `args.artifact` set) with the registered families and returns what
+/// `minirun-run` prints.
 pub fn run_artifact(args: &RunArgs) -> Result<RunOutput, RunError> {
+    run_artifact_with(args, registry::ENTRIES)
+}
+
+/// As [`run_artifact`], looking the family up in `entries`.
+pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput, RunError> {
     let dir = args.artifact.as_deref().ok_or_else(|| RunError::Model {
         path: String::new(),
         detail: "no --artifact given".into(),
@@ -35,7 +41,7 @@ pub fn run_artifact(args: &RunArgs) -> Result<RunOutput, RunError> {
             artifact.family()
         );
     }
-    let entry = registry::entry_for(&artifact)?;
+    let entry = registry::entry_in(entries, &artifact)?;
     let tok = (entry.tokenizer)(&artifact)?;
     let prompt_ids = if args.prompt_ids.is_empty() {
         tok.encode(&args.prompt)?

@@ -7,6 +7,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+mod registry;
 mod stream;
 mod verify;
 
