@@ -45,7 +45,11 @@ fn rt() -> &'static tokio::runtime::Runtime {
 pub fn fixture() -> &'static Fixture {
     static FX: OnceLock<Fixture> = OnceLock::new();
     FX.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap().keep();
+        // A fixed place under the target directory, cleared first: one artifact on disk at a
+        // time, however many runs (statics are never dropped, so a temp dir would leak).
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("runner-artifact-fixture");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
         let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans/deepseek-v4.toml");
         let work = root.join("work");
         let s = pipeline::demo::run(&plan, &work, &mut |_| {}).unwrap();
@@ -68,6 +72,11 @@ pub fn fixture() -> &'static Fixture {
             scratch,
         }
     })
+}
+
+/// Removes a test's copy (left behind when the test fails; cleared by the next run).
+pub fn discard(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A copy of the consumer directory (`cp -a`: same bytes and mtimes, new inodes, so the copied

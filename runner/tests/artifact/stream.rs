@@ -131,8 +131,11 @@ fn stacked_mxfp4_experts_over_several_tiles_streamed_equals_resident() {
     }
 }
 
-/// The MLX affine 8-bit linears of the generated H3 port: (name, rows, cols, q, scales, biases).
-fn h3_affine_linears(dir: &Path) -> Vec<(String, u64, u64, Vec<u8>, Vec<u8>, Vec<u8>)> {
+/// One MLX affine 8-bit linear: (name, rows, cols, q, scales, biases).
+type AffineLinear = (String, u64, u64, Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// The MLX affine 8-bit linears of the generated H3 port.
+fn h3_affine_linears(dir: &Path) -> Vec<AffineLinear> {
     pipeline::synth::generate(pipeline::synth::Family::MinimaxH3, dir, 0, 1).unwrap();
     let port = dir
         .join(pipeline::synth::minimax::MLX_DIR)

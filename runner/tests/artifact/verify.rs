@@ -5,7 +5,7 @@ use std::process::Command;
 
 use runner::artifact::{ArtifactError, OpenOptions, TensorKind, VerifiedArtifact};
 
-use super::{copy, fixture, verified_copy, TARGET};
+use super::{copy, discard, fixture, verified_copy, TARGET};
 
 const WQ_B: &str = "layers.0.attn.wq_b.weight";
 const WQ_A: &str = "layers.0.attn.wq_a.weight";
@@ -70,7 +70,7 @@ fn evidence_held_loads_every_tensor_without_rehashing() {
     // ADR 0013: authority for this repo and commit, so no tile or stream was hashed; every
     // load still did its rooted open and identity recheck.
     assert_eq!(a.digest_checks(), 0);
-    assert!(a.loads() >= (containers + plains) as u64);
+    assert!(a.loads() >= containers + plains);
     // The requested geometry is checked against the header before a byte is read.
     let e = a.load_container(WQ_B, 512, 64).err().unwrap();
     assert!(e.to_string().contains("requested a 512 × 64 matrix"), "{e}");
@@ -140,6 +140,7 @@ fn without_evidence_or_for_another_revision_tile_digests_are_checked() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("no verification evidence"), "{e}");
+    discard(&d);
 }
 
 #[test]
@@ -209,6 +210,8 @@ fn a_file_touched_or_replaced_during_a_streamed_run_fails_the_next_load() {
         .err()
         .unwrap();
     assert!(matches!(e, ArtifactError::Modified { .. }), "{e}");
+    drop(a);
+    discard(&d);
 }
 
 /// Rewrites `config.json` and its identity in `index.json` consistently (no evidence is held,
@@ -270,6 +273,7 @@ fn tokenizer_and_configuration_identities_and_vocabulary_are_enforced() {
     std::fs::remove_file(d.join("LICENSE")).unwrap();
     let e = VerifiedArtifact::open(&d, &unheld(None)).err().unwrap();
     assert!(e.to_string().contains("LICENSE"), "{e}");
+    discard(&d);
 }
 
 fn minirun_run(args: &[&str], dir: &Path) -> (i32, String) {
@@ -295,6 +299,7 @@ fn minirun_run_refuses_unverified_and_modified_artifacts() {
     let (code, err) = minirun_run(&args, &d);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no verification evidence"), "{err}");
+    discard(&d);
     // Modified: the copy's evidence describes other filesystem objects.
     let d = copy("bin-modified");
     let (code, err) = minirun_run(&args, &d);
