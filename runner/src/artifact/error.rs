@@ -13,8 +13,13 @@ pub enum ArtifactError {
     AmbiguousEvidence { dir: String, commits: String },
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
-    #[error("`{path}` no longer matches its verification evidence ({detail}): the artifact was modified after it was verified; run `minirun-verify check` on it again")]
-    Modified { path: String, detail: String },
+    #[error("`{path}` no longer matches {against} ({detail}): {fix}")]
+    Modified {
+        path: String,
+        against: &'static str,
+        detail: String,
+        fix: String,
+    },
     #[error("`{path}` is not part of the verified tree of commit `{commit}`")]
     NotInEvidence { path: String, commit: String },
     #[error("cannot open `{path}` under `{root}` without following symbolic links: {source}")]

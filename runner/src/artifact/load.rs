@@ -107,10 +107,27 @@ impl Rooted {
         let now = fsid::identity(&f).map_err(io("stat", rel))?;
         match want {
             Some(want) if !fsid::still_holds(&want, &now) => {
+                let (against, fix) = match &self.authority {
+                    Some(a) => (
+                        "its verification evidence",
+                        format!(
+                            "the artifact was modified after it was verified; run `minirun-verify check {} --revision {} --dir {}` (`--repair` downloads again what differs)",
+                            a.repo,
+                            a.commit,
+                            self.root.display()
+                        ),
+                    ),
+                    None => (
+                        "the file first loaded in this run",
+                        "the artifact changed while it was in use".to_owned(),
+                    ),
+                };
                 return Err(ArtifactError::Modified {
                     path: rel.to_owned(),
+                    against,
                     detail: describe(&want, &now),
-                })
+                    fix,
+                });
             }
             Some(_) => {}
             None => {

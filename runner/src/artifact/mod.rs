@@ -80,8 +80,15 @@ fn malformed(path: &str, detail: impl std::fmt::Display) -> ArtifactError {
 
 /// Picks the evidence to hold: the requested commit's, or the only one present.
 fn choose_evidence(dir: &Path, opts: &OpenOptions) -> Result<Option<Evidence>, ArtifactError> {
-    let commits = Evidence::commits(dir);
     let shown = dir.display().to_string();
+    if !dir.is_dir() {
+        return Err(ArtifactError::Io {
+            what: "open the artifact directory",
+            path: shown,
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let commits = Evidence::commits(dir);
     let want = match (&opts.revision, commits.as_slice()) {
         (Some(r), _) if commits.contains(r) => Some(r.clone()),
         (None, [only]) => Some(only.clone()),

@@ -135,6 +135,17 @@ fn without_evidence_or_for_another_revision_tile_digests_are_checked() {
         let e = a.load_plain(NORM).unwrap().read().err().unwrap();
         assert!(matches!(e, ArtifactError::Digest { .. }), "{e}");
     }
+    // Without authority the baseline is the identity at the first load: a change mid-run fails.
+    let a = VerifiedArtifact::open(&d, &unheld(None)).unwrap();
+    read_all_tiles(&a, WQ_A).unwrap();
+    let st = Command::new("touch")
+        .arg(d.join("layers00/layers.0.attn.wq_a.til"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let e = read_all_tiles(&a, WQ_A).err().unwrap();
+    assert!(e.to_string().contains("first loaded in this run"), "{e}");
+    drop(a);
     // Without evidence the CLI refuses outright.
     let e = VerifiedArtifact::open(&d, &OpenOptions::default())
         .err()
