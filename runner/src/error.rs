@@ -23,6 +23,8 @@ pub enum RunError {
     Tensor { name: String, detail: String },
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::ArtifactError),
     #[error("kernel reference: {0}")]
     Kernel(#[from] kernels::KernelError),
     #[error("tokenizer: {0}")]

@@ -1,12 +1,14 @@
 //! The wgpu runner: engine, GGUF tile streaming, the Llama-family adapter, its exact CPU
 //! reference, the tokenizer and `minirun-run` (docs/runner.md).
 
+pub mod artifact;
 pub mod engine;
 pub mod error;
 pub mod llama;
 pub mod model;
 pub mod npy;
 pub mod reference;
+pub mod registry;
 pub mod run;
 pub mod stream;
 pub mod tokenizer;

@@ -30,8 +30,18 @@ pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
 )]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).
+    #[arg(
+        long,
+        required_unless_present = "artifact",
+        conflicts_with = "artifact"
+    )]
+    pub model: Option<PathBuf>,
+    /// A verified Minirun artifact directory (docs/runner.md "Verified-only execution").
     #[arg(long)]
-    pub model: PathBuf,
+    pub artifact: Option<PathBuf>,
+    /// With --artifact: the commit to run (default: the only one with evidence).
+    #[arg(long, requires = "artifact")]
+    pub revision: Option<String>,
     /// The prompt text.
     #[arg(short = 'p', long = "prompt", default_value = "")]
     pub prompt: String,
@@ -81,7 +91,11 @@ pub struct RunOutput {
 
 /// Runs the model as `args` says on `engine`.
 pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
-    let model = LlamaModel::open(&args.model)?;
+    let path = args.model.as_deref().ok_or_else(|| RunError::Model {
+        path: String::new(),
+        detail: "no --model given".into(),
+    })?;
+    let model = LlamaModel::open(path)?;
     let tok = match &args.tokenizer {
         Some(p) => Tokenizer::from_file(p, model.gguf.metadata())?,
         None => Tokenizer::from_gguf(model.gguf.metadata())?,
@@ -152,10 +166,14 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    let result = Engine::new()
-        .map_err(RunError::from)
-        .and_then(|engine| run(&engine, &args).map(|out| (out, engine)));
-    let (out, _engine) = match result {
+    let result = if args.artifact.is_some() {
+        crate::artifact::cli::run_artifact(&args)
+    } else {
+        Engine::new()
+            .map_err(RunError::from)
+            .and_then(|engine| run(&engine, &args))
+    };
+    let out = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");

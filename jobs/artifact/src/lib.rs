@@ -4,6 +4,8 @@
 
 pub mod container;
 pub mod dtype;
+pub mod evidence;
+pub mod fsid;
 pub mod gguf;
 pub mod identity;
 pub mod index_json;

@@ -3,51 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use artifact::index_json::{IndexDocument, Shape, INDEX_FILE_NAME};
 use artifact::manifest::Manifest;
-use serde::{Deserialize, Serialize};
 use sha1::Digest as _;
 
-use super::fsid::{self, Identity};
+pub use artifact::evidence::{evidence_path, Evidence, EvidenceFile};
+
+use super::fsid;
 use super::{Pinned, Verdict, VerifyError, VerifyReport};
-
-/// The evidence directory inside a local copy (not part of any published tree).
-pub const EVIDENCE_DIR: &str = ".minirun-evidence";
-
-/// One verified file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvidenceFile {
-    /// Repo path.
-    pub path: String,
-    /// `sha256` (LFS) or `git-sha1` (regular).
-    pub check: String,
-    /// The digest that agreed.
-    pub digest: String,
-    /// The filesystem object it was computed over.
-    pub identity: Identity,
-}
-
-/// The evidence of one complete verification of one commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Evidence {
-    /// Schema version (1).
-    pub v: u32,
-    /// The repository.
-    pub repo: String,
-    /// The commit.
-    pub commit: String,
-    /// Every file of the tree.
-    pub files: Vec<EvidenceFile>,
-}
-
-/// Where the evidence for `commit` lives under `dir`.
-pub fn evidence_path(dir: &Path, commit: &str) -> PathBuf {
-    dir.join(EVIDENCE_DIR).join(format!("{commit}.json"))
-}
 
 /// The outcome of a local verification.
 pub struct LocalOutcome {

@@ -1,0 +1,105 @@
+//! `minirun-run --artifact DIR [--revision COMMIT]` (docs/runner.md "Verified-only execution"):
+//! open the artifact under its evidence (refused before any engine exists when unverified or
+//! modified), find its family's registry entry (refused, naming the family, when none), then
+//! tokenize, prefill and decode greedily like the GGUF path.
+
+use std::io::Write;
+use std::time::Instant;
+
+use super::{OpenOptions, VerifiedArtifact};
+use crate::engine::Engine;
+use crate::error::RunError;
+use crate::llama::Logits;
+use crate::registry::{self, Entry, ModelOptions, Residency};
+use crate::run::{RunArgs, RunOutput};
+
+/// Runs `args` (with `args.artifact` set) with the registered families and returns what
+/// `minirun-run` prints.
+pub fn run_artifact(args: &RunArgs) -> Result<RunOutput, RunError> {
+    run_artifact_with(args, registry::ENTRIES)
+}
+
+/// As [`run_artifact`], looking the family up in `entries`.
+pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput, RunError> {
+    let dir = args.artifact.as_deref().ok_or_else(|| RunError::Model {
+        path: String::new(),
+        detail: "no --artifact given".into(),
+    })?;
+    let artifact = VerifiedArtifact::open(
+        dir,
+        &OpenOptions {
+            revision: args.revision.clone(),
+            require_evidence: true,
+        },
+    )?;
+    if let Some(a) = artifact.authority() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "verified `{}` at {} (evidence holds for every file); family `{}`",
+            a.repo,
+            a.commit,
+            artifact.family()
+        );
+    }
+    let entry = registry::entry_in(entries, &artifact)?;
+    let tok = (entry.tokenizer)(&artifact)?;
+    let prompt_ids = if args.prompt_ids.is_empty() {
+        tok.encode(&args.prompt)?
+    } else {
+        args.prompt_ids.clone()
+    };
+    if prompt_ids.is_empty() {
+        return Err(RunError::Tokenizer(
+            "the prompt is empty: give -p TEXT or --prompt-ids".into(),
+        ));
+    }
+    let vocab = artifact.vocab_size();
+    if let Some(bad) = prompt_ids.iter().find(|&&id| u64::from(id) >= vocab) {
+        return Err(RunError::Tokenizer(format!(
+            "prompt id {bad} is outside the model's vocabulary of {vocab}"
+        )));
+    }
+    let engine = Engine::new()?;
+    let opts = ModelOptions {
+        engine: &engine,
+        residency: if args.stream {
+            Residency::Streamed
+        } else {
+            Residency::Resident
+        },
+        capacity: prompt_ids.len() + args.n,
+    };
+    let mut model = (entry.open)(&artifact, &opts)?;
+    let keep = args.dump_logits.is_some();
+    let mut logits = Vec::new();
+    let last_row = |mut rows: Vec<Vec<f32>>| rows.pop().unwrap_or_default();
+    let t0 = Instant::now();
+    let mut last = last_row(model.forward(&prompt_ids, Logits::Last)?);
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut tokens = Vec::with_capacity(args.n);
+    for step in 0..args.n {
+        let next = kernels::reference::argmax(&last, last.len())
+            .first()
+            .copied()
+            .unwrap_or(0);
+        if keep {
+            logits.push(std::mem::take(&mut last));
+        }
+        tokens.push(next);
+        if (!args.ignore_eos && tok.eos == Some(next)) || step + 1 == args.n {
+            break;
+        }
+        last = last_row(model.forward(&[next], Logits::Last)?);
+    }
+    let decode_s = t1.elapsed().as_secs_f64();
+    Ok(RunOutput {
+        text: tok.decode(&tokens)?,
+        prompt_ids,
+        tokens,
+        logits,
+        prefill_s,
+        decode_s,
+        tile_reads: model.tile_reads(),
+    })
+}

@@ -1,0 +1,107 @@
+//! The product registry (docs/runner.md "Registry"): one [`Entry`] per model family, pairing the
+//! family's model adapter with its text pipeline. `minirun-run --artifact DIR` opens the
+//! [`VerifiedArtifact`] first, then looks its family up here; a family without an entry is
+//! refused after verification, with a message naming it.
+//!
+//! Adding a family = one line in [`ENTRIES`]:
+//!
+//! ```text
+//! Entry { family: "deepseek-v4", open: crate::deepseek::open_artifact, tokenizer: ArtifactTokenizer::from_artifact },
+//! ```
+//!
+//! where `open` builds the adapter from the artifact's tensors (by upstream name, through
+//! [`VerifiedArtifact::load_container`] / [`VerifiedArtifact::load_plain`], which apply the load
+//! policy) on the engine of [`ModelOptions`].
+
+use crate::artifact::{ArtifactError, ArtifactTokenizer, VerifiedArtifact};
+use crate::engine::Engine;
+use crate::error::RunError;
+use crate::llama::Logits;
+
+/// Where an adapter keeps its matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residency {
+    /// Every matrix uploaded once ([`crate::artifact::stream::upload_resident`]).
+    Resident,
+    /// Every matrix loaded and streamed tile by tile per forward
+    /// ([`crate::artifact::stream::ContainerStreamer`]); each load rechecks identity and length.
+    Streamed,
+}
+
+/// What an adapter is opened with.
+pub struct ModelOptions<'a> {
+    pub engine: &'a Engine,
+    pub residency: Residency,
+    /// Positions the KV cache must hold (prompt + generated tokens).
+    pub capacity: usize,
+}
+
+/// A model running from a verified artifact.
+pub trait ArtifactModel {
+    /// Length of one logits row.
+    fn vocab(&self) -> usize;
+    /// Feeds `ids` at the next positions (a prefill when several, a decode step when one) and
+    /// returns logits rows: one per id with [`Logits::All`], only the last with [`Logits::Last`].
+    fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError>;
+    /// Tile reads so far (0 for a resident model).
+    fn tile_reads(&self) -> u64 {
+        0
+    }
+}
+
+/// Builds a family's adapter from a verified artifact.
+pub type OpenFn = for<'a> fn(
+    &'a VerifiedArtifact,
+    &ModelOptions<'a>,
+) -> Result<Box<dyn ArtifactModel + 'a>, RunError>;
+
+/// Builds a family's text pipeline from a verified artifact.
+pub type TokenizerFn = fn(&VerifiedArtifact) -> Result<ArtifactTokenizer, RunError>;
+
+/// One family: its name as in the plan and `.minirun/release.json` (`family`), its adapter and
+/// its text pipeline.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    pub family: &'static str,
+    pub open: OpenFn,
+    pub tokenizer: TokenizerFn,
+}
+
+/// The registered families. Empty until an adapter lands: the DeepSeek V4 adapter
+/// (`runner/src/deepseek/`) registers `deepseek-v4` here.
+pub static ENTRIES: &[Entry] = &[];
+
+/// The entry for `family`, if one is registered.
+pub fn lookup(family: &str) -> Option<&'static Entry> {
+    ENTRIES.iter().find(|e| e.family == family)
+}
+
+/// The entry for the artifact's family in [`ENTRIES`], or the refusal naming it.
+pub fn entry_for(artifact: &VerifiedArtifact) -> Result<&'static Entry, ArtifactError> {
+    entry_in(ENTRIES, artifact)
+}
+
+/// The entry for the artifact's family in `entries` (the CLI passes [`ENTRIES`]; tests pass
+/// their own table), or the refusal naming the family and the registered ones.
+pub fn entry_in<'e>(
+    entries: &'e [Entry],
+    artifact: &VerifiedArtifact,
+) -> Result<&'e Entry, ArtifactError> {
+    let family = artifact.family();
+    entries
+        .iter()
+        .find(|e| e.family == family)
+        .ok_or_else(|| ArtifactError::UnknownFamily {
+            dir: artifact.root().display().to_string(),
+            family: family.to_owned(),
+            known: if entries.is_empty() {
+                "none yet".to_owned()
+            } else {
+                entries
+                    .iter()
+                    .map(|e| format!("`{}`", e.family))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        })
+}
