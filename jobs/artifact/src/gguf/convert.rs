@@ -15,6 +15,7 @@ use safetensors::{Dtype, SafeTensors};
 use serde_json::Value as Json;
 
 use super::quant::f32_to_bf16_bits;
+use super::special_vocab;
 use super::split::write_split;
 use super::tooling::{parse_size, ToolError, PROG};
 use super::types::{GgmlType, Value};
@@ -129,15 +130,6 @@ fn encode(out: GgmlType, x: &[f32]) -> Vec<u8> {
     }
 }
 
-fn token_id(tok: &Json, vocab: &std::collections::HashMap<String, usize>) -> Option<usize> {
-    let s = match tok {
-        Json::String(s) => s.as_str(),
-        Json::Object(o) => o.get("content")?.as_str()?,
-        _ => return None,
-    };
-    vocab.get(s).copied()
-}
-
 /// Tokenizer keys (seed 003 §2.1), appended to `md`.
 fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<(), ToolError> {
     let tj = read_json(&dir.join("tokenizer.json"))?;
@@ -219,57 +211,16 @@ fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<()
             }
         }
     }
-    let merges: Vec<String> = model
-        .get("merges")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|m| match m {
-            Json::String(s) => Some(s.clone()),
-            Json::Array(p) => Some(
-                p.iter()
-                    .filter_map(Json::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-            _ => None,
-        })
-        .collect();
+    let merges = special_vocab::merges(&model);
     md.set("tokenizer.ggml.model", Value::str("gpt2"));
-    md.set("tokenizer.ggml.pre", Value::str("qwen2"));
+    md.set(
+        "tokenizer.ggml.pre",
+        Value::str(special_vocab::pre_tokenizer(&tj)),
+    );
     md.set("tokenizer.ggml.tokens", Value::str_array(&tokens));
     md.set("tokenizer.ggml.token_type", Value::i32_array(&types));
     md.set("tokenizer.ggml.merges", Value::str_array(&merges));
-    for (key, tc_key, cfg_key) in [
-        ("tokenizer.ggml.eos_token_id", "eos_token", "eos_token_id"),
-        (
-            "tokenizer.ggml.padding_token_id",
-            "pad_token",
-            "pad_token_id",
-        ),
-        ("tokenizer.ggml.bos_token_id", "bos_token", "bos_token_id"),
-    ] {
-        let id = tc
-            .get(tc_key)
-            .and_then(|t| token_id(t, &vocab))
-            .or_else(|| {
-                config
-                    .get(cfg_key)
-                    .and_then(Json::as_u64)
-                    .map(|v| v as usize)
-            });
-        if let Some(id) = id {
-            md.set(key, Value::U32(id as u32));
-        }
-    }
-    for (key, tc_key) in [
-        ("tokenizer.ggml.add_bos_token", "add_bos_token"),
-        ("tokenizer.ggml.add_eos_token", "add_eos_token"),
-    ] {
-        if let Some(b) = tc.get(tc_key).and_then(Json::as_bool) {
-            md.set(key, Value::Bool(b));
-        }
-    }
+    special_vocab::special_tokens(&tj, &tc, config, n_vocab, md);
     md.set("tokenizer.chat_template", Value::str(&template));
     Ok(())
 }

@@ -11,6 +11,7 @@ pub mod metadata;
 pub mod pure;
 pub mod quant;
 pub mod reader;
+pub mod special_vocab;
 pub mod split;
 pub mod testmodel;
 pub mod tooling;
