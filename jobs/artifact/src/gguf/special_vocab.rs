@@ -15,6 +15,9 @@
 //!   `Digits(individual) + ByteLevel(use_regex)` (SmolLM / StarCoder) → `smollm`, anything else
 //!   → `qwen2` (the seed's value).
 //!
+//! - `general.size_label`: gguf-py's `model_weight_count_rounded_notation` of the parameter count
+//!   (dense models: every tensor's element count).
+//!
 //! Spec: seed 003 §2.1; gguf-py 0.19 `gguf/vocab.py` (`SpecialVocab`); docs/gguf.md "Convert".
 
 use serde_json::Value as Json;
@@ -159,5 +162,40 @@ pub fn special_tokens(tj: &Json, tc: &Json, config: &Json, n_vocab: usize, md: &
         if matches!(typ, "bos" | "eos" | "sep") {
             md.set(&format!("tokenizer.ggml.add_{typ}_token"), Value::Bool(v));
         }
+    }
+}
+
+/// gguf-py's `model_weight_count_rounded_notation(n, min_digits=2)`, e.g. 6 390 912 → `6.4M`.
+pub fn size_label(n: u64) -> String {
+    let x = n as f64;
+    let (scaled, suffix) = if x > 1e12 {
+        (x * 1e-12, "T")
+    } else if x > 1e9 {
+        (x * 1e-9, "B")
+    } else if x > 1e6 {
+        (x * 1e-6, "M")
+    } else {
+        (x * 1e-3, "K")
+    };
+    // len(str(round(scaled)).lstrip('0')): Python rounds half to even; 0 has no digits left.
+    let r = scaled.round_ties_even() as u64;
+    let digits = if r == 0 { 0 } else { r.to_string().len() };
+    let fix = 2usize.saturating_sub(digits);
+    format!("{scaled:.fix$}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_labels_follow_gguf_py() {
+        assert_eq!(size_label(6_390_912), "6.4M");
+        assert_eq!(size_label(3_196_032), "3.2M");
+        assert_eq!(size_label(494_032_768), "494M");
+        assert_eq!(size_label(135_000_000), "135M");
+        assert_eq!(size_label(7_615_616_512), "7.6B");
+        assert_eq!(size_label(999), "1.0K");
+        assert_eq!(size_label(400), "0.40K");
     }
 }
