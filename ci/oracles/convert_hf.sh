@@ -28,14 +28,16 @@ sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 mkdir -p "$work"
 if [ ! -x "$CI_CACHE/venv-torch/bin/python" ]; then
     python3 -m venv "$CI_CACHE/venv-torch"
-    "$CI_CACHE/venv-torch/bin/pip" install -q torch==2.15.0 transformers==5.24.0 accelerate safetensors numpy sentencepiece
+    "$CI_CACHE/venv-torch/bin/pip" install -q torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 \
+        safetensors==0.8.0 numpy==2.4.6 sentencepiece==0.2.3
 fi
 vc="$CI_CACHE/venv-convert"
 if [ ! -x "$vc/bin/python" ]; then
     python3 -m venv "$vc"
     ls -d "$CI_CACHE"/venv-torch/lib/python3*/site-packages > "$(ls -d "$vc"/lib/python3*/site-packages)/zz-venv-torch.pth"
-    "$vc/bin/pip" install -q "transformers==4.57.6" "numpy~=2.2.6" "sentencepiece>=0.1.98,<0.3.0" \
-        "protobuf>=4.21.0,<5.0.0" "safetensors==0.8.0"
+    # The script's requirements, resolved here to: tokenizers 0.22.2, huggingface_hub 0.36.2.
+    "$vc/bin/pip" install -q "transformers==4.57.6" "tokenizers==0.22.2" "huggingface_hub==0.36.2" \
+        "numpy==2.2.6" "sentencepiece==0.2.3" "protobuf==4.25.9" "safetensors==0.8.0"
 fi
 src="$work/llama_cpp_python-$sdist_version"
 if [ ! -d "$src/vendor/llama.cpp" ]; then
