@@ -51,6 +51,8 @@ pub enum WeightFormat {
     Q8_0,
     /// GGUF Q4_1: rows of K/32 blocks of 20 bytes.
     Q4_1,
+    /// GGUF Q4_0: rows of K/32 blocks of 18 bytes.
+    Q4_0,
     /// GGUF Q5_0: rows of K/32 blocks of 22 bytes.
     Q5_0,
     /// GGUF Q5_1: rows of K/32 blocks of 24 bytes.
@@ -80,6 +82,7 @@ impl WeightFormat {
             }
             WeightFormat::Q8_0 => "q8_0".to_string(),
             WeightFormat::Q4_1 => "q4_1".to_string(),
+            WeightFormat::Q4_0 => "q4_0".to_string(),
             WeightFormat::Q5_0 => "q5_0".to_string(),
             WeightFormat::Q5_1 => "q5_1".to_string(),
             WeightFormat::Q4K => "q4_K".to_string(),
@@ -124,6 +127,7 @@ impl WeightFormat {
             WeightFormat::Mxfp4
             | WeightFormat::Q8_0
             | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
             | WeightFormat::Q5_0
             | WeightFormat::Q5_1 => need(32),
             WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => need(256),
@@ -149,6 +153,7 @@ impl WeightFormat {
             WeightFormat::Mxfp4 => Ok(n / 2),
             WeightFormat::Q8_0 => mul(n / 32, 34, "packed length"),
             WeightFormat::Q4_1 => mul(n / 32, 20, "packed length"),
+            WeightFormat::Q4_0 => mul(n / 32, 18, "packed length"),
             WeightFormat::Q5_0 => mul(n / 32, 22, "packed length"),
             WeightFormat::Q5_1 => mul(n / 32, 24, "packed length"),
             WeightFormat::Q4K => mul(n / 256, 144, "packed length"),
@@ -189,6 +194,7 @@ impl WeightFormat {
             WeightFormat::Plain(_)
             | WeightFormat::Q8_0
             | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
             | WeightFormat::Q5_0
             | WeightFormat::Q5_1
             | WeightFormat::Q4K
@@ -273,6 +279,7 @@ impl WeightFormat {
             WeightFormat::Affine8 { .. } => Kernel::MatvecAffine8,
             WeightFormat::Q8_0 => Kernel::MatvecQ8_0,
             WeightFormat::Q4_1 => Kernel::MatvecQ4_1,
+            WeightFormat::Q4_0 => Kernel::MatvecQ4_0,
             WeightFormat::Q5_0 => Kernel::MatvecQ5_0,
             WeightFormat::Q5_1 => Kernel::MatvecQ5_1,
             WeightFormat::Q4K => Kernel::MatvecQ4K,
@@ -289,6 +296,7 @@ impl WeightFormat {
             WeightFormat::Affine8 { .. } => Kernel::MatmulAffine8,
             WeightFormat::Q8_0 => Kernel::MatmulQ8_0,
             WeightFormat::Q4_1 => Kernel::MatmulQ4_1,
+            WeightFormat::Q4_0 => Kernel::MatmulQ4_0,
             WeightFormat::Q5_0 => Kernel::MatmulQ5_0,
             WeightFormat::Q5_1 => Kernel::MatmulQ5_1,
             WeightFormat::Q4K => Kernel::MatmulQ4K,
@@ -312,9 +320,11 @@ impl WeightFormat {
             WeightFormat::Fp8Block { block_rows, group } => (group, block_rows, 0),
             WeightFormat::Mxfp4 => (32, 1, 0),
             WeightFormat::Affine8 { group, scale_dtype } => (group, 1, scale_dtype.code()),
-            WeightFormat::Q8_0 | WeightFormat::Q4_1 | WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
-                (32, 1, 0)
-            }
+            WeightFormat::Q8_0
+            | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1 => (32, 1, 0),
             WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => (256, 1, 0),
         };
         MatmulParams {
@@ -345,6 +355,7 @@ pub enum EmbeddingFormat {
     Q4K = 7,
     Q5K = 8,
     Q6K = 9,
+    Q4_0 = 10,
 }
 
 impl EmbeddingFormat {
@@ -364,6 +375,7 @@ impl EmbeddingFormat {
             EmbeddingFormat::Q4K => WeightFormat::Q4K,
             EmbeddingFormat::Q5K => WeightFormat::Q5K,
             EmbeddingFormat::Q6K => WeightFormat::Q6K,
+            EmbeddingFormat::Q4_0 => WeightFormat::Q4_0,
         }
     }
 }

@@ -29,6 +29,10 @@ pub const MATMUL_Q4_1: &str = concat!(
     include_str!("../wgsl/matmul_q4_1.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
+pub const MATMUL_Q4_0: &str = concat!(
+    include_str!("../wgsl/matmul_q4_0.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
 pub const MATMUL_Q5_0: &str = concat!(
     include_str!("../wgsl/matmul_q5_0.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
@@ -82,6 +86,8 @@ pub enum Kernel {
     MatmulQ8_0,
     MatvecQ4_1,
     MatmulQ4_1,
+    MatvecQ4_0,
+    MatmulQ4_0,
     MatvecQ5_0,
     MatmulQ5_0,
     MatvecQ5_1,
@@ -103,7 +109,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 30] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -116,6 +122,8 @@ impl Kernel {
         Kernel::MatmulQ8_0,
         Kernel::MatvecQ4_1,
         Kernel::MatmulQ4_1,
+        Kernel::MatvecQ4_0,
+        Kernel::MatmulQ4_0,
         Kernel::MatvecQ5_0,
         Kernel::MatmulQ5_0,
         Kernel::MatvecQ5_1,
@@ -145,6 +153,7 @@ impl Kernel {
             Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => "matmul_affine8.wgsl",
             Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => "matmul_q8_0.wgsl",
             Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => "matmul_q4_1.wgsl",
+            Kernel::MatvecQ4_0 | Kernel::MatmulQ4_0 => "matmul_q4_0.wgsl",
             Kernel::MatvecQ5_0 | Kernel::MatmulQ5_0 => "matmul_q5_0.wgsl",
             Kernel::MatvecQ5_1 | Kernel::MatmulQ5_1 => "matmul_q5_1.wgsl",
             Kernel::MatvecQ4K | Kernel::MatmulQ4K => "matmul_q4_k.wgsl",
@@ -168,6 +177,7 @@ impl Kernel {
             Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => MATMUL_AFFINE8,
             Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => MATMUL_Q8_0,
             Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => MATMUL_Q4_1,
+            Kernel::MatvecQ4_0 | Kernel::MatmulQ4_0 => MATMUL_Q4_0,
             Kernel::MatvecQ5_0 | Kernel::MatmulQ5_0 => MATMUL_Q5_0,
             Kernel::MatvecQ5_1 | Kernel::MatmulQ5_1 => MATMUL_Q5_1,
             Kernel::MatvecQ4K | Kernel::MatmulQ4K => MATMUL_Q4_K,
@@ -190,6 +200,7 @@ impl Kernel {
             | Kernel::MatvecMxfp4
             | Kernel::MatvecAffine8
             | Kernel::MatvecQ8_0
+            | Kernel::MatvecQ4_0
             | Kernel::MatvecQ5_0
             | Kernel::MatvecQ5_1
             | Kernel::MatvecQ4K
@@ -201,6 +212,7 @@ impl Kernel {
             | Kernel::MatmulMxfp4
             | Kernel::MatmulAffine8
             | Kernel::MatmulQ8_0
+            | Kernel::MatmulQ4_0
             | Kernel::MatmulQ5_0
             | Kernel::MatmulQ5_1
             | Kernel::MatmulQ4K
@@ -233,6 +245,8 @@ impl Kernel {
             Kernel::MatmulQ8_0 => "matmul_q8_0",
             Kernel::MatvecQ4_1 => "matvec_q4_1",
             Kernel::MatmulQ4_1 => "matmul_q4_1",
+            Kernel::MatvecQ4_0 => "matvec_q4_0",
+            Kernel::MatmulQ4_0 => "matmul_q4_0",
             Kernel::MatvecQ5_0 => "matvec_q5_0",
             Kernel::MatmulQ5_0 => "matmul_q5_0",
             Kernel::MatvecQ5_1 => "matvec_q5_1",
@@ -262,6 +276,8 @@ impl Kernel {
             | Kernel::MatvecQ8_0
             | Kernel::MatmulQ8_0
             | Kernel::MatvecQ4_1
+            | Kernel::MatvecQ4_0
+            | Kernel::MatmulQ4_0
             | Kernel::MatvecQ5_0
             | Kernel::MatmulQ5_0
             | Kernel::MatvecQ5_1

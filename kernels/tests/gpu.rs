@@ -213,10 +213,14 @@ fn case(format: WeightFormat, rows: usize, k: usize, split: usize, rng: &mut Rng
             (out, vec![], vec![])
         }
         // Q5_0/Q5_1/K-quants: random level and scale bytes behind small f16 scales (formats.md §5.2)
-        WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
+        WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
             let mut out = Vec::new();
             for _ in 0..n / 32 {
                 out.extend(f16_bytes(rng.range(0.01, 0.05)));
+                if format == WeightFormat::Q4_0 {
+                    out.extend(rng.bytes(16));
+                    continue;
+                }
                 if format == WeightFormat::Q5_1 {
                     out.extend(f16_bytes(rng.range(-0.8, 0.0)));
                 }
@@ -282,6 +286,7 @@ fn all_cases() -> Vec<Case> {
         case(affine(128, Dtype::F32), 70, 256, 35, &mut rng),
         case(WeightFormat::Q8_0, 70, 256, 35, &mut rng),
         case(WeightFormat::Q4_1, 70, 256, 35, &mut rng),
+        case(WeightFormat::Q4_0, 70, 256, 35, &mut rng),
         case(WeightFormat::Q5_0, 70, 256, 35, &mut rng),
         case(WeightFormat::Q5_1, 70, 256, 35, &mut rng),
         // two super-blocks per row (K = 512): the super-block index advances inside a row
@@ -625,6 +630,7 @@ fn embedding_lookup_is_exact() {
         EmbeddingFormat::Bf16,
         EmbeddingFormat::Q8_0,
         EmbeddingFormat::Q4_1,
+        EmbeddingFormat::Q4_0,
         EmbeddingFormat::Q5_0,
         EmbeddingFormat::Q5_1,
         EmbeddingFormat::Q4K,

@@ -4,8 +4,8 @@
 // vocab rows of `dim` elements in `p.dtype`: 0 = f32, 1 = f16, 2 = bf16 (row-major [vocab, dim]),
 // 3 = GGUF Q8_0 (rows of dim/32 blocks of 34 bytes: f16 d | i8 qs[32]), 4 = GGUF Q4_1 (rows of dim/32
 // blocks of 20 bytes: f16 d | f16 m | u8 qs[16], element j < 16 = low nibble of qs[j], j ≥ 16 = high
-// nibble of qs[j − 16]), 5 = Q5_0, 6 = Q5_1 (blocks of 32), 7 = Q4_K, 8 = Q5_K, 9 = Q6_K (super-blocks
-// of 256) — formats.md §5.2, decoded exactly as in the matmul kernels (matmul_q5_0.wgsl …
+// nibble of qs[j − 16]), 5 = Q5_0, 6 = Q5_1, 10 = Q4_0 (blocks of 32), 7 = Q4_K, 8 = Q5_K, 9 = Q6_K
+// (super-blocks of 256) — formats.md §5.2, decoded exactly as in the matmul kernels (matmul_q5_0.wgsl …
 // matmul_q6_k.wgsl document the bytes; same formulas, same rounding).
 // binding 3 `out` f32 [tokens, dim]. An id ≥ vocab writes zeros (the host rejects such ids first).
 // One workgroup per token (token = x + y·groups_x).
@@ -122,6 +122,13 @@ fn element(row: u32, k: u32) -> f32 {
         }
         case 9u: {
             return q6k_element(row, k);
+        }
+        case 10u: {
+            let base = row * (p.dim / 32u) * 18u + (k / 32u) * 18u;
+            let d = unpack2x16float(table_half(base >> 1u)).x;
+            let j = k & 31u;
+            let q = (table_byte(base + 2u + (j & 15u)) >> ((j >> 4u) * 4u)) & 0xfu;
+            return (f32(q) - 8.0) * d;
         }
         default: {
             let base = row * (p.dim / 32u) * 20u + (k / 32u) * 20u;

@@ -106,11 +106,11 @@ fn matrix(format: WeightFormat, rows: usize, k: usize, rng: &mut Rng) -> [Vec<u8
                 }
             }
         }
-        WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
-            let (block, halves) = if format == WeightFormat::Q5_0 {
-                (22, 1)
-            } else {
-                (24, 2)
+        WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
+            let (block, halves) = match format {
+                WeightFormat::Q4_0 => (18, 1),
+                WeightFormat::Q5_0 => (22, 1),
+                _ => (24, 2),
             };
             for b in packed.chunks_exact_mut(block) {
                 for h in 0..halves {
@@ -150,6 +150,7 @@ fn formats() -> Vec<WeightFormat> {
         },
         WeightFormat::Q8_0,
         WeightFormat::Q4_1,
+        WeightFormat::Q4_0,
         WeightFormat::Q5_0,
         WeightFormat::Q5_1,
         WeightFormat::Q4K,

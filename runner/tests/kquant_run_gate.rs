@@ -234,6 +234,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 fn kernel_reference_decodes_like_the_gguf_dequantizers() {
     let (rows, k) = (6usize, 512usize);
     for (t, format) in [
+        (GgmlType::Q4_0, WeightFormat::Q4_0),
         (GgmlType::Q5_0, WeightFormat::Q5_0),
         (GgmlType::Q5_1, WeightFormat::Q5_1),
         (GgmlType::Q4_K, WeightFormat::Q4K),

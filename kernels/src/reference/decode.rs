@@ -123,6 +123,7 @@ impl<'a> WeightMatrix<'a> {
             }
             WeightFormat::Q8_0 => q8_0_at(self.packed, r, self.k, k),
             WeightFormat::Q4_1 => q4_1_at(self.packed, r, self.k, k),
+            WeightFormat::Q4_0 => gguf_blocks::q4_0_at(self.packed, r, self.k, k),
             WeightFormat::Q5_0 => gguf_blocks::q5_0_at(self.packed, r, self.k, k),
             WeightFormat::Q5_1 => gguf_blocks::q5_1_at(self.packed, r, self.k, k),
             WeightFormat::Q4K => gguf_blocks::q45_k_at(self.packed, r, self.k, k, false),
@@ -132,13 +133,14 @@ impl<'a> WeightMatrix<'a> {
     }
 
     /// Elements per chunk of the matmul kernels' accumulation order (`chunk_dot` in the WGSL):
-    /// 8 (one packed word) for Q4_1, Q8_0 and mxfp4, 8 consecutive elements for Q5_0, Q5_1 and
+    /// 8 (one packed word) for Q4_1, Q8_0 and mxfp4, 8 consecutive elements for Q4_0, Q5_0, Q5_1 and
     /// the K-quants, 1 for every other format.
     pub fn chunk_len(&self) -> usize {
         match self.format {
             WeightFormat::Q4_1
             | WeightFormat::Q8_0
             | WeightFormat::Mxfp4
+            | WeightFormat::Q4_0
             | WeightFormat::Q5_0
             | WeightFormat::Q5_1
             | WeightFormat::Q4K
@@ -163,6 +165,7 @@ impl<'a> WeightMatrix<'a> {
             }
             WeightFormat::Q8_0 => 32 * (c / 4) + 8 * (c % 4) + i,
             WeightFormat::Mxfp4
+            | WeightFormat::Q4_0
             | WeightFormat::Q5_0
             | WeightFormat::Q5_1
             | WeightFormat::Q4K

@@ -1,4 +1,4 @@
-//! Scalar decoders of the GGUF blocks Q5_0, Q5_1 (32 elements) and the K-quant super-blocks
+//! Scalar decoders of the GGUF blocks Q4_0, Q5_0, Q5_1 (32 elements) and the K-quant super-blocks
 //! Q4_K, Q5_K, Q6_K (256 elements), formats.md §5.2 (ggml's `block_*` structs). Each returns the
 //! element exactly as ggml's `dequantize_row_*` (and `artifact::gguf::quant`) computes it — same
 //! operands, same rounding order, no fused multiply-add — and as the WGSL kernels write it.
@@ -11,6 +11,15 @@ fn byte(buf: &[u8], i: usize) -> u8 {
 
 fn f16_at(buf: &[u8], i: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([byte(buf, i), byte(buf, i + 1)]))
+}
+
+/// Element k of row r of a Q4_0 matrix (18-byte blocks: f16 d | u8 qs[16]).
+pub(crate) fn q4_0_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
+    let base = r * (k_len / 32) * 18 + (k / 32) * 18;
+    let d = f16_at(blocks, base);
+    let j = k & 31;
+    let q = (byte(blocks, base + 2 + (j & 15)) >> ((j >> 4) * 4)) & 0xf;
+    f32::from(i16::from(q) - 8) * d
 }
 
 /// The 5-bit level of element j of a Q5_0/Q5_1 block whose `qh` starts at `hq` (qs at hq + 4).
@@ -84,6 +93,17 @@ pub(crate) fn q6_k_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn q4_0_is_symmetric() {
+        // d = 0.5; qs[0] = 0xf0: element 0 = 0 → −4, element 16 = 15 → 3.5
+        let mut b = vec![0x00, 0x38];
+        b.extend([0u8; 16]);
+        b[2] = 0xf0;
+        assert_eq!(q4_0_at(&b, 0, 32, 0), -4.0);
+        assert_eq!(q4_0_at(&b, 0, 32, 16), 3.5);
+        assert_eq!(q4_0_at(&b, 0, 32, 1), -4.0);
+    }
 
     #[test]
     fn q5_0_high_bit_and_offset() {
