@@ -1,5 +1,5 @@
 //! Weight formats the dequantize-and-multiply kernels read, with the byte length of each buffer
-//! (formats.md §1.3, §2, §3, §4, §5.2; container seed 000 "Quantization modes").
+//! (formats.md §1.3, §2, §3, §4, §5.2 incl. the K-quant super-blocks; container seed 000 "Quantization modes").
 
 use crate::error::KernelError;
 use crate::kernel::Kernel;
@@ -51,6 +51,18 @@ pub enum WeightFormat {
     Q8_0,
     /// GGUF Q4_1: rows of K/32 blocks of 20 bytes.
     Q4_1,
+    /// GGUF Q4_0: rows of K/32 blocks of 18 bytes.
+    Q4_0,
+    /// GGUF Q5_0: rows of K/32 blocks of 22 bytes.
+    Q5_0,
+    /// GGUF Q5_1: rows of K/32 blocks of 24 bytes.
+    Q5_1,
+    /// GGUF Q4_K: rows of K/256 super-blocks of 144 bytes.
+    Q4K,
+    /// GGUF Q5_K: rows of K/256 super-blocks of 176 bytes.
+    Q5K,
+    /// GGUF Q6_K: rows of K/256 super-blocks of 210 bytes.
+    Q6K,
 }
 
 fn mul(a: usize, b: usize, what: &'static str) -> Result<usize, KernelError> {
@@ -70,6 +82,12 @@ impl WeightFormat {
             }
             WeightFormat::Q8_0 => "q8_0".to_string(),
             WeightFormat::Q4_1 => "q4_1".to_string(),
+            WeightFormat::Q4_0 => "q4_0".to_string(),
+            WeightFormat::Q5_0 => "q5_0".to_string(),
+            WeightFormat::Q5_1 => "q5_1".to_string(),
+            WeightFormat::Q4K => "q4_K".to_string(),
+            WeightFormat::Q5K => "q5_K".to_string(),
+            WeightFormat::Q6K => "q6_K".to_string(),
         }
     }
 
@@ -106,7 +124,13 @@ impl WeightFormat {
                 }
                 Ok(())
             }
-            WeightFormat::Mxfp4 | WeightFormat::Q8_0 | WeightFormat::Q4_1 => need(32),
+            WeightFormat::Mxfp4
+            | WeightFormat::Q8_0
+            | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1 => need(32),
+            WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => need(256),
             WeightFormat::Affine8 { group, .. } => {
                 let g = group as usize;
                 if g == 0 || !g.is_power_of_two() {
@@ -129,6 +153,12 @@ impl WeightFormat {
             WeightFormat::Mxfp4 => Ok(n / 2),
             WeightFormat::Q8_0 => mul(n / 32, 34, "packed length"),
             WeightFormat::Q4_1 => mul(n / 32, 20, "packed length"),
+            WeightFormat::Q4_0 => mul(n / 32, 18, "packed length"),
+            WeightFormat::Q5_0 => mul(n / 32, 22, "packed length"),
+            WeightFormat::Q5_1 => mul(n / 32, 24, "packed length"),
+            WeightFormat::Q4K => mul(n / 256, 144, "packed length"),
+            WeightFormat::Q5K => mul(n / 256, 176, "packed length"),
+            WeightFormat::Q6K => mul(n / 256, 210, "packed length"),
         }
     }
 
@@ -161,7 +191,15 @@ impl WeightFormat {
     /// How many weight buffers the kernels bind: packed, then scales, then biases.
     pub fn buffer_count(&self) -> usize {
         match self {
-            WeightFormat::Plain(_) | WeightFormat::Q8_0 | WeightFormat::Q4_1 => 1,
+            WeightFormat::Plain(_)
+            | WeightFormat::Q8_0
+            | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1
+            | WeightFormat::Q4K
+            | WeightFormat::Q5K
+            | WeightFormat::Q6K => 1,
             WeightFormat::Fp8Block { .. } | WeightFormat::Mxfp4 => 2,
             WeightFormat::Affine8 { .. } => 3,
         }
@@ -241,6 +279,12 @@ impl WeightFormat {
             WeightFormat::Affine8 { .. } => Kernel::MatvecAffine8,
             WeightFormat::Q8_0 => Kernel::MatvecQ8_0,
             WeightFormat::Q4_1 => Kernel::MatvecQ4_1,
+            WeightFormat::Q4_0 => Kernel::MatvecQ4_0,
+            WeightFormat::Q5_0 => Kernel::MatvecQ5_0,
+            WeightFormat::Q5_1 => Kernel::MatvecQ5_1,
+            WeightFormat::Q4K => Kernel::MatvecQ4K,
+            WeightFormat::Q5K => Kernel::MatvecQ5K,
+            WeightFormat::Q6K => Kernel::MatvecQ6K,
         }
     }
 
@@ -252,6 +296,12 @@ impl WeightFormat {
             WeightFormat::Affine8 { .. } => Kernel::MatmulAffine8,
             WeightFormat::Q8_0 => Kernel::MatmulQ8_0,
             WeightFormat::Q4_1 => Kernel::MatmulQ4_1,
+            WeightFormat::Q4_0 => Kernel::MatmulQ4_0,
+            WeightFormat::Q5_0 => Kernel::MatmulQ5_0,
+            WeightFormat::Q5_1 => Kernel::MatmulQ5_1,
+            WeightFormat::Q4K => Kernel::MatmulQ4K,
+            WeightFormat::Q5K => Kernel::MatmulQ5K,
+            WeightFormat::Q6K => Kernel::MatmulQ6K,
         }
     }
 
@@ -270,7 +320,12 @@ impl WeightFormat {
             WeightFormat::Fp8Block { block_rows, group } => (group, block_rows, 0),
             WeightFormat::Mxfp4 => (32, 1, 0),
             WeightFormat::Affine8 { group, scale_dtype } => (group, 1, scale_dtype.code()),
-            WeightFormat::Q8_0 | WeightFormat::Q4_1 => (32, 1, 0),
+            WeightFormat::Q8_0
+            | WeightFormat::Q4_1
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1 => (32, 1, 0),
+            WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => (256, 1, 0),
         };
         MatmulParams {
             rows,
@@ -295,6 +350,12 @@ pub enum EmbeddingFormat {
     Bf16 = 2,
     Q8_0 = 3,
     Q4_1 = 4,
+    Q5_0 = 5,
+    Q5_1 = 6,
+    Q4K = 7,
+    Q5K = 8,
+    Q6K = 9,
+    Q4_0 = 10,
 }
 
 impl EmbeddingFormat {
@@ -309,6 +370,12 @@ impl EmbeddingFormat {
             EmbeddingFormat::Bf16 => WeightFormat::Plain(Dtype::Bf16),
             EmbeddingFormat::Q8_0 => WeightFormat::Q8_0,
             EmbeddingFormat::Q4_1 => WeightFormat::Q4_1,
+            EmbeddingFormat::Q5_0 => WeightFormat::Q5_0,
+            EmbeddingFormat::Q5_1 => WeightFormat::Q5_1,
+            EmbeddingFormat::Q4K => WeightFormat::Q4K,
+            EmbeddingFormat::Q5K => WeightFormat::Q5K,
+            EmbeddingFormat::Q6K => WeightFormat::Q6K,
+            EmbeddingFormat::Q4_0 => WeightFormat::Q4_0,
         }
     }
 }

@@ -29,6 +29,30 @@ pub const MATMUL_Q4_1: &str = concat!(
     include_str!("../wgsl/matmul_q4_1.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
+pub const MATMUL_Q4_0: &str = concat!(
+    include_str!("../wgsl/matmul_q4_0.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q5_0: &str = concat!(
+    include_str!("../wgsl/matmul_q5_0.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q5_1: &str = concat!(
+    include_str!("../wgsl/matmul_q5_1.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q4_K: &str = concat!(
+    include_str!("../wgsl/matmul_q4_k.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q5_K: &str = concat!(
+    include_str!("../wgsl/matmul_q5_k.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
+pub const MATMUL_Q6_K: &str = concat!(
+    include_str!("../wgsl/matmul_q6_k.wgsl"),
+    include_str!("../wgsl/matmul_body.wgsl")
+);
 pub const RMSNORM: &str = include_str!("../wgsl/rmsnorm.wgsl");
 pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
@@ -62,6 +86,18 @@ pub enum Kernel {
     MatmulQ8_0,
     MatvecQ4_1,
     MatmulQ4_1,
+    MatvecQ4_0,
+    MatmulQ4_0,
+    MatvecQ5_0,
+    MatmulQ5_0,
+    MatvecQ5_1,
+    MatmulQ5_1,
+    MatvecQ4K,
+    MatmulQ4K,
+    MatvecQ5K,
+    MatmulQ5K,
+    MatvecQ6K,
+    MatmulQ6K,
     RmsNorm,
     Rope,
     Softmax,
@@ -73,7 +109,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 20] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -86,6 +122,18 @@ impl Kernel {
         Kernel::MatmulQ8_0,
         Kernel::MatvecQ4_1,
         Kernel::MatmulQ4_1,
+        Kernel::MatvecQ4_0,
+        Kernel::MatmulQ4_0,
+        Kernel::MatvecQ5_0,
+        Kernel::MatmulQ5_0,
+        Kernel::MatvecQ5_1,
+        Kernel::MatmulQ5_1,
+        Kernel::MatvecQ4K,
+        Kernel::MatmulQ4K,
+        Kernel::MatvecQ5K,
+        Kernel::MatmulQ5K,
+        Kernel::MatvecQ6K,
+        Kernel::MatmulQ6K,
         Kernel::RmsNorm,
         Kernel::Rope,
         Kernel::Softmax,
@@ -105,6 +153,12 @@ impl Kernel {
             Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => "matmul_affine8.wgsl",
             Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => "matmul_q8_0.wgsl",
             Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => "matmul_q4_1.wgsl",
+            Kernel::MatvecQ4_0 | Kernel::MatmulQ4_0 => "matmul_q4_0.wgsl",
+            Kernel::MatvecQ5_0 | Kernel::MatmulQ5_0 => "matmul_q5_0.wgsl",
+            Kernel::MatvecQ5_1 | Kernel::MatmulQ5_1 => "matmul_q5_1.wgsl",
+            Kernel::MatvecQ4K | Kernel::MatmulQ4K => "matmul_q4_k.wgsl",
+            Kernel::MatvecQ5K | Kernel::MatmulQ5K => "matmul_q5_k.wgsl",
+            Kernel::MatvecQ6K | Kernel::MatmulQ6K => "matmul_q6_k.wgsl",
             Kernel::RmsNorm => "rmsnorm.wgsl",
             Kernel::Rope => "rope.wgsl",
             Kernel::Softmax => "softmax.wgsl",
@@ -123,6 +177,12 @@ impl Kernel {
             Kernel::MatvecAffine8 | Kernel::MatmulAffine8 => MATMUL_AFFINE8,
             Kernel::MatvecQ8_0 | Kernel::MatmulQ8_0 => MATMUL_Q8_0,
             Kernel::MatvecQ4_1 | Kernel::MatmulQ4_1 => MATMUL_Q4_1,
+            Kernel::MatvecQ4_0 | Kernel::MatmulQ4_0 => MATMUL_Q4_0,
+            Kernel::MatvecQ5_0 | Kernel::MatmulQ5_0 => MATMUL_Q5_0,
+            Kernel::MatvecQ5_1 | Kernel::MatmulQ5_1 => MATMUL_Q5_1,
+            Kernel::MatvecQ4K | Kernel::MatmulQ4K => MATMUL_Q4_K,
+            Kernel::MatvecQ5K | Kernel::MatmulQ5K => MATMUL_Q5_K,
+            Kernel::MatvecQ6K | Kernel::MatmulQ6K => MATMUL_Q6_K,
             Kernel::RmsNorm => RMSNORM,
             Kernel::Rope => ROPE,
             Kernel::Softmax => SOFTMAX,
@@ -140,13 +200,25 @@ impl Kernel {
             | Kernel::MatvecMxfp4
             | Kernel::MatvecAffine8
             | Kernel::MatvecQ8_0
-            | Kernel::MatvecQ4_1 => "matvec",
+            | Kernel::MatvecQ4_0
+            | Kernel::MatvecQ5_0
+            | Kernel::MatvecQ5_1
+            | Kernel::MatvecQ4K
+            | Kernel::MatvecQ5K
+            | Kernel::MatvecQ4_1
+            | Kernel::MatvecQ6K => "matvec",
             Kernel::MatmulPlain
             | Kernel::MatmulFp8Block
             | Kernel::MatmulMxfp4
             | Kernel::MatmulAffine8
             | Kernel::MatmulQ8_0
-            | Kernel::MatmulQ4_1 => "matmul",
+            | Kernel::MatmulQ4_0
+            | Kernel::MatmulQ5_0
+            | Kernel::MatmulQ5_1
+            | Kernel::MatmulQ4K
+            | Kernel::MatmulQ5K
+            | Kernel::MatmulQ4_1
+            | Kernel::MatmulQ6K => "matmul",
             Kernel::RmsNorm => "rmsnorm",
             Kernel::Rope => "rope",
             Kernel::Softmax => "softmax",
@@ -173,6 +245,18 @@ impl Kernel {
             Kernel::MatmulQ8_0 => "matmul_q8_0",
             Kernel::MatvecQ4_1 => "matvec_q4_1",
             Kernel::MatmulQ4_1 => "matmul_q4_1",
+            Kernel::MatvecQ4_0 => "matvec_q4_0",
+            Kernel::MatmulQ4_0 => "matmul_q4_0",
+            Kernel::MatvecQ5_0 => "matvec_q5_0",
+            Kernel::MatmulQ5_0 => "matmul_q5_0",
+            Kernel::MatvecQ5_1 => "matvec_q5_1",
+            Kernel::MatmulQ5_1 => "matmul_q5_1",
+            Kernel::MatvecQ4K => "matvec_q4_k",
+            Kernel::MatmulQ4K => "matmul_q4_k",
+            Kernel::MatvecQ5K => "matvec_q5_k",
+            Kernel::MatmulQ5K => "matmul_q5_k",
+            Kernel::MatvecQ6K => "matvec_q6_k",
+            Kernel::MatmulQ6K => "matmul_q6_k",
             Kernel::RmsNorm => "rmsnorm",
             Kernel::Rope => "rope",
             Kernel::Softmax => "softmax",
@@ -192,6 +276,18 @@ impl Kernel {
             | Kernel::MatvecQ8_0
             | Kernel::MatmulQ8_0
             | Kernel::MatvecQ4_1
+            | Kernel::MatvecQ4_0
+            | Kernel::MatmulQ4_0
+            | Kernel::MatvecQ5_0
+            | Kernel::MatmulQ5_0
+            | Kernel::MatvecQ5_1
+            | Kernel::MatmulQ5_1
+            | Kernel::MatvecQ4K
+            | Kernel::MatmulQ4K
+            | Kernel::MatvecQ5K
+            | Kernel::MatmulQ5K
+            | Kernel::MatvecQ6K
+            | Kernel::MatmulQ6K
             | Kernel::MatmulQ4_1 => &[Read, ReadWrite, Read],
             Kernel::MatvecFp8Block
             | Kernel::MatmulFp8Block

@@ -4,9 +4,10 @@
 //! Every kernel family is one `.wgsl` file under `kernels/wgsl/` whose header documents the bytes it
 //! reads (citing `../shared/design/formats.md`); [`Kernel`] names each entry point. The weight formats
 //! are the tile-container modes of the container spec (seed 000: `fp8-e4m3-block`, `mxfp4`, `affine`),
-//! the plain dtypes (f32, f16, bf16) and the GGUF blocks Q8_0 and Q4_1. The accumulation order of
-//! every reduction depends only on the row and K, never on the dispatch (docs/kernels.md), which is
-//! what lets a streamed (row-tiled) run and a resident run produce bit-identical results.
+//! the plain dtypes (f32, f16, bf16), the GGUF blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the GGUF
+//! K-quant super-blocks Q4_K, Q5_K, Q6_K. The accumulation order of every reduction depends only on
+//! the row and K, never on the dispatch (docs/kernels.md), which is what lets a streamed
+//! (row-tiled) run and a resident run produce bit-identical results.
 
 mod error;
 mod format;

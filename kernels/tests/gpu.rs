@@ -151,6 +151,10 @@ fn dtype_bytes(dtype: Dtype, values: &[f32]) -> Vec<u8> {
         .collect()
 }
 
+fn f16_bytes(v: f32) -> [u8; 2] {
+    half::f16::from_f32(v).to_bits().to_le_bytes()
+}
+
 fn case(format: WeightFormat, rows: usize, k: usize, split: usize, rng: &mut Rng) -> Case {
     let n = rows * k;
     let (packed, scales, biases) = match format {
@@ -208,6 +212,43 @@ fn case(format: WeightFormat, rows: usize, k: usize, split: usize, rng: &mut Rng
             }
             (out, vec![], vec![])
         }
+        // Q5_0/Q5_1/K-quants: random level and scale bytes behind small f16 scales (formats.md §5.2)
+        WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
+            let mut out = Vec::new();
+            for _ in 0..n / 32 {
+                out.extend(f16_bytes(rng.range(0.01, 0.05)));
+                if format == WeightFormat::Q4_0 {
+                    out.extend(rng.bytes(16));
+                    continue;
+                }
+                if format == WeightFormat::Q5_1 {
+                    out.extend(f16_bytes(rng.range(-0.8, 0.0)));
+                }
+                out.extend(rng.bytes(20));
+            }
+            (out, vec![], vec![])
+        }
+        WeightFormat::Q4K | WeightFormat::Q5K => {
+            let mut out = Vec::new();
+            for _ in 0..n / 256 {
+                out.extend(f16_bytes(rng.range(0.0005, 0.002)));
+                out.extend(f16_bytes(rng.range(0.0005, 0.01)));
+                out.extend(rng.bytes(if format == WeightFormat::Q5K {
+                    172
+                } else {
+                    140
+                }));
+            }
+            (out, vec![], vec![])
+        }
+        WeightFormat::Q6K => {
+            let mut out = Vec::new();
+            for _ in 0..n / 256 {
+                out.extend(rng.bytes(208));
+                out.extend(f16_bytes(rng.range(0.0002, 0.001)));
+            }
+            (out, vec![], vec![])
+        }
     };
     Case {
         name: format.name(),
@@ -245,6 +286,13 @@ fn all_cases() -> Vec<Case> {
         case(affine(128, Dtype::F32), 70, 256, 35, &mut rng),
         case(WeightFormat::Q8_0, 70, 256, 35, &mut rng),
         case(WeightFormat::Q4_1, 70, 256, 35, &mut rng),
+        case(WeightFormat::Q4_0, 70, 256, 35, &mut rng),
+        case(WeightFormat::Q5_0, 70, 256, 35, &mut rng),
+        case(WeightFormat::Q5_1, 70, 256, 35, &mut rng),
+        // two super-blocks per row (K = 512): the super-block index advances inside a row
+        case(WeightFormat::Q4K, 70, 512, 35, &mut rng),
+        case(WeightFormat::Q5K, 70, 512, 35, &mut rng),
+        case(WeightFormat::Q6K, 70, 512, 35, &mut rng),
     ]
 }
 
@@ -574,7 +622,7 @@ fn embedding_lookup_is_exact() {
         return;
     };
     let mut rng = Rng(19);
-    let (vocab, dim) = (50, 96);
+    let vocab = 50;
     let ids = [0u32, 49, 7, 7, 23];
     for format in [
         EmbeddingFormat::F32,
@@ -582,7 +630,18 @@ fn embedding_lookup_is_exact() {
         EmbeddingFormat::Bf16,
         EmbeddingFormat::Q8_0,
         EmbeddingFormat::Q4_1,
+        EmbeddingFormat::Q4_0,
+        EmbeddingFormat::Q5_0,
+        EmbeddingFormat::Q5_1,
+        EmbeddingFormat::Q4K,
+        EmbeddingFormat::Q5K,
+        EmbeddingFormat::Q6K,
     ] {
+        let k_quant = matches!(
+            format,
+            EmbeddingFormat::Q4K | EmbeddingFormat::Q5K | EmbeddingFormat::Q6K
+        );
+        let dim = if k_quant { 512 } else { 96 };
         let c = case(format.weight_format(), vocab, dim, 0, &mut rng);
         let want = reference::embedding(format, &c.packed, vocab, dim, &ids).expect("reference");
         let idb = g.upload_u32("ids", &ids).expect("ids");

@@ -138,7 +138,7 @@ fn matmul_families_share_one_body() {
         );
         families += 1;
     }
-    assert_eq!(families, 6);
+    assert_eq!(families, 12);
     for kernel in Kernel::ALL
         .iter()
         .filter(|k| k.file().starts_with("matmul_"))

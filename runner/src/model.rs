@@ -72,6 +72,12 @@ fn weight_format(name: &str, t: GgmlType) -> Result<WeightFormat, RunError> {
     Ok(match t {
         GgmlType::Q4_1 => WeightFormat::Q4_1,
         GgmlType::Q8_0 => WeightFormat::Q8_0,
+        GgmlType::Q4_0 => WeightFormat::Q4_0,
+        GgmlType::Q5_0 => WeightFormat::Q5_0,
+        GgmlType::Q5_1 => WeightFormat::Q5_1,
+        GgmlType::Q4_K => WeightFormat::Q4K,
+        GgmlType::Q5_K => WeightFormat::Q5K,
+        GgmlType::Q6_K => WeightFormat::Q6K,
         GgmlType::F32 => WeightFormat::Plain(Dtype::F32),
         GgmlType::F16 => WeightFormat::Plain(Dtype::F16),
         GgmlType::BF16 => WeightFormat::Plain(Dtype::Bf16),
@@ -79,7 +85,7 @@ fn weight_format(name: &str, t: GgmlType) -> Result<WeightFormat, RunError> {
             return Err(RunError::Tensor {
                 name: name.to_string(),
                 detail: format!(
-                    "type {other:?} has no kernel (supported: q4_1, q8_0, f32, f16, bf16; requantize with `minirun-gguf quantize`)"
+                    "type {other:?} has no kernel (supported: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, f32, f16, bf16; requantize with `minirun-gguf quantize`)"
                 ),
             })
         }
@@ -130,6 +136,12 @@ impl LlamaModel {
         let embedding_format = match embedding.format {
             WeightFormat::Q4_1 => EmbeddingFormat::Q4_1,
             WeightFormat::Q8_0 => EmbeddingFormat::Q8_0,
+            WeightFormat::Q4_0 => EmbeddingFormat::Q4_0,
+            WeightFormat::Q5_0 => EmbeddingFormat::Q5_0,
+            WeightFormat::Q5_1 => EmbeddingFormat::Q5_1,
+            WeightFormat::Q4K => EmbeddingFormat::Q4K,
+            WeightFormat::Q5K => EmbeddingFormat::Q5K,
+            WeightFormat::Q6K => EmbeddingFormat::Q6K,
             WeightFormat::Plain(Dtype::F32) => EmbeddingFormat::F32,
             WeightFormat::Plain(Dtype::F16) => EmbeddingFormat::F16,
             _ => EmbeddingFormat::Bf16,

@@ -91,6 +91,41 @@ fn matrix(format: WeightFormat, rows: usize, k: usize, rng: &mut Rng) -> [Vec<u8
                 }
             }
         }
+        // d (and m / dmin) small; the K-quants' d at byte 0 (Q4_K, Q5_K) or 208 (Q6_K), scaled
+        // down further as real checkpoints are (6-bit or i8 sub-block scales multiply it)
+        WeightFormat::Q4K | WeightFormat::Q5K => {
+            let block = if format == WeightFormat::Q4K {
+                144
+            } else {
+                176
+            };
+            for b in packed.chunks_exact_mut(block) {
+                for h in 0..2 {
+                    let v = half::f16::from_f32(rng.f() * 0.002).to_bits().to_le_bytes();
+                    b[2 * h..2 * h + 2].copy_from_slice(&v);
+                }
+            }
+        }
+        WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::Q5_1 => {
+            let (block, halves) = match format {
+                WeightFormat::Q4_0 => (18, 1),
+                WeightFormat::Q5_0 => (22, 1),
+                _ => (24, 2),
+            };
+            for b in packed.chunks_exact_mut(block) {
+                for h in 0..halves {
+                    b[2 * h..2 * h + 2].copy_from_slice(&small_f16(rng));
+                }
+            }
+        }
+        WeightFormat::Q6K => {
+            for b in packed.chunks_exact_mut(210) {
+                let d = half::f16::from_f32(rng.f() * 0.0005)
+                    .to_bits()
+                    .to_le_bytes();
+                b[208..].copy_from_slice(&d);
+            }
+        }
     }
     [packed, scales, biases]
 }
@@ -115,6 +150,12 @@ fn formats() -> Vec<WeightFormat> {
         },
         WeightFormat::Q8_0,
         WeightFormat::Q4_1,
+        WeightFormat::Q4_0,
+        WeightFormat::Q5_0,
+        WeightFormat::Q5_1,
+        WeightFormat::Q4K,
+        WeightFormat::Q5K,
+        WeightFormat::Q6K,
     ]
 }
 
@@ -184,8 +225,16 @@ fn resident_parts_and_streamed_tiles_are_bit_identical() {
         return;
     };
     let mut rng = Rng(0x5eed);
-    let (rows, k) = (80, 192);
     for format in formats() {
+        // the K-quants need K a multiple of 256
+        let (rows, k) = (
+            80,
+            if format.check_k(192).is_ok() {
+                192
+            } else {
+                256
+            },
+        );
         let bytes = matrix(format, rows, k, &mut rng);
         let refs = [
             bytes[0].as_slice(),

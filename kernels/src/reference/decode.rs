@@ -2,6 +2,7 @@
 //! §1.3 f16/bf16) and [`WeightMatrix`], a validated view of one weight matrix (or row tile) in any
 //! [`WeightFormat`] that yields the dequantized value of (row, k) exactly as the kernels compute it.
 
+use super::gguf_blocks;
 use crate::error::KernelError;
 use crate::format::{Dtype, WeightFormat};
 
@@ -122,14 +123,29 @@ impl<'a> WeightMatrix<'a> {
             }
             WeightFormat::Q8_0 => q8_0_at(self.packed, r, self.k, k),
             WeightFormat::Q4_1 => q4_1_at(self.packed, r, self.k, k),
+            WeightFormat::Q4_0 => gguf_blocks::q4_0_at(self.packed, r, self.k, k),
+            WeightFormat::Q5_0 => gguf_blocks::q5_0_at(self.packed, r, self.k, k),
+            WeightFormat::Q5_1 => gguf_blocks::q5_1_at(self.packed, r, self.k, k),
+            WeightFormat::Q4K => gguf_blocks::q45_k_at(self.packed, r, self.k, k, false),
+            WeightFormat::Q5K => gguf_blocks::q45_k_at(self.packed, r, self.k, k, true),
+            WeightFormat::Q6K => gguf_blocks::q6_k_at(self.packed, r, self.k, k),
         }
     }
 
     /// Elements per chunk of the matmul kernels' accumulation order (`chunk_dot` in the WGSL):
-    /// 8 (one packed word) for Q4_1, Q8_0 and mxfp4, 1 for every other format.
+    /// 8 (one packed word) for Q4_1, Q8_0 and mxfp4, 8 consecutive elements for Q4_0, Q5_0, Q5_1 and
+    /// the K-quants, 1 for every other format.
     pub fn chunk_len(&self) -> usize {
         match self.format {
-            WeightFormat::Q4_1 | WeightFormat::Q8_0 | WeightFormat::Mxfp4 => 8,
+            WeightFormat::Q4_1
+            | WeightFormat::Q8_0
+            | WeightFormat::Mxfp4
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1
+            | WeightFormat::Q4K
+            | WeightFormat::Q5K
+            | WeightFormat::Q6K => 8,
             _ => 1,
         }
     }
@@ -148,7 +164,13 @@ impl<'a> WeightMatrix<'a> {
                 32 * (c / 4) + j
             }
             WeightFormat::Q8_0 => 32 * (c / 4) + 8 * (c % 4) + i,
-            WeightFormat::Mxfp4 => 8 * c + i,
+            WeightFormat::Mxfp4
+            | WeightFormat::Q4_0
+            | WeightFormat::Q5_0
+            | WeightFormat::Q5_1
+            | WeightFormat::Q4K
+            | WeightFormat::Q5K
+            | WeightFormat::Q6K => 8 * c + i,
             _ => c,
         }
     }

@@ -5,6 +5,7 @@
 
 mod decode;
 mod exact;
+mod gguf_blocks;
 mod matmul;
 mod ops;
 

@@ -1,0 +1,51 @@
+// Dequantize-and-multiply for GGUF Q4_0 blocks (`Kernel::MatvecQ4_0`, `MatmulQ4_0`).
+//
+// Byte layout read (formats.md §5.2, ggml `block_q4_0`): each row is K/32 blocks of 18 bytes,
+//   [f16 d | u8 qs[16]], rows back to back. Element j < 16 is the LOW nibble of qs[j], j ≥ 16 the
+//   HIGH nibble of qs[j − 16]. value = (q − 8) · d (one product; ggml `dequantize_row_q4_0`).
+//   K must be a multiple of 32.
+// 18-byte blocks start on an even byte: d is one aligned half-word, qs bytes are unpacked by hand.
+// Chunk c (of K/8 per row) is elements 8w .. 8w+7 (w = c % 4) of block c / 4, in increasing order
+// (`reference`: same order). A streamed GGUF tile is a run of whole rows (docs/kernels.md).
+
+@group(0) @binding(3) var<storage, read> packed: array<u32>;
+
+fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
+    let base = (r * (p.k / 32u) + (c >> 2u)) * 18u;
+    let d = f16_from_bits(packed_half(base >> 1u));
+    let j0 = 8u * (c & 3u);
+    var w: array<f32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        let j = j0 + i;
+        let q = (packed_byte(base + 2u + (j & 15u)) >> ((j >> 4u) * 4u)) & 0xfu;
+        w[i] = (f32(q) - 8.0) * d;
+    }
+    return w;
+}
+
+fn chunk_count() -> u32 {
+    return p.k / 8u;
+}
+
+fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
+    let w = chunk_weights(r, c);
+    let k0 = xb + 8u * c;
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        acc = fma(w[i], x[k0 + i], acc);
+    }
+    return acc;
+}
+
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
+    let w = chunk_weights(r, c);
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        let k = 8u * c + i;
+        acc = fma(vec4<f32>(w[i]), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    return acc;
+}
+
+// The multiply body (entry points, accumulation order) is wgsl/matmul_body.wgsl, appended by
+// kernels/src/kernel.rs.

@@ -1,0 +1,53 @@
+// Dequantize-and-multiply for GGUF Q5_1 blocks (`Kernel::MatvecQ5_1`, `MatmulQ5_1`).
+//
+// Byte layout read (formats.md §5.2, ggml `block_q5_1`): each row is K/32 blocks of 24 bytes,
+//   [f16 d | f16 m | u8 qh[4] (one u32, little-endian) | u8 qs[16]], rows back to back.
+//   Element j: low 4 bits = nibble (j & 15) of qs, LOW nibble for j < 16, HIGH for j ≥ 16;
+//   bit 4 = bit j of qh. value = q · d + m (ggml `dequantize_row_q5_1`: product, then sum).
+//   K must be a multiple of 32.
+// 24-byte blocks keep 4-byte alignment: word 0 = d | m, word 1 = qh, words 2..5 = qs.
+// Chunk c (of K/8 per row) is elements 8w .. 8w+7 (w = c % 4) of block c / 4, in increasing order
+// (`reference`: same order). A streamed GGUF tile is a run of whole rows (docs/kernels.md).
+
+@group(0) @binding(3) var<storage, read> packed: array<u32>;
+
+fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
+    let word = (r * (p.k / 32u) + (c >> 2u)) * 6u;
+    let dm = unpack2x16float(packed[word]);
+    let qh = packed[word + 1u];
+    let j0 = 8u * (c & 3u);
+    var w: array<f32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        let j = j0 + i;
+        let q = ((packed_byte(4u * word + 8u + (j & 15u)) >> ((j >> 4u) * 4u)) & 0xfu) | (((qh >> j) & 1u) << 4u);
+        w[i] = f32(q) * dm.x + dm.y;
+    }
+    return w;
+}
+
+fn chunk_count() -> u32 {
+    return p.k / 8u;
+}
+
+fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
+    let w = chunk_weights(r, c);
+    let k0 = xb + 8u * c;
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        acc = fma(w[i], x[k0 + i], acc);
+    }
+    return acc;
+}
+
+fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
+    let w = chunk_weights(r, c);
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        let k = 8u * c + i;
+        acc = fma(vec4<f32>(w[i]), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+    }
+    return acc;
+}
+
+// The multiply body (entry points, accumulation order) is wgsl/matmul_body.wgsl, appended by
+// kernels/src/kernel.rs.
