@@ -1,6 +1,7 @@
 //! The wgpu runner: engine, GGUF tile streaming, the Llama-family adapter, its exact CPU
 //! reference, the tokenizer and `minirun-run` (docs/runner.md).
 
+pub mod deepseek;
 pub mod engine;
 pub mod error;
 pub mod llama;
