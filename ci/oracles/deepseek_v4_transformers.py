@@ -255,6 +255,20 @@ def margins(rows):
     return (s[:, -1] - s[:, -2]).tolist()
 
 
+def write_manifest(out, ref):
+    """manifest.json in the ci/oracles/check_fixture.py format (path, bytes, sha256, producer)."""
+    pr = ref["producer"]
+    entries = []
+    for f in ("logits.npy", "reference.json"):
+        p = os.path.join(out, f)
+        entries.append({"path": f, "bytes": os.path.getsize(p), "sha256": sha256_file(p),
+                        "compiler": f"transformers {pr['transformers']}, torch {pr['torch']}",
+                        "flags": f"{pr['dtype']} eager, {pr['threads']} threads"})
+    m = {"what": "DeepSeek V4 transformers reference fixture (docs/deepseek-v4-reference.md)",
+         "producer": pr["command"], "entries": entries}
+    json.dump(m, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
@@ -373,6 +387,7 @@ def main():
         },
     }
     json.dump(ref, open(os.path.join(a.out, "reference.json"), "w"), indent=1)
+    write_manifest(a.out, ref)
     print(json.dumps({k: ref[k] for k in ("greedy_tokens", "min_top2_margin", "noise")}, indent=1))
     print(json.dumps(ref["counters"], indent=None)[:3000])
 
