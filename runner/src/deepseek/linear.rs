@@ -346,12 +346,29 @@ impl Linears for CpuLinears {
         }
         let n = rows.len();
         let mut y = vec![0f32; tokens * n];
-        for (ri, r) in rows.enumerate() {
-            let wr = &d.w[r * d.k..(r + 1) * d.k];
-            for t in 0..tokens {
-                y[t * n + ri] = dot(wr, &x[t * d.k..(t + 1) * d.k]) as f32;
+        // Tokens are split over threads for big products; every output is one `dot`, so the
+        // result does not depend on the split.
+        let threads = if tokens * n * d.k >= 1 << 22 {
+            std::thread::available_parallelism().map_or(1, |p| p.get().min(8))
+        } else {
+            1
+        };
+        let per = tokens.div_ceil(threads).max(1);
+        std::thread::scope(|sc| {
+            for (ci, chunk) in y.chunks_mut(per * n).enumerate() {
+                let d = &d;
+                let rows = rows.clone();
+                sc.spawn(move || {
+                    for (ti, out) in chunk.chunks_mut(n).enumerate() {
+                        let t = ci * per + ti;
+                        let xt = &x[t * d.k..(t + 1) * d.k];
+                        for (o, r) in out.iter_mut().zip(rows.clone()) {
+                            *o = dot(&d.w[r * d.k..(r + 1) * d.k], xt) as f32;
+                        }
+                    }
+                });
             }
-        }
+        });
         Ok(y)
     }
 

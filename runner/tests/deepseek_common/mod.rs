@@ -84,3 +84,164 @@ pub fn prompt(n: usize, vocab: u32) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The transformers fixture (`ci/oracles/deepseek_v4/`).
+pub struct Fixture {
+    pub prompt: Vec<u32>,
+    pub greedy: Vec<u32>,
+    pub vocab: usize,
+    /// `[17][vocab]`.
+    pub logits: Vec<Vec<f32>>,
+    pub margins: Vec<f32>,
+    /// transformers' own f32 − f64 max |Δ logit| on this run.
+    pub noise: f32,
+}
+
+/// Reads a little-endian f32 C-order `.npy` of shape `[rows, cols]`.
+pub fn read_npy_2d(bytes: &[u8]) -> (usize, usize, Vec<f32>) {
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "not an npy file");
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + hlen]).expect("ascii header");
+    assert!(header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"));
+    let shape = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .expect("shape");
+    let dims: Vec<usize> = shape
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().expect("dim"))
+        .collect();
+    assert_eq!(dims.len(), 2);
+    let data: Vec<f32> = bytes[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(data.len(), dims[0] * dims[1]);
+    (dims[0], dims[1], data)
+}
+
+pub fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = repo_root().join("ci/oracles/deepseek_v4");
+        let json: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join("reference.json")).expect("reference.json"),
+        )
+        .expect("json");
+        let ids = |v: &serde_json::Value| -> Vec<u32> {
+            v.as_array()
+                .expect("array")
+                .iter()
+                .map(|x| x.as_u64().expect("id") as u32)
+                .collect()
+        };
+        let (rows, cols, data) =
+            read_npy_2d(&std::fs::read(dir.join("logits.npy")).expect("logits.npy"));
+        Fixture {
+            prompt: ids(&json["prompt"]["ids"]),
+            greedy: ids(&json["greedy_tokens"]),
+            vocab: cols,
+            logits: (0..rows)
+                .map(|r| data[r * cols..(r + 1) * cols].to_vec())
+                .collect(),
+            margins: json["top2_margin_per_row"]
+                .as_array()
+                .expect("margins")
+                .iter()
+                .map(|x| x.as_f64().expect("margin") as f32)
+                .collect(),
+            noise: json["noise"]["f64"]["max_abs_f32_minus_f64"]
+                .as_f64()
+                .expect("noise.f64.max_abs_f32_minus_f64") as f32,
+        }
+    })
+}
+
+/// Largest allowed |Δ logit| against transformers' f32 logits, derived from the reference's own
+/// noise (docs/runner-deepseek-v4.md "Tolerance"): transformers in f32 differs from the same model
+/// in f64 by `noise` (`reference.json` `noise.f64.max_abs_f32_minus_f64`); our reference sums in
+/// f64, so |ours − f32 ref| ≤ |ours − exact| + |exact − f32 ref| ≲ 2 · noise. Floor 1e-3.
+pub fn tolerance(fx: &Fixture) -> f32 {
+    (2.0 * fx.noise).max(1e-3)
+}
+
+/// Writes `rows` as `[rows, vocab]` f32 `.npy` to `$MINIRUN_V4_DUMP_DIR/<name>.npy` when that is
+/// set (for comparing with other references by hand).
+pub fn dump(name: &str, rows: &[Vec<f32>]) {
+    if let Some(dir) = std::env::var_os("MINIRUN_V4_DUMP_DIR") {
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        let cols = rows.first().map_or(0, Vec::len);
+        let path = Path::new(&dir).join(format!("{name}.npy"));
+        std::fs::write(&path, runner::npy::npy_f32(&[rows.len(), cols], &flat)).expect("dump");
+    }
+}
+
+/// How a run's rows compare with the fixture.
+pub struct Report {
+    pub max_abs: f32,
+    pub per_row: Vec<f32>,
+    /// Rows whose reference top-2 margin exceeds 2 · tolerance, and whether our argmax agrees.
+    pub argmax_checked: Vec<(usize, bool)>,
+    pub tolerance: f32,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "max |Δ| = {:e} (tolerance {:e}); per row {:?}; argmax checked (margin > 2·tol) {:?}",
+            self.max_abs, self.tolerance, self.per_row, self.argmax_checked
+        )
+    }
+}
+
+impl Report {
+    pub fn assert_within(&self) {
+        let tol = self.tolerance;
+        assert!(
+            self.max_abs <= tol,
+            "max |Δ| {} > tolerance {tol}: {self}",
+            self.max_abs
+        );
+        assert!(
+            self.argmax_checked.iter().all(|&(_, ok)| ok),
+            "argmax differs where the reference margin exceeds the bound: {self}"
+        );
+    }
+}
+
+pub fn compare(rows: &[Vec<f32>], fx: &Fixture) -> Report {
+    assert_eq!(rows.len(), fx.logits.len());
+    let tol = tolerance(fx);
+    let per_row: Vec<f32> = rows
+        .iter()
+        .zip(&fx.logits)
+        .map(|(a, b)| {
+            assert_eq!(a.len(), b.len());
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        })
+        .collect();
+    let argmax_checked = rows
+        .iter()
+        .zip(&fx.logits)
+        .enumerate()
+        .filter(|(i, _)| fx.margins.get(*i).copied().unwrap_or(0.0) > 2.0 * tol)
+        .map(|(i, (a, b))| {
+            (
+                i,
+                runner::deepseek::argmax(a) == runner::deepseek::argmax(b),
+            )
+        })
+        .collect();
+    Report {
+        max_abs: per_row.iter().copied().fold(0f32, f32::max),
+        per_row,
+        argmax_checked,
+        tolerance: tol,
+    }
+}
