@@ -302,3 +302,46 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({
+            "model_type": "deepseek_v4", "num_key_value_heads": 1, "n_shared_experts": 1,
+            "scoring_func": "sqrtsoftplus", "num_hidden_layers": 3,
+            "compress_ratios": [0, 4, 128, 0], "head_dim": 128, "qk_rope_head_dim": 64,
+            "index_head_dim": 128,
+            "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536,
+                             "beta_fast": 32, "beta_slow": 1},
+            "hidden_size": 256, "vocab_size": 512, "num_attention_heads": 4, "q_lora_rank": 128,
+            "o_lora_rank": 128, "o_groups": 2, "sliding_window": 8, "index_n_heads": 64,
+            "index_topk": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 128, "routed_scaling_factor": 1.5, "swiglu_limit": 10.0,
+            "num_hash_layers": 1, "rms_norm_eps": 1e-6, "hc_mult": 4, "hc_sinkhorn_iters": 20,
+            "hc_eps": 1e-6, "rope_theta": 10000, "compress_rope_theta": 160000
+        })
+    }
+
+    #[test]
+    fn parses_the_tiny_config_and_refuses_what_it_cannot_run() {
+        let c = V4Config::parse(base().to_string().as_bytes(), "config.json").expect("parses");
+        assert_eq!(c.kinds, vec![LayerKind::Sliding, LayerKind::Csa, LayerKind::Hca]);
+        for (key, value) in [
+            ("compress_ratios", serde_json::json!([0, 8, 0])),
+            ("scoring_func", serde_json::json!("softmax")),
+            ("num_key_value_heads", serde_json::json!(2)),
+            ("hidden_size", serde_json::json!(-1)),
+            ("o_groups", serde_json::json!(3)),
+        ] {
+            let mut v = base();
+            v[key] = value;
+            let e = V4Config::parse(v.to_string().as_bytes(), "config.json")
+                .err()
+                .unwrap_or_else(|| panic!("{key} accepted"));
+            assert!(matches!(e, V4Error::Config { .. }), "{key}: {e}");
+        }
+        assert!(V4Config::parse(b"{", "config.json").is_err());
+    }
+}

@@ -376,3 +376,77 @@ impl Linears for CpuLinears {
         self.src.tile_reads()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Plain tensors in memory.
+    struct Mem(HashMap<String, (String, Vec<u64>, Vec<u8>)>);
+
+    impl WeightSource for Mem {
+        fn tensor(&self, name: &str) -> Result<Tensor, V4Error> {
+            let (dtype, shape, bytes) = self.0.get(name).cloned().ok_or_else(|| V4Error::Tensor {
+                name: name.into(),
+                detail: "missing".into(),
+            })?;
+            Ok(Tensor::Plain {
+                dtype,
+                shape,
+                bytes,
+            })
+        }
+        fn root_file(&self, name: &str) -> Result<Vec<u8>, V4Error> {
+            Err(V4Error::Input(format!("no {name}")))
+        }
+        fn tile_reads(&self) -> u64 {
+            0
+        }
+    }
+
+    fn mem(items: &[(&str, &str, &[u64], Vec<u8>)]) -> Mem {
+        Mem(items
+            .iter()
+            .map(|(n, d, s, b)| (n.to_string(), (d.to_string(), s.to_vec(), b.clone())))
+            .collect())
+    }
+
+    #[test]
+    fn plain_mxfp4_fallback_decodes_low_nibble_first_with_e8m0_scale() {
+        // one row of 32: byte 0 = 0x21 → elements 0 = e2m1(1) = 0.5, 1 = e2m1(2) = 1.0; scale 2^1.
+        let mut packed = vec![0u8; 16];
+        packed[0] = 0x21;
+        let src = mem(&[
+            ("e.w1.weight", "I8", &[1, 16], packed),
+            ("e.w1.scale", "F8_E8M0", &[1, 1], vec![128]),
+        ]);
+        let q = load_matrix(&src, "e.w1", 1, 32).expect("loads");
+        assert_eq!(q.format, WeightFormat::Mxfp4);
+        let mut l = CpuLinears::new(Arc::new(src), 1);
+        l.declare("e.w1", 1, 32, true).expect("declare");
+        let mut x = vec![0f32; 32];
+        x[0] = 1.0;
+        x[1] = 10.0;
+        // 0.5·2·1 + 1.0·2·10 = 21
+        assert_eq!(l.linear_rows("e.w1", 0..1, &x, 1).expect("runs"), vec![21.0]);
+        assert_eq!(l.expert_loads, 1);
+    }
+
+    #[test]
+    fn wrong_shapes_and_dtypes_name_the_tensor() {
+        let src = mem(&[
+            ("a.weight", "BF16", &[2, 3], vec![0; 12]),
+            ("b.weight", "F8_E4M3", &[2, 3], vec![0; 6]),
+            ("t", "I64", &[1, 2], [0i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect()),
+        ]);
+        let e = load_matrix(&src, "a", 3, 2).err().expect("shape refused").to_string();
+        assert!(e.contains("a.weight") && e.contains("[3, 2]"), "{e}");
+        let e = load_matrix(&src, "b", 2, 3).err().expect("no scale").to_string();
+        assert!(e.contains("b.scale"), "{e}");
+        let e = load_tid2eid(&src, "t", 1, 2, 4).err().expect("id 7 ≥ 4").to_string();
+        assert!(e.contains("expert id 7"), "{e}");
+        let e = load_vector(&src, "a.weight", &[6]).err().expect("shape").to_string();
+        assert!(e.contains("a.weight"), "{e}");
+    }
+}
