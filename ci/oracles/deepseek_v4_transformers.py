@@ -14,7 +14,9 @@ import numpy as np
 
 PROMPT_LEN = 380  # crosses three ratio-128 boundaries; decode crosses the fourth at position 383
 STEPS = 16  # teacher-forced greedy steps after the prompt
-PROMPT_SEED = 20261130
+PROMPT_SEED = 20261131
+SEED_NOTE = ("the first seed from 20261130 on whose cached prefill has every indexer and router "
+             "gap >= 1e-5 (20261130 fails: 5.5e-6 and 1.1e-6; docs/deepseek-v4-reference.md §5)")
 
 
 def prompt_ids(vocab):
@@ -158,26 +160,36 @@ def load(f32dir, dtype):
 
 
 class Counters:
-    """Forward hooks that prove the hard paths ran (see docs/deepseek-v4-reference.md)."""
+    """Forward hooks that prove the hard paths ran and record every discrete decision with its
+    gap (see docs/deepseek-v4-reference.md §5)."""
 
     def __init__(self, model):
-        import torch
-        from transformers.models.deepseek_v4 import modeling_deepseek_v4 as M
-
         self.cfg = model.config
         self.c = {"indexer_calls": 0, "indexer_queries": 0, "indexer_valid_selections": 0,
                   "indexer_queries_selecting_fewer_than_visible": 0,
                   "indexer_queries_with_more_visible_than_topk": 0,
                   "attention_mask_not_tensor_calls": 0, "csa_block_bias_applied_calls": 0,
                   "window_masked_pairs_prefill": 0}
-        self.hooks = []
-        for layer in model.model.layers:
+        self.hooks, self.scores = [], {}
+        self.idx = {}  # layer -> list of ([S, k] sorted picks, [S] gap k-th minus (k+1)-th)
+        self.moe = {}  # layer -> list of ([S, top_k] sorted experts, [S] gap top_k-th minus next)
+        for i, layer in enumerate(model.model.layers):
             attn = layer.self_attn
-            if attn.compressor is not None and attn.layer_type == "compressed_sparse_attention":
-                self.hooks.append(attn.compressor.indexer.register_forward_hook(self._indexer, with_kwargs=True))
+            if attn.layer_type == "compressed_sparse_attention":
+                ind = attn.compressor.indexer
+                self.hooks.append(ind.scorer.register_forward_hook(
+                    lambda mod, args, out, i=i: self.scores.__setitem__(i, out.detach())))
+                self.hooks.append(ind.register_forward_hook(
+                    lambda mod, args, kwargs, out, i=i: self._indexer(i, mod, args, kwargs, out),
+                    with_kwargs=True))
+            if not layer.mlp.is_hash:
+                self.hooks.append(layer.mlp.gate.register_forward_hook(
+                    lambda mod, args, out, i=i: self._router(i, mod, out)))
             self.hooks.append(attn.register_forward_pre_hook(self._attn_pre, with_kwargs=True))
 
-    def _indexer(self, mod, args, kwargs, out):
+    def _indexer(self, i, mod, args, kwargs, out):
+        import torch
+
         position_ids = args[2] if len(args) > 2 else kwargs["position_ids"]
         visible = ((position_ids + 1) // mod.compress_rate)[0]  # entries each query may see
         sel = out[0]  # [S, k]
@@ -187,6 +199,27 @@ class Counters:
         self.c["indexer_valid_selections"] += int(valid.sum())
         self.c["indexer_queries_with_more_visible_than_topk"] += int((visible > mod.index_topk).sum())
         self.c["indexer_queries_selecting_fewer_than_visible"] += int((valid < visible).sum())
+        sc = self.scores[i][0].double().clone()  # [S, T], before the causal mask
+        t = sc.shape[-1]
+        sc[torch.arange(t).view(1, -1) >= visible.view(-1, 1)] = float("-inf")
+        srt = sc.sort(-1, descending=True).values
+        k = mod.index_topk
+        gap = torch.full((sc.shape[0],), float("inf"), dtype=torch.float64)
+        if t > k:
+            g = srt[:, k - 1] - srt[:, k]
+            gap = torch.where(torch.isfinite(g), g, gap)
+        picks = torch.full((sel.shape[0], k), -1, dtype=torch.long)
+        picks[:, : sel.shape[1]] = sel
+        self.idx.setdefault(i, []).append((picks.sort(-1).values.numpy(), gap.numpy()))
+
+    def _router(self, i, mod, out):
+        import torch
+
+        logits, _, indices = out
+        s = torch.nn.functional.softplus(logits.double()).sqrt() + mod.e_score_correction_bias.double()
+        srt = s.sort(-1, descending=True).values
+        k = mod.top_k
+        self.moe.setdefault(i, []).append((indices.sort(-1).values.numpy(), (srt[:, k - 1] - srt[:, k]).numpy()))
 
     def _attn_pre(self, mod, args, kwargs):
         import torch
@@ -197,12 +230,31 @@ class Counters:
         elif mod.layer_type == "compressed_sparse_attention":
             self.c["csa_block_bias_applied_calls"] += 1
         if isinstance(mask, torch.Tensor) and mod.layer_idx == 0 and mask.shape[-2] > 1:
-            # prefill: (query, key) pairs that are causal but outside the window
-            s = mask.shape[-2]
-            q = torch.arange(s).view(-1, 1)
-            k = torch.arange(mask.shape[-1]).view(1, -1)
-            causal = k <= q
-            self.c["window_masked_pairs_prefill"] += int((causal & torch.isinf(mask[0, 0])).sum())
+            # prefill: (query, key) pairs that are causal but masked (outside the window)
+            m = mask[0, 0]
+            blocked = ~m if m.dtype == torch.bool else m <= torch.finfo(m.dtype).min / 2
+            q = torch.arange(m.shape[0]).view(-1, 1)
+            k = torch.arange(m.shape[1]).view(1, -1)
+            self.c["window_masked_pairs_prefill"] += int(((k <= q) & blocked).sum())
+
+    def decisions(self):
+        """Arrays over all layers and positions (prefill then decode), and gap statistics."""
+        idx_l, moe_l = sorted(self.idx), sorted(self.moe)
+        arr = {
+            "indexer_layers": np.array(idx_l, dtype=np.int16),
+            "indexer_picks": np.stack([np.concatenate([p for p, _ in self.idx[i]]) for i in idx_l]).astype(np.int16),
+            "indexer_gap": np.stack([np.concatenate([g for _, g in self.idx[i]]) for i in idx_l]).astype(np.float32),
+            "moe_layers": np.array(moe_l, dtype=np.int16),
+            "moe_experts": np.stack([np.concatenate([p for p, _ in self.moe[i]]) for i in moe_l]).astype(np.int16),
+            "moe_gap": np.stack([np.concatenate([g for _, g in self.moe[i]]) for i in moe_l]).astype(np.float32),
+        }
+        stats = {}
+        for k in ("indexer", "moe"):
+            g = arr[f"{k}_gap"].astype(np.float64)
+            g = g[np.isfinite(g)]
+            stats[k] = {"decisions": int(g.size), "min_gap": float(g.min()),
+                        "below_1e-5": int((g < 1e-5).sum()), "below_1e-4": int((g < 1e-4).sum())}
+        return arr, stats
 
     def cache_state(self, cache):
         per_ratio = {"4": [], "128": [], "indexer_4": []}
@@ -241,6 +293,77 @@ def run(model, ids, steps, counters=None):
     return np.stack(rows), toks, snaps
 
 
+def teacher_forced(model, ids, toks):
+    """Prefill then decode the given tokens (not the model's own argmax); rows as in `run`."""
+    import torch
+    from transformers import DynamicCache
+
+    rows = []
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), cache=DynamicCache(config=model.config), use_cache=True)
+        rows.append(out.logits[0, -1].double().numpy())
+        for t in toks:
+            out = model(input_ids=torch.tensor([[t]]), cache=out.cache, use_cache=True)
+            rows.append(out.logits[0, -1].double().numpy())
+    return np.stack(rows)
+
+
+def inv_freq_f64(rp, head_dim):
+    """The rope inverse frequencies of docs/deepseek-v4-reference.md §3.3, in float64."""
+    import math
+
+    dim = int(head_dim * rp["partial_rotary_factor"])
+    base = float(rp["rope_theta"])
+    pf = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if rp["rope_type"] == "default":
+        return 1.0 / pf
+    assert rp["rope_type"] == "yarn", rp
+    factor, orig = float(rp["factor"]), float(rp["original_max_position_embeddings"])
+    corr = lambda rot: dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(corr(rp.get("beta_fast") or 32)), 0)
+    high = min(math.ceil(corr(rp.get("beta_slow") or 1)), dim - 1)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    ext = 1 - ramp
+    return (1 / (factor * pf)) * (1 - ext) + (1 / pf) * ext
+
+
+def pure_f64(model):
+    """Cast to float64 and make the rotary embedding float64 end to end: transformers computes
+    angles from f32 `inv_freq` and casts the rotated slice through `.float()`; both are replaced
+    (the f64 inverse frequencies are checked against transformers' f32 ones)."""
+    import torch
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as M
+
+    model = model.double()
+    worst = 0.0
+    for mod in model.modules():
+        if isinstance(mod, M.DeepseekV4RotaryEmbedding):
+            inv = {}
+            for lt in mod.layer_types:
+                inv[lt] = torch.tensor(inv_freq_f64(mod.config.rope_parameters[lt], mod.config.head_dim))
+                ref = getattr(mod, f"{lt}_original_inv_freq").double()
+                worst = max(worst, float(((inv[lt] - ref).abs() / ref.abs()).max()))
+                assert getattr(mod, f"{lt}_attention_scaling") == 1.0
+
+            def fwd(x, position_ids, layer_type=None, inv=inv):
+                freqs = position_ids[..., None].double() * inv[layer_type]
+                return freqs.cos(), freqs.sin()
+
+            mod.forward = fwd
+    if worst > 1e-6:
+        raise SystemExit(f"rope inverse frequencies differ from transformers by {worst} (relative)")
+
+    def rope64(x, cos, sin, unsqueeze_dim=1):
+        cos = cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+        sin = sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+        r = cos.shape[-1]
+        nope, rope = x[..., :-r], x[..., -r:]
+        return torch.cat([nope, rope * cos + M.rotate_half(rope) * sin], dim=-1)
+
+    M.apply_rotary_pos_emb = rope64
+    return model, worst
+
+
 def full_forward(model, ids):
     """One cache-free forward over all ids; returns the logits of every position (float64)."""
     import torch
@@ -259,7 +382,9 @@ def write_manifest(out, ref):
     """manifest.json in the ci/oracles/check_fixture.py format (path, bytes, sha256, producer)."""
     pr = ref["producer"]
     entries = []
-    for f in ("logits.npy", "reference.json"):
+    for f in ("logits.npy", "reference.json", "decisions.npz", "logits_f64.npy"):
+        if not os.path.exists(os.path.join(out, f)):
+            continue
         p = os.path.join(out, f)
         entries.append({"path": f, "bytes": os.path.getsize(p), "sha256": sha256_file(p),
                         "compiler": f"transformers {pr['transformers']}, torch {pr['torch']}",
@@ -286,6 +411,7 @@ def main():
 
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
+    os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
     tensors = dequantize_dir(a.checkpoint)
     work = a.work or os.path.join(a.out, ".f32")
@@ -307,29 +433,26 @@ def main():
     full_vs_cache = float(np.abs(full_rows - rows32).max())
     ratio_entries = {k: sorted(set(v)) for k, v in snaps["after_decode"][0].items()}
 
+    decisions, decision_stats = counters.decisions()
+
     f64 = None
     if not a.no_f64:
         del model
-        m64 = load(work, torch.float32).double()  # f32 values are exact in f64; fp32-kept modules too
-        # teacher-forced on the f32 greedy tokens so the rows are comparable
-        cache_rows = []
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=m64.config)
-        with torch.no_grad():
-            out = m64(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
-            cache_rows.append(out.logits[0, -1].numpy())
-            for t in toks:
-                out = m64(input_ids=torch.tensor([[t]]), cache=out.cache, use_cache=True)
-                cache_rows.append(out.logits[0, -1].numpy())
-        rows64 = np.stack(cache_rows)
-        f64 = {"max_abs_f32_minus_f64": float(np.abs(rows32 - rows64).max()),
-               "max_abs_f64_logit": float(np.abs(rows64).max()),
-               "greedy_f64_equal": [int(np.argmax(r)) for r in rows64[:-1]] == toks}
+        m64, inv_check = pure_f64(load(work, torch.float32))
+        rows64 = teacher_forced(m64, ids, toks)
+        f64 = {"what": "the same graph in float64 with rope angles and rotations in float64 too "
+                       "(transformers computes them in f32 even in a float64 model; see the doc)",
+               "max_abs_f32_minus_f64": float(np.abs(rows32 - rows64).max()),
+               "max_abs_logit": float(np.abs(rows64).max()),
+               "greedy_f64_equal": [int(np.argmax(r)) for r in rows64[:-1]] == toks,
+               "inv_freq_f64_formula_vs_transformers_f32_max_rel": inv_check,
+               "path": "logits_f64.npy"}
+        np.save(os.path.join(a.out, "logits_f64.npy"), rows64)
 
     os.makedirs(a.out, exist_ok=True)
     lpath = os.path.join(a.out, "logits.npy")
     np.save(lpath, rows32.astype(np.float32))
+    np.savez_compressed(os.path.join(a.out, "decisions.npz"), **decisions)
     files = {}
     for f in sorted(os.listdir(a.checkpoint)):
         p = os.path.join(a.checkpoint, f)
@@ -364,6 +487,7 @@ def main():
                        "manifest_format": "sha256 of the sorted lines '<sha256>  <file name>\\n' (sha256sum style)",
                        "compress_ratios": layer_types},
         "prompt": {"rule": f"[0] + numpy PCG64({PROMPT_SEED}).integers(2, vocab, {PROMPT_LEN - 1})",
+                   "seed_choice": SEED_NOTE,
                    "length": len(ids), "ids": ids},
         "greedy_tokens": toks,
         "logits": {"path": "logits.npy", "shape": list(rows32.shape), "dtype": "float32",
@@ -371,6 +495,7 @@ def main():
         "top2_margin_per_row": m,
         "min_top2_margin": min(m),
         "argmax_per_row": [int(np.argmax(r)) for r in rows32],
+        "decisions": {"path": "decisions.npz", **decision_stats},
         "noise": {
             "bit_reproducible_rerun": repro,
             "max_abs_cachefree_full_forward_minus_prefill_decode": full_vs_cache,
