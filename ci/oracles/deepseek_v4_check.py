@@ -55,6 +55,15 @@ if min(c["window_evicted_per_layer_after_decode"]) < 1 or c["window_masked_pairs
 if c["attention_mask_not_tensor_calls"] != 0 or c["csa_block_bias_applied_calls"] < 1:
     bad.append("counters: a call ran without a tensor mask (the CSA indexer bias was not applied)")
 
+dz = np.load(os.path.join(fx, ref["decisions"]["path"]))
+for k in ("indexer", "moe"):
+    g = dz[f"{k}_gap"].astype(np.float64)
+    g = g[np.isfinite(g)]
+    if g.size != ref["decisions"][k]["decisions"] or float(g.min()) != ref["decisions"][k]["min_gap"]:
+        bad.append(f"decisions.npz: {k} gaps do not re-derive the recorded statistics")
+if dz["indexer_picks"].shape != (len(after["4"]), n, 4) or dz["moe_experts"].shape[1] != n:
+    bad.append(f"decisions.npz: shapes {dz['indexer_picks'].shape} {dz['moe_experts'].shape}")
+
 files = {f: None for f in os.listdir(ck) if os.path.isfile(os.path.join(ck, f))}
 rec = ref["checkpoint"]["files"]
 if sorted(files) != sorted(rec):
