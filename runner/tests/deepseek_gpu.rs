@@ -41,6 +41,13 @@ fn gpu_resident_and_streamed_match_transformers_and_each_other() {
     );
     deepseek_common::dump("gpu", &rows_r);
     let report = deepseek_common::compare(&rows_r, fx);
+    let vs64 = deepseek_common::max_abs_vs_f64(&rows_r, fx);
+    eprintln!("max |Δ| vs transformers f64: {vs64:e}");
+    assert!(
+        vs64 <= report.tolerance,
+        "max |Δ| vs transformers f64 {vs64:e} > tolerance {:e}",
+        report.tolerance
+    );
     eprintln!("resident vs transformers: {report}");
     report.assert_within();
 

@@ -35,6 +35,13 @@ fn reference_matches_transformers() {
     );
     deepseek_common::dump("reference", &rows);
     let report = deepseek_common::compare(&rows, fx);
+    let vs64 = deepseek_common::max_abs_vs_f64(&rows, fx);
+    eprintln!("max |Δ| vs transformers f64: {vs64:e}");
+    assert!(
+        vs64 <= report.tolerance,
+        "max |Δ| vs transformers f64 {vs64:e} > tolerance {:e}",
+        report.tolerance
+    );
     eprintln!("{report}");
     report.assert_within();
 }
