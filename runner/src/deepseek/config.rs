@@ -327,7 +327,10 @@ mod parse_tests {
     #[test]
     fn parses_the_tiny_config_and_refuses_what_it_cannot_run() {
         let c = V4Config::parse(base().to_string().as_bytes(), "config.json").expect("parses");
-        assert_eq!(c.kinds, vec![LayerKind::Sliding, LayerKind::Csa, LayerKind::Hca]);
+        assert_eq!(
+            c.kinds,
+            vec![LayerKind::Sliding, LayerKind::Csa, LayerKind::Hca]
+        );
         for (key, value) in [
             ("compress_ratios", serde_json::json!([0, 8, 0])),
             ("scoring_func", serde_json::json!("softmax")),

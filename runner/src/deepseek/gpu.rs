@@ -171,4 +171,7 @@ impl Linears for GpuLinears {
     fn tile_reads(&self) -> u64 {
         self.src.tile_reads()
     }
+    fn expert_loads(&self) -> (u64, u64) {
+        (self.expert_loads, self.expert_bytes)
+    }
 }

@@ -227,6 +227,10 @@ pub trait Linears {
     fn tile_reads(&self) -> u64 {
         0
     }
+    /// Routed-expert matrices loaded after open and their bytes (packed + scales).
+    fn expert_loads(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 struct Dense {
@@ -387,10 +391,11 @@ mod tests {
 
     impl WeightSource for Mem {
         fn tensor(&self, name: &str) -> Result<Tensor, V4Error> {
-            let (dtype, shape, bytes) = self.0.get(name).cloned().ok_or_else(|| V4Error::Tensor {
-                name: name.into(),
-                detail: "missing".into(),
-            })?;
+            let (dtype, shape, bytes) =
+                self.0.get(name).cloned().ok_or_else(|| V4Error::Tensor {
+                    name: name.into(),
+                    detail: "missing".into(),
+                })?;
             Ok(Tensor::Plain {
                 dtype,
                 shape,
@@ -429,7 +434,10 @@ mod tests {
         x[0] = 1.0;
         x[1] = 10.0;
         // 0.5·2·1 + 1.0·2·10 = 21
-        assert_eq!(l.linear_rows("e.w1", 0..1, &x, 1).expect("runs"), vec![21.0]);
+        assert_eq!(
+            l.linear_rows("e.w1", 0..1, &x, 1).expect("runs"),
+            vec![21.0]
+        );
         assert_eq!(l.expert_loads, 1);
     }
 
@@ -438,15 +446,32 @@ mod tests {
         let src = mem(&[
             ("a.weight", "BF16", &[2, 3], vec![0; 12]),
             ("b.weight", "F8_E4M3", &[2, 3], vec![0; 6]),
-            ("t", "I64", &[1, 2], [0i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect()),
+            (
+                "t",
+                "I64",
+                &[1, 2],
+                [0i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
         ]);
-        let e = load_matrix(&src, "a", 3, 2).err().expect("shape refused").to_string();
+        let e = load_matrix(&src, "a", 3, 2)
+            .err()
+            .expect("shape refused")
+            .to_string();
         assert!(e.contains("a.weight") && e.contains("[3, 2]"), "{e}");
-        let e = load_matrix(&src, "b", 2, 3).err().expect("no scale").to_string();
+        let e = load_matrix(&src, "b", 2, 3)
+            .err()
+            .expect("no scale")
+            .to_string();
         assert!(e.contains("b.scale"), "{e}");
-        let e = load_tid2eid(&src, "t", 1, 2, 4).err().expect("id 7 ≥ 4").to_string();
+        let e = load_tid2eid(&src, "t", 1, 2, 4)
+            .err()
+            .expect("id 7 ≥ 4")
+            .to_string();
         assert!(e.contains("expert id 7"), "{e}");
-        let e = load_vector(&src, "a.weight", &[6]).err().expect("shape").to_string();
+        let e = load_vector(&src, "a.weight", &[6])
+            .err()
+            .expect("shape")
+            .to_string();
         assert!(e.contains("a.weight"), "{e}");
     }
 }

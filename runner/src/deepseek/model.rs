@@ -245,6 +245,11 @@ impl V4Model {
         self.lin.tile_reads()
     }
 
+    /// Routed-expert matrices loaded on demand since open, and their bytes (streamed GPU mode).
+    pub fn expert_loads(&self) -> (u64, u64) {
+        self.lin.expert_loads()
+    }
+
     /// Forgets the decode state (the weights stay loaded).
     pub fn reset(&mut self) {
         self.cache = vec![AttnCache::default(); self.config.layers];
