@@ -27,12 +27,15 @@ pub struct CompParams {
     pub norm: Vec<f32>,
 }
 
+/// One closed window's first series: kv rows and gate rows (with `ape`).
+type Series = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// Buffered tokens, the previous window's first series, and the entries emitted so far.
 #[derive(Default, Clone)]
 pub struct CompCache {
     buf_kv: Vec<Vec<f32>>,
     buf_gate: Vec<Vec<f32>>,
-    overlap: Option<(Vec<Vec<f32>>, Vec<Vec<f32>>)>,
+    overlap: Option<Series>,
     pub entries: Vec<Vec<f32>>,
 }
 

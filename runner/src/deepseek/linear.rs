@@ -16,6 +16,7 @@ use super::error::V4Error;
 use super::source::{whole_streams, Role, Tensor, WeightSource};
 
 /// A weight matrix `[rows, k]` in its stored format, whole streams in memory.
+#[derive(Debug)]
 pub struct QMatrix {
     pub name: String,
     pub format: WeightFormat,
@@ -454,23 +455,19 @@ mod tests {
             ),
         ]);
         let e = load_matrix(&src, "a", 3, 2)
-            .err()
-            .expect("shape refused")
+            .expect_err("shape refused")
             .to_string();
         assert!(e.contains("a.weight") && e.contains("[3, 2]"), "{e}");
         let e = load_matrix(&src, "b", 2, 3)
-            .err()
-            .expect("no scale")
+            .expect_err("no scale")
             .to_string();
         assert!(e.contains("b.scale"), "{e}");
         let e = load_tid2eid(&src, "t", 1, 2, 4)
-            .err()
-            .expect("id 7 ≥ 4")
+            .expect_err("id 7 ≥ 4")
             .to_string();
         assert!(e.contains("expert id 7"), "{e}");
         let e = load_vector(&src, "a.weight", &[6])
-            .err()
-            .expect("shape")
+            .expect_err("shape")
             .to_string();
         assert!(e.contains("a.weight"), "{e}");
     }

@@ -115,16 +115,17 @@ fn npy_header(bytes: &[u8]) -> (String, usize, usize, usize) {
 /// Reads a little-endian C-order `.npy` `[rows, cols]` of `<f4` or `<f8` as f32 rows.
 pub fn read_npy_rows(bytes: &[u8]) -> Vec<Vec<f32>> {
     let (descr, rows, cols, at) = npy_header(bytes);
-    let data: Vec<f32> = match descr.as_str() {
-        "<f4" => bytes[at..]
+    assert!(descr == "<f4" || descr == "<f8", "npy dtype {descr}");
+    let data: Vec<f32> = if descr == "<f4" {
+        bytes[at..]
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        "<f8" => bytes[at..]
+            .collect()
+    } else {
+        bytes[at..]
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
-            .collect(),
-        other => panic!("npy dtype {other}"),
+            .collect()
     };
     assert_eq!(data.len(), rows * cols);
     data.chunks_exact(cols).map(<[f32]>::to_vec).collect()
