@@ -481,7 +481,6 @@ def main():
             "experts_implementation": "eager",
             "dtype": "float32",
             "config_keys_dropped": dropped,
-            "seconds": round(time.time() - t0, 1),
         },
         "checkpoint": {"files": files, "sha256_of_manifest": hashlib.sha256(manifest.encode()).hexdigest(),
                        "manifest_format": "sha256 of the sorted lines '<sha256>  <file name>\\n' (sha256sum style)",
@@ -513,6 +512,7 @@ def main():
     }
     json.dump(ref, open(os.path.join(a.out, "reference.json"), "w"), indent=1)
     write_manifest(a.out, ref)
+    print(f"done in {time.time() - t0:.0f} s")
     print(json.dumps({k: ref[k] for k in ("greedy_tokens", "min_top2_margin", "noise")}, indent=1))
     print(json.dumps(ref["counters"], indent=None)[:3000])
 
