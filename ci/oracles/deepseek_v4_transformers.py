@@ -412,7 +412,8 @@ def write_manifest(out, ref):
         p = os.path.join(out, f)
         entries.append({"path": f, "bytes": os.path.getsize(p), "sha256": sha256_file(p),
                         "compiler": f"transformers {pr['transformers']}, torch {pr['torch']}",
-                        "flags": f"{pr['dtype']} eager, {pr['threads']} threads"})
+                        "flags": ("float64 end to end" if f == "logits_f64.npy" else pr["dtype"])
+                        + f" eager, {pr['threads']} threads"})
     m = {"what": "DeepSeek V4 transformers reference fixture (docs/deepseek-v4-reference.md)",
          "producer": pr["command"], "entries": entries}
     json.dump(m, open(os.path.join(out, "manifest.json"), "w"), indent=1)
