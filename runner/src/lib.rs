@@ -2,6 +2,7 @@
 //! reference, the tokenizer and `minirun-run` (docs/runner.md).
 
 pub mod artifact;
+pub mod deepseek;
 pub mod engine;
 pub mod error;
 pub mod llama;

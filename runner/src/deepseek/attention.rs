@@ -1,0 +1,244 @@
+//! V4 attention for a chunk of tokens (models.md §2; transformers `DeepseekV4Attention`):
+//! low-rank query (`wq_a` → `q_norm` → `wq_b`, then a per-head unweighted RMSNorm), one shared
+//! key = value head (`wkv` → `kv_norm`), partial interleaved RoPE on the trailing `rope_dim`
+//! channels, a per-head sink logit in the softmax, the output's rope slice de-rotated at the
+//! query position, and the grouped low-rank output projection (`wo_a` per group, then `wo_b`).
+//!
+//! Keys are the last `sliding_window` positions (the cache keeps `window − 1` between calls) plus,
+//! on compressed layers, the compressor's entries: HCA attends every entry w with
+//! `w < (pos + 1) / 128`; CSA attends only the ≤ `index_topk` causal entries the lightning
+//! indexer scores highest (`Σ_h w_h · relu(q_h · k)`). Every query reads its keys in position
+//! order (window, then entries by index), so a decode step computes exactly what a longer prefill
+//! computes for that position.
+
+use std::collections::VecDeque;
+
+use super::compress::{update, CompCache, CompParams};
+use super::config::{LayerKind, V4Config};
+use super::error::V4Error;
+use super::linear::Linears;
+use super::ops::{rmsnorm, rope, softmax};
+
+/// One layer's small attention parameters (matrices go through [`Linears`] by stem).
+pub struct AttnParams {
+    pub kind: LayerKind,
+    /// `layers.L.attn`.
+    pub stem: String,
+    pub q_norm: Vec<f32>,
+    pub kv_norm: Vec<f32>,
+    pub sinks: Vec<f32>,
+    pub comp: Option<CompParams>,
+    pub indexer: Option<CompParams>,
+}
+
+/// One layer's decode state.
+#[derive(Default, Clone)]
+pub struct AttnCache {
+    window: VecDeque<(usize, Vec<f32>)>,
+    pub comp: CompCache,
+    pub idx: CompCache,
+}
+
+/// What the hard paths did (so tests can assert they ran).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PathStats {
+    /// Compressed entries emitted by ratio-4 compressors.
+    pub csa_entries: u64,
+    /// Compressed entries emitted by ratio-128 compressors.
+    pub hca_entries: u64,
+    /// CSA queries for which the indexer dropped at least one causal entry.
+    pub indexer_dropped: u64,
+    /// Queries whose sliding window excluded at least one earlier position.
+    pub window_evicted: u64,
+}
+
+fn lin(
+    l: &mut dyn Linears,
+    stem: &str,
+    rows: usize,
+    x: &[f32],
+    t: usize,
+) -> Result<Vec<f32>, V4Error> {
+    l.linear_rows(stem, 0..rows, x, t)
+}
+
+/// Indexer choice for one query: the causal entries (`< causal`) it keeps, ascending.
+fn select(scores: &[f64], causal: usize, topk: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..causal.min(scores.len())).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    order.truncate(topk);
+    order.sort_unstable();
+    order
+}
+
+/// Runs the attention block on `tokens` normalised inputs `x` at positions `pos0..`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(
+    c: &V4Config,
+    p: &AttnParams,
+    cache: &mut AttnCache,
+    l: &mut dyn Linears,
+    x: &[f32],
+    pos0: usize,
+    tokens: usize,
+    stats: &mut PathStats,
+) -> Result<Vec<f32>, V4Error> {
+    let (h, hd, d) = (c.heads, c.head_dim, c.hidden);
+    let freq = c.inv_freq(p.kind);
+    let s = &p.stem;
+    let qa = lin(l, &format!("{s}.wq_a"), c.q_lora, x, tokens)?;
+    let qr: Vec<f32> = qa
+        .chunks_exact(c.q_lora)
+        .flat_map(|r| rmsnorm(r, Some(&p.q_norm), c.eps))
+        .collect();
+    let mut q = lin(l, &format!("{s}.wq_b"), h * hd, &qr, tokens)?;
+    for (i, head) in q.chunks_exact_mut(hd).enumerate() {
+        let mut v = rmsnorm(head, None, c.eps);
+        rope(&mut v, freq, pos0 + i / h, false);
+        head.copy_from_slice(&v);
+    }
+    let kv_raw = lin(l, &format!("{s}.wkv"), hd, x, tokens)?;
+    for (i, row) in kv_raw.chunks_exact(hd).enumerate() {
+        let mut k = rmsnorm(row, Some(&p.kv_norm), c.eps);
+        rope(&mut k, freq, pos0 + i, false);
+        cache.window.push_back((pos0 + i, k));
+    }
+    // Compressed entries of this chunk (emitted before any query reads them, as transformers).
+    if let Some(cp) = &p.comp {
+        let w = cp.coff * cp.dim;
+        let kv = lin(l, &format!("{}.wkv", cp.stem), w, x, tokens)?;
+        let g = lin(l, &format!("{}.wgate", cp.stem), w, x, tokens)?;
+        let n = update(
+            cp,
+            &mut cache.comp,
+            &kv,
+            &g,
+            tokens,
+            &c.compress_inv_freq,
+            c.eps,
+        ) as u64;
+        match p.kind {
+            LayerKind::Csa => stats.csa_entries += n,
+            _ => stats.hca_entries += n,
+        }
+    }
+    // Indexer choices per query (CSA only).
+    let mut chosen: Vec<Vec<usize>> = Vec::new();
+    if let Some(ip) = &p.indexer {
+        let (ih, ihd) = (c.index_heads, c.index_head_dim);
+        let w = ip.coff * ip.dim;
+        let kv = lin(l, &format!("{}.wkv", ip.stem), w, x, tokens)?;
+        let g = lin(l, &format!("{}.wgate", ip.stem), w, x, tokens)?;
+        update(
+            ip,
+            &mut cache.idx,
+            &kv,
+            &g,
+            tokens,
+            &c.compress_inv_freq,
+            c.eps,
+        );
+        let mut iq = lin(l, &format!("{s}.indexer.wq_b"), ih * ihd, &qr, tokens)?;
+        for (i, head) in iq.chunks_exact_mut(ihd).enumerate() {
+            rope(head, &c.compress_inv_freq, pos0 + i / ih, false);
+        }
+        let wts = lin(l, &format!("{s}.indexer.weights_proj"), ih, x, tokens)?;
+        let entries = &cache.idx.entries;
+        for t in 0..tokens {
+            let causal = (pos0 + t + 1) / 4;
+            let scores: Vec<f64> = entries
+                .iter()
+                .take(causal)
+                .map(|e| {
+                    (0..ih)
+                        .map(|hh| {
+                            let qh = &iq[(t * ih + hh) * ihd..(t * ih + hh + 1) * ihd];
+                            let dotv = super::linear::dot(qh, e).max(0.0);
+                            let wh = f64::from(wts[t * ih + hh]) / (ih as f64).sqrt();
+                            dotv / (ihd as f64).sqrt() * wh
+                        })
+                        .sum()
+                })
+                .collect();
+            let pick = select(&scores, causal, c.index_topk);
+            if pick.len() < causal.min(entries.len()) {
+                stats.indexer_dropped += 1;
+            }
+            chosen.push(pick);
+        }
+    }
+    // Attention per query and head.
+    let scale = 1.0 / (hd as f64).sqrt();
+    let mut out = vec![0f32; tokens * h * hd];
+    let window: Vec<&(usize, Vec<f32>)> = cache.window.iter().collect();
+    for t in 0..tokens {
+        let pos = pos0 + t;
+        let lo = (pos + 1).saturating_sub(c.window);
+        if lo > 0 {
+            stats.window_evicted += 1;
+        }
+        let mut keys: Vec<&[f32]> = window
+            .iter()
+            .filter(|(kp, _)| *kp >= lo && *kp <= pos)
+            .map(|(_, k)| k.as_slice())
+            .collect();
+        match p.kind {
+            LayerKind::Sliding => {}
+            LayerKind::Hca => {
+                let causal = (pos + 1) / 128;
+                keys.extend(cache.comp.entries.iter().take(causal).map(Vec::as_slice));
+            }
+            LayerKind::Csa => {
+                let pick = chosen.get(t).map(Vec::as_slice).unwrap_or(&[]);
+                keys.extend(
+                    pick.iter()
+                        .filter_map(|&i| cache.comp.entries.get(i))
+                        .map(Vec::as_slice),
+                );
+            }
+        }
+        for hh in 0..h {
+            let qh = &q[(t * h + hh) * hd..(t * h + hh + 1) * hd];
+            let mut logits: Vec<f64> = keys
+                .iter()
+                .map(|k| super::linear::dot(qh, k) * scale)
+                .collect();
+            logits.push(f64::from(p.sinks.get(hh).copied().unwrap_or(0.0)));
+            softmax(&mut logits);
+            let o = &mut out[(t * h + hh) * hd..(t * h + hh + 1) * hd];
+            let mut acc = vec![0f64; hd];
+            for (k, &pw) in keys.iter().zip(&logits) {
+                for (a, &kv) in acc.iter_mut().zip(k.iter()) {
+                    *a += pw * f64::from(kv);
+                }
+            }
+            for (oo, a) in o.iter_mut().zip(&acc) {
+                *oo = *a as f32;
+            }
+            rope(o, freq, pos, true);
+        }
+    }
+    while cache.window.len() > c.window.saturating_sub(1) {
+        cache.window.pop_front();
+    }
+    // Grouped output projection: group g's heads through rows g·o_lora.. of wo_a.
+    let g = c.o_groups;
+    let per = h * hd / g;
+    let mut mid = vec![0f32; tokens * g * c.o_lora];
+    for gi in 0..g {
+        let xg: Vec<f32> = (0..tokens)
+            .flat_map(|t| {
+                out[t * h * hd + gi * per..t * h * hd + (gi + 1) * per]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let rows = gi * c.o_lora..(gi + 1) * c.o_lora;
+        let y = l.linear_rows(&format!("{s}.wo_a"), rows, &xg, tokens)?;
+        for t in 0..tokens {
+            mid[t * g * c.o_lora + gi * c.o_lora..t * g * c.o_lora + (gi + 1) * c.o_lora]
+                .copy_from_slice(&y[t * c.o_lora..(t + 1) * c.o_lora]);
+        }
+    }
+    lin(l, &format!("{s}.wo_b"), d, &mid, tokens)
+}

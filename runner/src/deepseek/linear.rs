@@ -1,0 +1,474 @@
+//! Linear weights: loading one upstream `[rows, k]` matrix from a [`WeightSource`] in its stored
+//! format (FP8 e4m3 with an e8m0 128×128 grid, MXFP4 with e8m0 per 32, BF16, F32; from a tile
+//! container or plain streams), and the [`Linears`] backend the forward pass multiplies through.
+//! [`CpuLinears`] is the exact reference: values decoded by the kernels crate's CPU decoders
+//! (`kernels::reference::WeightMatrix`), products summed in f64 and rounded once to f32.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::Arc;
+
+use artifact::container::{Mode, NibbleOrder};
+use kernels::reference::WeightMatrix;
+use kernels::{Dtype, WeightFormat};
+
+use super::error::V4Error;
+use super::source::{whole_streams, Role, Tensor, WeightSource};
+
+/// A weight matrix `[rows, k]` in its stored format, whole streams in memory.
+#[derive(Debug)]
+pub struct QMatrix {
+    pub name: String,
+    pub format: WeightFormat,
+    pub rows: usize,
+    pub k: usize,
+    pub packed: Vec<u8>,
+    pub scales: Vec<u8>,
+}
+
+fn tensor_err(name: &str, detail: String) -> V4Error {
+    V4Error::Tensor {
+        name: name.to_owned(),
+        detail,
+    }
+}
+
+fn expect_shape(name: &str, got: &[u64], want: &[usize]) -> Result<(), V4Error> {
+    if got.len() == want.len() && got.iter().zip(want).all(|(&g, &w)| g == w as u64) {
+        Ok(())
+    } else {
+        Err(tensor_err(
+            name,
+            format!("shape {got:?}, the configuration needs {want:?}"),
+        ))
+    }
+}
+
+fn plain_bytes(name: &str, t: Tensor, dtype: &str, shape: &[usize]) -> Result<Vec<u8>, V4Error> {
+    expect_shape(name, t.shape(), shape)?;
+    match t {
+        Tensor::Plain {
+            dtype: d, bytes, ..
+        } if d == dtype => Ok(bytes),
+        other => Err(tensor_err(
+            name,
+            format!("expected a plain {dtype} stream, found {} ", other.dtype()),
+        )),
+    }
+}
+
+/// Loads `{stem}.weight` (and `{stem}.scale` when quantized) as a `[rows, k]` matrix.
+pub fn load_matrix(
+    src: &dyn WeightSource,
+    stem: &str,
+    rows: usize,
+    k: usize,
+) -> Result<QMatrix, V4Error> {
+    let wname = format!("{stem}.weight");
+    let sname = format!("{stem}.scale");
+    let t = src.tensor(&wname)?;
+    let (format, packed, scales) = match t {
+        Tensor::Tiled {
+            role, container, ..
+        } => {
+            if role != Role::Packed {
+                return Err(tensor_err(&wname, "is a container's scale stream".into()));
+            }
+            let spec = &container.layout().spec;
+            if spec.rows != rows as u64 || spec.cols != k as u64 {
+                return Err(tensor_err(
+                    &wname,
+                    format!(
+                        "container `{}` is {}×{}, the configuration needs {rows}×{k}",
+                        container.path().display(),
+                        spec.rows,
+                        spec.cols
+                    ),
+                ));
+            }
+            let format = match spec.mode {
+                Mode::Fp8E4m3Block => WeightFormat::Fp8Block {
+                    block_rows: u32::try_from(spec.rows_per_scale).unwrap_or(0),
+                    group: u32::try_from(spec.group).unwrap_or(0),
+                },
+                Mode::Mxfp4 if spec.nibble_order == NibbleOrder::LowFirst && spec.group == 32 => {
+                    WeightFormat::Mxfp4
+                }
+                _ => {
+                    return Err(tensor_err(
+                        &wname,
+                        format!(
+                            "container mode {} (group {}, {:?}) is not a V4 weight format",
+                            spec.mode.name(),
+                            spec.group,
+                            spec.nibble_order
+                        ),
+                    ))
+                }
+            };
+            let (p, s) = whole_streams(&container)?;
+            (format, p, s)
+        }
+        Tensor::Plain {
+            dtype,
+            shape,
+            bytes,
+        } => match dtype.as_str() {
+            "BF16" | "F32" => {
+                expect_shape(&wname, &shape, &[rows, k])?;
+                let d = if dtype == "BF16" {
+                    Dtype::Bf16
+                } else {
+                    Dtype::F32
+                };
+                (WeightFormat::Plain(d), bytes, Vec::new())
+            }
+            "F8_E4M3" => {
+                expect_shape(&wname, &shape, &[rows, k])?;
+                let grid = [rows.div_ceil(128), k.div_ceil(128)];
+                let s = plain_bytes(&sname, src.tensor(&sname)?, "F8_E8M0", &grid)?;
+                let f = WeightFormat::Fp8Block {
+                    block_rows: 128,
+                    group: 128,
+                };
+                (f, bytes, s)
+            }
+            "I8" => {
+                expect_shape(&wname, &shape, &[rows, k / 2])?;
+                let s = plain_bytes(&sname, src.tensor(&sname)?, "F8_E8M0", &[rows, k / 32])?;
+                (WeightFormat::Mxfp4, bytes, s)
+            }
+            other => {
+                return Err(tensor_err(
+                    &wname,
+                    format!("dtype {other} is not a V4 weight format"),
+                ))
+            }
+        },
+    };
+    format.check(rows, k, &packed, &scales, &[])?;
+    Ok(QMatrix {
+        name: stem.to_owned(),
+        format,
+        rows,
+        k,
+        packed,
+        scales,
+    })
+}
+
+/// A plain BF16 or F32 tensor of `shape` as f32 values.
+pub fn load_vector(
+    src: &dyn WeightSource,
+    name: &str,
+    shape: &[usize],
+) -> Result<Vec<f32>, V4Error> {
+    let t = src.tensor(name)?;
+    expect_shape(name, t.shape(), shape)?;
+    match t {
+        Tensor::Plain { dtype, bytes, .. } => match dtype.as_str() {
+            "F32" => Ok(bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()),
+            "BF16" => Ok(bytes
+                .chunks_exact(2)
+                .map(|c| kernels::reference::bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+                .collect()),
+            other => Err(tensor_err(
+                name,
+                format!("dtype {other}, expected BF16 or F32"),
+            )),
+        },
+        Tensor::Tiled { .. } => Err(tensor_err(name, "expected a plain stream".into())),
+    }
+}
+
+/// `ffn.gate.tid2eid`: I64 `[vocab, top_k]` expert ids, each checked `< experts`.
+pub fn load_tid2eid(
+    src: &dyn WeightSource,
+    name: &str,
+    vocab: usize,
+    top_k: usize,
+    experts: usize,
+) -> Result<Vec<u32>, V4Error> {
+    let bytes = plain_bytes(name, src.tensor(name)?, "I64", &[vocab, top_k])?;
+    bytes
+        .chunks_exact(8)
+        .map(|c| {
+            let v = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            u32::try_from(v)
+                .ok()
+                .filter(|&e| (e as usize) < experts)
+                .ok_or_else(|| tensor_err(name, format!("expert id {v} is not below {experts}")))
+        })
+        .collect()
+}
+
+/// The matrix multiplications of the forward pass, by weight stem (`layers.3.attn.wq_a`).
+pub trait Linears {
+    /// Declares a weight and its shape before use (resident backends load it here).
+    fn declare(
+        &mut self,
+        stem: &str,
+        rows: usize,
+        k: usize,
+        routed_expert: bool,
+    ) -> Result<(), V4Error>;
+    /// `y[t, r - rows.start] = Σ_k W[r, k] · x[t, k]` for `tokens` row-major inputs and the rows
+    /// `rows` of the weight.
+    fn linear_rows(
+        &mut self,
+        stem: &str,
+        rows: Range<usize>,
+        x: &[f32],
+        tokens: usize,
+    ) -> Result<Vec<f32>, V4Error>;
+    /// Tile reads so far (streamed backends).
+    fn tile_reads(&self) -> u64 {
+        0
+    }
+    /// Routed-expert matrices loaded after open and their bytes (packed + scales).
+    fn expert_loads(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+struct Dense {
+    rows: usize,
+    k: usize,
+    w: Vec<f32>,
+}
+
+/// The reference backend: every weight decoded once to f32, products summed in f64.
+pub struct CpuLinears {
+    src: Arc<dyn WeightSource>,
+    shapes: HashMap<String, (usize, usize, bool)>,
+    resident: HashMap<String, Arc<Dense>>,
+    experts: VecDeque<(String, Arc<Dense>)>,
+    expert_cache: usize,
+    /// Routed-expert matrices decoded from the source so far (cache misses).
+    pub expert_loads: u64,
+}
+
+impl CpuLinears {
+    /// `expert_cache`: how many routed-expert matrices stay decoded (at least 1).
+    pub fn new(src: Arc<dyn WeightSource>, expert_cache: usize) -> Self {
+        Self {
+            src,
+            shapes: HashMap::new(),
+            resident: HashMap::new(),
+            experts: VecDeque::new(),
+            expert_cache: expert_cache.max(1),
+            expert_loads: 0,
+        }
+    }
+
+    fn dense(&mut self, stem: &str) -> Result<Arc<Dense>, V4Error> {
+        if let Some(d) = self.resident.get(stem) {
+            return Ok(d.clone());
+        }
+        if let Some(i) = self.experts.iter().position(|(n, _)| n == stem) {
+            if let Some(hit) = self.experts.remove(i) {
+                let d = hit.1.clone();
+                self.experts.push_back(hit);
+                return Ok(d);
+            }
+        }
+        let &(rows, k, expert) = self
+            .shapes
+            .get(stem)
+            .ok_or_else(|| tensor_err(stem, "used before it was declared".into()))?;
+        let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
+        let m = WeightMatrix::new(q.format, rows, k, &q.packed, &q.scales, &[])?;
+        let d = Arc::new(Dense {
+            rows,
+            k,
+            w: m.dequantize(),
+        });
+        if expert {
+            self.expert_loads += 1;
+            if self.experts.len() >= self.expert_cache {
+                self.experts.pop_front();
+            }
+            self.experts.push_back((stem.to_owned(), d.clone()));
+        } else {
+            self.resident.insert(stem.to_owned(), d.clone());
+        }
+        Ok(d)
+    }
+}
+
+/// Σ w·x in f64 with four interleaved partial sums (a fixed order), rounded once.
+pub fn dot(w: &[f32], x: &[f32]) -> f64 {
+    let mut acc = [0f64; 4];
+    let n = w.len().min(x.len());
+    let mut i = 0;
+    while i + 4 <= n {
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a += f64::from(w[i + j]) * f64::from(x[i + j]);
+        }
+        i += 4;
+    }
+    while i < n {
+        acc[0] += f64::from(w[i]) * f64::from(x[i]);
+        i += 1;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+impl Linears for CpuLinears {
+    fn declare(
+        &mut self,
+        stem: &str,
+        rows: usize,
+        k: usize,
+        routed_expert: bool,
+    ) -> Result<(), V4Error> {
+        self.shapes
+            .insert(stem.to_owned(), (rows, k, routed_expert));
+        Ok(())
+    }
+
+    fn linear_rows(
+        &mut self,
+        stem: &str,
+        rows: Range<usize>,
+        x: &[f32],
+        tokens: usize,
+    ) -> Result<Vec<f32>, V4Error> {
+        let d = self.dense(stem)?;
+        if rows.end > d.rows || rows.start > rows.end || x.len() != tokens * d.k {
+            return Err(tensor_err(
+                stem,
+                format!(
+                    "rows {rows:?} of {} with {} inputs for {tokens} tokens of {}",
+                    d.rows,
+                    x.len(),
+                    d.k
+                ),
+            ));
+        }
+        let n = rows.len();
+        let mut y = vec![0f32; tokens * n];
+        // Tokens are split over threads for big products; every output is one `dot`, so the
+        // result does not depend on the split.
+        let threads = if tokens * n * d.k >= 1 << 22 {
+            std::thread::available_parallelism().map_or(1, |p| p.get().min(8))
+        } else {
+            1
+        };
+        let per = tokens.div_ceil(threads).max(1);
+        std::thread::scope(|sc| {
+            for (ci, chunk) in y.chunks_mut(per * n).enumerate() {
+                let d = &d;
+                let rows = rows.clone();
+                sc.spawn(move || {
+                    for (ti, out) in chunk.chunks_mut(n).enumerate() {
+                        let t = ci * per + ti;
+                        let xt = &x[t * d.k..(t + 1) * d.k];
+                        for (o, r) in out.iter_mut().zip(rows.clone()) {
+                            *o = dot(&d.w[r * d.k..(r + 1) * d.k], xt) as f32;
+                        }
+                    }
+                });
+            }
+        });
+        Ok(y)
+    }
+
+    fn tile_reads(&self) -> u64 {
+        self.src.tile_reads()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Plain tensors in memory.
+    struct Mem(HashMap<String, (String, Vec<u64>, Vec<u8>)>);
+
+    impl WeightSource for Mem {
+        fn tensor(&self, name: &str) -> Result<Tensor, V4Error> {
+            let (dtype, shape, bytes) =
+                self.0.get(name).cloned().ok_or_else(|| V4Error::Tensor {
+                    name: name.into(),
+                    detail: "missing".into(),
+                })?;
+            Ok(Tensor::Plain {
+                dtype,
+                shape,
+                bytes,
+            })
+        }
+        fn root_file(&self, name: &str) -> Result<Vec<u8>, V4Error> {
+            Err(V4Error::Input(format!("no {name}")))
+        }
+        fn tile_reads(&self) -> u64 {
+            0
+        }
+    }
+
+    fn mem(items: &[(&str, &str, &[u64], Vec<u8>)]) -> Mem {
+        Mem(items
+            .iter()
+            .map(|(n, d, s, b)| (n.to_string(), (d.to_string(), s.to_vec(), b.clone())))
+            .collect())
+    }
+
+    #[test]
+    fn plain_mxfp4_fallback_decodes_low_nibble_first_with_e8m0_scale() {
+        // one row of 32: byte 0 = 0x21 → elements 0 = e2m1(1) = 0.5, 1 = e2m1(2) = 1.0; scale 2^1.
+        let mut packed = vec![0u8; 16];
+        packed[0] = 0x21;
+        let src = mem(&[
+            ("e.w1.weight", "I8", &[1, 16], packed),
+            ("e.w1.scale", "F8_E8M0", &[1, 1], vec![128]),
+        ]);
+        let q = load_matrix(&src, "e.w1", 1, 32).expect("loads");
+        assert_eq!(q.format, WeightFormat::Mxfp4);
+        let mut l = CpuLinears::new(Arc::new(src), 1);
+        l.declare("e.w1", 1, 32, true).expect("declare");
+        let mut x = vec![0f32; 32];
+        x[0] = 1.0;
+        x[1] = 10.0;
+        // 0.5·2·1 + 1.0·2·10 = 21
+        assert_eq!(
+            l.linear_rows("e.w1", 0..1, &x, 1).expect("runs"),
+            vec![21.0]
+        );
+        assert_eq!(l.expert_loads, 1);
+    }
+
+    #[test]
+    fn wrong_shapes_and_dtypes_name_the_tensor() {
+        let src = mem(&[
+            ("a.weight", "BF16", &[2, 3], vec![0; 12]),
+            ("b.weight", "F8_E4M3", &[2, 3], vec![0; 6]),
+            (
+                "t",
+                "I64",
+                &[1, 2],
+                [0i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
+        ]);
+        let e = load_matrix(&src, "a", 3, 2)
+            .expect_err("shape refused")
+            .to_string();
+        assert!(e.contains("a.weight") && e.contains("[3, 2]"), "{e}");
+        let e = load_matrix(&src, "b", 2, 3)
+            .expect_err("no scale")
+            .to_string();
+        assert!(e.contains("b.scale"), "{e}");
+        let e = load_tid2eid(&src, "t", 1, 2, 4)
+            .expect_err("id 7 ≥ 4")
+            .to_string();
+        assert!(e.contains("expert id 7"), "{e}");
+        let e = load_vector(&src, "a.weight", &[6])
+            .expect_err("shape")
+            .to_string();
+        assert!(e.contains("a.weight"), "{e}");
+    }
+}

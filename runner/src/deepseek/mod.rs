@@ -1,0 +1,28 @@
+//! The DeepSeek V4 (Flash) model adapter: executes a Minirun V4 artifact straight from its tile
+//! containers and plain streams (no conversion step), following transformers 5.24's
+//! `modeling_deepseek_v4.py` operation by operation (docs/runner-deepseek-v4.md;
+//! `../shared/design/models.md` §1–2).
+//!
+//! * [`source`]: the [`WeightSource`] trait and [`ReleaseDir`] (a release directory read in place);
+//! * [`config`]: `config.json` and the two RoPE tables;
+//! * [`linear`]: weight loading in the stored formats and the [`linear::Linears`] backends;
+//! * [`hc`], [`attention`], [`compress`], [`moe`], [`ops`]: the forward pass;
+//! * [`gpu`]: matrices through the wgpu kernels, resident or streamed;
+//! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`).
+
+pub mod attention;
+pub mod compress;
+pub mod config;
+pub mod error;
+pub mod gpu;
+pub mod hc;
+pub mod linear;
+pub mod model;
+pub mod moe;
+pub mod ops;
+pub mod source;
+
+pub use config::V4Config;
+pub use error::V4Error;
+pub use model::{argmax, Mode, V4Model};
+pub use source::{ReleaseDir, Tensor, WeightSource};

@@ -1,0 +1,372 @@
+//! [`V4Model`]: a DeepSeek V4 artifact opened through a [`WeightSource`], with the decode state,
+//! run as prefill (any number of tokens) then decode steps (docs/runner-deepseek-v4.md).
+//!
+//! The block structure (transformers `DeepseekV4DecoderLayer` / `DeepseekV4Model`): the embedding
+//! is copied into `hc_mult` streams; each layer runs `attn_hc` mix → `attn_norm` → attention →
+//! expand, then `ffn_hc` mix → `ffn_norm` → MoE → expand; the head collapses the streams
+//! (`hc_head_*`), applies `norm` and `head`. The MTP block (`mtp.0.*`) is not run: transformers
+//! does not instantiate it either, and it only drafts tokens for speculative decoding.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::attention::{self, AttnCache, AttnParams, PathStats};
+use super::compress::CompParams;
+use super::config::{LayerKind, V4Config};
+use super::error::V4Error;
+use super::hc::{self, HcParams};
+use super::linear::{load_tid2eid, load_vector, CpuLinears, Linears};
+use super::moe::{self, MoeParams};
+use super::ops::rmsnorm;
+use super::source::{ReleaseDir, WeightSource};
+
+/// How the matrices are multiplied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The exact CPU reference (f32 storage, f64 sums); routed experts decoded on demand into a
+    /// cache of `expert_cache` matrices.
+    Reference { expert_cache: usize },
+    /// wgpu kernels; `streamed`: routed experts are read tile by tile on demand into a bounded
+    /// device cache of `expert_cache` matrices; otherwise every matrix is resident.
+    Gpu { streamed: bool, expert_cache: usize },
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    hc_attn: HcParams,
+    hc_ffn: HcParams,
+    attn: AttnParams,
+    moe: MoeParams,
+}
+
+/// An opened V4 model with its decode state.
+pub struct V4Model {
+    pub config: V4Config,
+    lin: Box<dyn Linears>,
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    hc_head: HcParams,
+    cache: Vec<AttnCache>,
+    pos: usize,
+    /// What the compressed / sparse paths did since the last [`V4Model::reset`].
+    pub stats: PathStats,
+}
+
+fn hc_params(
+    src: &dyn WeightSource,
+    prefix: &str,
+    rows: usize,
+    cols: usize,
+    scales: usize,
+) -> Result<HcParams, V4Error> {
+    Ok(HcParams {
+        weight: load_vector(src, &format!("{prefix}_fn"), &[rows, cols])?,
+        base: load_vector(src, &format!("{prefix}_base"), &[rows])?,
+        scale: load_vector(src, &format!("{prefix}_scale"), &[scales])?,
+    })
+}
+
+fn comp_params(
+    src: &dyn WeightSource,
+    lin: &mut dyn Linears,
+    stem: String,
+    ratio: usize,
+    dim: usize,
+    hidden: usize,
+) -> Result<CompParams, V4Error> {
+    let coff = if ratio == 4 { 2 } else { 1 };
+    lin.declare(&format!("{stem}.wkv"), coff * dim, hidden, false)?;
+    lin.declare(&format!("{stem}.wgate"), coff * dim, hidden, false)?;
+    Ok(CompParams {
+        ape: load_vector(src, &format!("{stem}.ape"), &[ratio, coff * dim])?,
+        norm: load_vector(src, &format!("{stem}.norm.weight"), &[dim])?,
+        stem,
+        ratio,
+        coff,
+        dim,
+    })
+}
+
+fn layer(
+    c: &V4Config,
+    src: &dyn WeightSource,
+    lin: &mut dyn Linears,
+    i: usize,
+) -> Result<Layer, V4Error> {
+    let p = format!("layers.{i}");
+    let kind = c.kinds.get(i).copied().unwrap_or(LayerKind::Sliding);
+    let (d, h, hd) = (c.hidden, c.heads, c.head_dim);
+    let mix = (2 + c.hc) * c.hc;
+    let a = format!("{p}.attn");
+    for (stem, rows, k) in [
+        ("wq_a", c.q_lora, d),
+        ("wq_b", h * hd, c.q_lora),
+        ("wkv", hd, d),
+        ("wo_a", c.o_groups * c.o_lora, h * hd / c.o_groups),
+        ("wo_b", d, c.o_groups * c.o_lora),
+    ] {
+        lin.declare(&format!("{a}.{stem}"), rows, k, false)?;
+    }
+    let comp = match kind {
+        LayerKind::Sliding => None,
+        k => Some(comp_params(
+            src,
+            lin,
+            format!("{a}.compressor"),
+            k.ratio(),
+            hd,
+            d,
+        )?),
+    };
+    let indexer = if kind == LayerKind::Csa {
+        lin.declare(
+            &format!("{a}.indexer.wq_b"),
+            c.index_heads * c.index_head_dim,
+            c.q_lora,
+            false,
+        )?;
+        lin.declare(
+            &format!("{a}.indexer.weights_proj"),
+            c.index_heads,
+            d,
+            false,
+        )?;
+        Some(comp_params(
+            src,
+            lin,
+            format!("{a}.indexer.compressor"),
+            4,
+            c.index_head_dim,
+            d,
+        )?)
+    } else {
+        None
+    };
+    let f = format!("{p}.ffn");
+    let hash = i < c.hash_layers;
+    for w in ["w1", "w3"] {
+        lin.declare(&format!("{f}.shared_experts.{w}"), c.moe_inter, d, false)?;
+    }
+    lin.declare(&format!("{f}.shared_experts.w2"), d, c.moe_inter, false)?;
+    for e in 0..c.experts {
+        for w in ["w1", "w3"] {
+            lin.declare(&format!("{f}.experts.{e}.{w}"), c.moe_inter, d, true)?;
+        }
+        lin.declare(&format!("{f}.experts.{e}.w2"), d, c.moe_inter, true)?;
+    }
+    Ok(Layer {
+        attn_norm: load_vector(src, &format!("{p}.attn_norm.weight"), &[d])?,
+        ffn_norm: load_vector(src, &format!("{p}.ffn_norm.weight"), &[d])?,
+        hc_attn: hc_params(src, &format!("{p}.hc_attn"), mix, c.hc * d, 3)?,
+        hc_ffn: hc_params(src, &format!("{p}.hc_ffn"), mix, c.hc * d, 3)?,
+        attn: AttnParams {
+            kind,
+            q_norm: load_vector(src, &format!("{a}.q_norm.weight"), &[c.q_lora])?,
+            kv_norm: load_vector(src, &format!("{a}.kv_norm.weight"), &[hd])?,
+            sinks: load_vector(src, &format!("{a}.attn_sink"), &[h])?,
+            stem: a,
+            comp,
+            indexer,
+        },
+        moe: MoeParams {
+            gate: load_vector(src, &format!("{f}.gate.weight"), &[c.experts, d])?,
+            bias: if hash {
+                None
+            } else {
+                Some(load_vector(src, &format!("{f}.gate.bias"), &[c.experts])?)
+            },
+            tid2eid: if hash {
+                Some(load_tid2eid(
+                    src,
+                    &format!("{f}.gate.tid2eid"),
+                    c.vocab,
+                    c.top_k,
+                    c.experts,
+                )?)
+            } else {
+                None
+            },
+            stem: f,
+        },
+    })
+}
+
+impl V4Model {
+    /// Opens a release directory (the one holding `config.json` and the unit directories).
+    pub fn open_dir(dir: &Path, mode: Mode) -> Result<Self, V4Error> {
+        Self::open(Arc::new(ReleaseDir::open(dir)?), mode)
+    }
+
+    /// Opens the model behind `src`, checking every tensor's presence, dtype and shape.
+    pub fn open(src: Arc<dyn WeightSource>, mode: Mode) -> Result<Self, V4Error> {
+        let config = V4Config::parse(&src.root_file("config.json")?, "config.json")?;
+        let mut lin: Box<dyn Linears> = match mode {
+            Mode::Reference { expert_cache } => {
+                Box::new(CpuLinears::new(src.clone(), expert_cache))
+            }
+            Mode::Gpu {
+                streamed,
+                expert_cache,
+            } => Box::new(super::gpu::GpuLinears::new(
+                src.clone(),
+                streamed,
+                expert_cache,
+            )?),
+        };
+        let c = &config;
+        let s = src.as_ref();
+        let layers = (0..c.layers)
+            .map(|i| layer(c, s, lin.as_mut(), i))
+            .collect::<Result<Vec<_>, _>>()?;
+        lin.declare("head", c.vocab, c.hidden, false)?;
+        let model = Self {
+            embed: load_vector(s, "embed.weight", &[c.vocab, c.hidden])?,
+            norm: load_vector(s, "norm.weight", &[c.hidden])?,
+            hc_head: hc_params(s, "hc_head", c.hc, c.hc * c.hidden, 1)?,
+            cache: vec![AttnCache::default(); c.layers],
+            layers,
+            lin,
+            pos: 0,
+            stats: PathStats::default(),
+            config,
+        };
+        Ok(model)
+    }
+
+    /// Positions consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Tile reads issued by the weight source / backend so far.
+    pub fn tile_reads(&self) -> u64 {
+        self.lin.tile_reads()
+    }
+
+    /// Routed-expert matrices loaded on demand since open, and their bytes (streamed GPU mode).
+    pub fn expert_loads(&self) -> (u64, u64) {
+        self.lin.expert_loads()
+    }
+
+    /// Forgets the decode state (the weights stay loaded).
+    pub fn reset(&mut self) {
+        self.cache = vec![AttnCache::default(); self.config.layers];
+        self.pos = 0;
+        self.stats = PathStats::default();
+    }
+
+    /// Feeds `ids` (a prefill chunk or one decode token) and returns the logits of the last one.
+    pub fn forward(&mut self, ids: &[u32]) -> Result<Vec<f32>, V4Error> {
+        let c = &self.config;
+        let (d, hc, s) = (c.hidden, c.hc, ids.len());
+        let last = s
+            .checked_sub(1)
+            .ok_or_else(|| V4Error::Input("no token ids to run".into()))?;
+        let mut h = Vec::with_capacity(s * hc * d);
+        for &id in ids {
+            let row = self
+                .embed
+                .get(id as usize * d..(id as usize + 1) * d)
+                .ok_or_else(|| {
+                    V4Error::Input(format!(
+                        "token id {id} is outside the vocabulary ({})",
+                        c.vocab
+                    ))
+                })?;
+            for _ in 0..hc {
+                h.extend_from_slice(row);
+            }
+        }
+        let w = hc * d;
+        for (li, l) in self.layers.iter().enumerate() {
+            let mixes: Vec<_> = h
+                .chunks_exact(w)
+                .map(|st| hc::mix(&l.hc_attn, st, hc, c.sinkhorn_iters, c.hc_eps, c.eps))
+                .collect();
+            let x: Vec<f32> = mixes
+                .iter()
+                .flat_map(|m| rmsnorm(&m.collapsed, Some(&l.attn_norm), c.eps))
+                .collect();
+            let cache = self
+                .cache
+                .get_mut(li)
+                .ok_or_else(|| V4Error::Input("decode state lost a layer".into()))?;
+            let a = attention::forward(
+                c,
+                &l.attn,
+                cache,
+                self.lin.as_mut(),
+                &x,
+                self.pos,
+                s,
+                &mut self.stats,
+            )?;
+            h = h
+                .chunks_exact(w)
+                .zip(&mixes)
+                .enumerate()
+                .flat_map(|(t, (st, m))| hc::expand(m, &a[t * d..(t + 1) * d], st, hc))
+                .collect();
+            let mixes: Vec<_> = h
+                .chunks_exact(w)
+                .map(|st| hc::mix(&l.hc_ffn, st, hc, c.sinkhorn_iters, c.hc_eps, c.eps))
+                .collect();
+            let x: Vec<f32> = mixes
+                .iter()
+                .flat_map(|m| rmsnorm(&m.collapsed, Some(&l.ffn_norm), c.eps))
+                .collect();
+            let f = moe::forward(c, &l.moe, self.lin.as_mut(), &x, ids)?;
+            h = h
+                .chunks_exact(w)
+                .zip(&mixes)
+                .enumerate()
+                .flat_map(|(t, (st, m))| hc::expand(m, &f[t * d..(t + 1) * d], st, hc))
+                .collect();
+        }
+        self.pos += s;
+        let streams = &h[last * w..(last + 1) * w];
+        let x = hc::head(&self.hc_head, streams, hc, c.hc_eps, c.eps);
+        let x = rmsnorm(&x, Some(&self.norm), c.eps);
+        self.lin.linear_rows("head", 0..c.vocab, &x, 1)
+    }
+
+    /// Teacher-forced logits: row 0 after prefilling `prompt`, then one row after each token of
+    /// `forced` fed as a decode step (from a fresh state).
+    pub fn teacher_forced(
+        &mut self,
+        prompt: &[u32],
+        forced: &[u32],
+    ) -> Result<Vec<Vec<f32>>, V4Error> {
+        self.reset();
+        let mut rows = vec![self.forward(prompt)?];
+        for &t in forced {
+            rows.push(self.forward(&[t])?);
+        }
+        Ok(rows)
+    }
+
+    /// Greedy: row 0 after prefilling `ids`, then `steps` decode steps each feeding the previous
+    /// row's argmax (from a fresh state).
+    pub fn logits_for(&mut self, ids: &[u32], steps: usize) -> Result<Vec<Vec<f32>>, V4Error> {
+        self.reset();
+        let mut rows = vec![self.forward(ids)?];
+        for _ in 0..steps {
+            let next = rows.last().map_or(0, |r| argmax(r));
+            rows.push(self.forward(&[next])?);
+        }
+        Ok(rows)
+    }
+}
+
+/// Index of the largest value (the first on ties; NaN never wins).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] || v[best].is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}

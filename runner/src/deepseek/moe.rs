@@ -1,0 +1,140 @@
+//! The V4 MoE block (models.md §2; transformers `DeepseekV4SparseMoeBlock`): router scores
+//! `sqrt(softplus(W_gate · x))`; selection by the top-k of `scores + bias` (learned layers) or by
+//! the frozen `tid2eid[token]` row (the first `num_hash_layers`); weights = the selected scores
+//! renormalised to sum 1, times `routed_scaling_factor`; each routed expert and the shared expert
+//! are SwiGLU MLPs with `gate ≤ limit` and `|up| ≤ limit`. Routed experts are multiplied only for
+//! the tokens routed to them (the streamed backend loads only those experts).
+
+use std::collections::BTreeMap;
+
+use super::config::V4Config;
+use super::error::V4Error;
+use super::linear::Linears;
+use super::ops::{silu, sqrt_softplus};
+
+/// One layer's router parameters.
+pub struct MoeParams {
+    /// `layers.L.ffn`.
+    pub stem: String,
+    /// `gate.weight` `[experts, hidden]` as f32.
+    pub gate: Vec<f32>,
+    /// `gate.bias` (learned layers).
+    pub bias: Option<Vec<f32>>,
+    /// `gate.tid2eid` `[vocab, top_k]` (hash layers).
+    pub tid2eid: Option<Vec<u32>>,
+}
+
+/// The routed experts and their weights for one token, in selection order.
+pub fn route(
+    c: &V4Config,
+    p: &MoeParams,
+    x: &[f32],
+    token: u32,
+) -> Result<Vec<(usize, f64)>, V4Error> {
+    let scores: Vec<f64> = (0..c.experts)
+        .map(|e| {
+            let w = p.gate.get(e * c.hidden..(e + 1) * c.hidden).unwrap_or(&[]);
+            sqrt_softplus(super::linear::dot(w, x))
+        })
+        .collect();
+    let picked: Vec<usize> = if let Some(t) = &p.tid2eid {
+        let row = token as usize * c.top_k;
+        t.get(row..row + c.top_k)
+            .ok_or_else(|| {
+                V4Error::Input(format!(
+                    "token id {token} is outside the vocabulary ({})",
+                    c.vocab
+                ))
+            })?
+            .iter()
+            .map(|&e| e as usize)
+            .collect()
+    } else {
+        let bias = p.bias.as_deref().unwrap_or(&[]);
+        let biased: Vec<f64> = scores
+            .iter()
+            .enumerate()
+            .map(|(e, s)| s + f64::from(bias.get(e).copied().unwrap_or(0.0)))
+            .collect();
+        let mut order: Vec<usize> = (0..c.experts).collect();
+        order.sort_by(|&a, &b| biased[b].total_cmp(&biased[a]).then(a.cmp(&b)));
+        order.truncate(c.top_k);
+        order
+    };
+    let sum: f64 = picked.iter().map(|&e| scores[e]).sum::<f64>() + 1e-20;
+    Ok(picked
+        .into_iter()
+        .map(|e| (e, scores[e] / sum * c.routed_scale))
+        .collect())
+}
+
+fn swiglu(gate: &[f32], up: &[f32], limit: f64) -> Vec<f32> {
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| {
+            let g = f64::from(g).min(limit);
+            let u = f64::from(u).clamp(-limit, limit);
+            (silu(g) * u) as f32
+        })
+        .collect()
+}
+
+fn mlp(
+    c: &V4Config,
+    l: &mut dyn Linears,
+    stem: &str,
+    x: &[f32],
+    t: usize,
+) -> Result<Vec<f32>, V4Error> {
+    let i = c.moe_inter;
+    let g = l.linear_rows(&format!("{stem}.w1"), 0..i, x, t)?;
+    let u = l.linear_rows(&format!("{stem}.w3"), 0..i, x, t)?;
+    l.linear_rows(
+        &format!("{stem}.w2"),
+        0..c.hidden,
+        &swiglu(&g, &u, c.swiglu_limit),
+        t,
+    )
+}
+
+/// The MoE output for `tokens` inputs `x` whose token ids are `ids`.
+pub fn forward(
+    c: &V4Config,
+    p: &MoeParams,
+    l: &mut dyn Linears,
+    x: &[f32],
+    ids: &[u32],
+) -> Result<Vec<f32>, V4Error> {
+    let d = c.hidden;
+    let tokens = ids.len();
+    let mut by_expert: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
+    for (t, &id) in ids.iter().enumerate() {
+        for (e, w) in route(c, p, &x[t * d..(t + 1) * d], id)? {
+            by_expert.entry(e).or_default().push((t, w));
+        }
+    }
+    // Per token, routed contributions are added in expert-id order (f64), then the shared expert.
+    let mut acc = vec![0f64; tokens * d];
+    for (e, list) in by_expert {
+        let xe: Vec<f32> = list
+            .iter()
+            .flat_map(|&(t, _)| x[t * d..(t + 1) * d].iter().copied())
+            .collect();
+        let y = mlp(c, l, &format!("{}.experts.{e}", p.stem), &xe, list.len())?;
+        for (j, &(t, w)) in list.iter().enumerate() {
+            for (a, &v) in acc[t * d..(t + 1) * d]
+                .iter_mut()
+                .zip(&y[j * d..(j + 1) * d])
+            {
+                // transformers: (expert output · weight) in f32, accumulated with index_add.
+                *a += f64::from((f64::from(v) * w) as f32);
+            }
+        }
+    }
+    let shared = mlp(c, l, &format!("{}.shared_experts", p.stem), x, tokens)?;
+    Ok(acc
+        .iter()
+        .zip(&shared)
+        .map(|(a, &s)| (a + f64::from(s)) as f32)
+        .collect())
+}

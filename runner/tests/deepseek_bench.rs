@@ -1,0 +1,56 @@
+//! Decode benchmark of the DeepSeek V4 adapter on the tiny artifact (not a CI step: `#[ignore]`).
+//! Run: `cargo test -p runner --test deepseek_bench -- --ignored --nocapture`.
+//! Prints decode tokens/s and bytes read per decode token, GPU resident vs streamed.
+
+mod deepseek_common;
+
+use std::time::Instant;
+
+use runner::deepseek::{argmax, Mode, V4Model};
+
+fn bench(mode: Mode, label: &str) {
+    let fx = deepseek_common::fixture();
+    let dir = deepseek_common::release();
+    let t = Instant::now();
+    let mut m = V4Model::open_dir(dir, mode).expect("opens");
+    let open = t.elapsed();
+    let reads0 = m.tile_reads();
+    let t = Instant::now();
+    let mut row = m.forward(&fx.prompt[..64]).expect("prefill");
+    let prefill = t.elapsed();
+    let (loads0, bytes0) = m.expert_loads();
+    let steps = 16;
+    let t = Instant::now();
+    for _ in 0..steps {
+        row = m.forward(&[argmax(&row)]).expect("decode");
+    }
+    let decode = t.elapsed();
+    let (loads1, bytes1) = m.expert_loads();
+    eprintln!(
+        "{label}: open {open:?} (tile reads {reads0}), prefill 64 {prefill:?}, decode {:.2} tok/s, \
+         expert matrices loaded per decode token {:.1}, bytes per decode token {:.0}",
+        steps as f64 / decode.as_secs_f64(),
+        (loads1 - loads0) as f64 / steps as f64,
+        (bytes1 - bytes0) as f64 / steps as f64
+    );
+}
+
+#[test]
+#[ignore]
+fn decode_tokens_per_second_streamed_vs_resident() {
+    bench(
+        Mode::Gpu {
+            streamed: false,
+            expert_cache: 0,
+        },
+        "gpu resident",
+    );
+    bench(
+        Mode::Gpu {
+            streamed: true,
+            expert_cache: 48,
+        },
+        "gpu streamed (cache 48 matrices)",
+    );
+    bench(Mode::Reference { expert_cache: 64 }, "cpu reference");
+}
