@@ -25,6 +25,8 @@ pub enum RunError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),
+    #[error("deepseek v4: {0}")]
+    DeepSeek(#[from] crate::deepseek::error::V4Error),
     #[error("kernel reference: {0}")]
     Kernel(#[from] kernels::KernelError),
     #[error("tokenizer: {0}")]

@@ -67,9 +67,12 @@ pub struct Entry {
     pub tokenizer: TokenizerFn,
 }
 
-/// The registered families. Empty until an adapter lands: the DeepSeek V4 adapter
-/// (`runner/src/deepseek/`) registers `deepseek-v4` here.
-pub static ENTRIES: &[Entry] = &[];
+/// The registered families.
+pub static ENTRIES: &[Entry] = &[Entry {
+    family: "deepseek-v4",
+    open: crate::deepseek::entry::open_artifact,
+    tokenizer: crate::deepseek::entry::tokenizer,
+}];
 
 /// The entry for `family`, if one is registered.
 pub fn lookup(family: &str) -> Option<&'static Entry> {

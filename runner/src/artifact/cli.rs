@@ -103,3 +103,21 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
         tile_reads: model.tile_reads(),
     })
 }
+
+/// Greedy generation of `n` tokens after `prompt` from the verified artifact at `dir`, resident
+/// (what `minirun-demo` ends with): the same path as `minirun-run --artifact DIR -p PROMPT -n N`.
+pub fn generate(dir: &std::path::Path, prompt: &str, n: usize) -> Result<RunOutput, RunError> {
+    use clap::Parser;
+    let args = RunArgs::try_parse_from([
+        "minirun-run".as_ref(),
+        "--artifact".as_ref(),
+        dir.as_os_str(),
+        "-p".as_ref(),
+        prompt.as_ref(),
+        "-n".as_ref(),
+        n.to_string().as_ref(),
+        "--ignore-eos".as_ref(),
+    ] as [&std::ffi::OsStr; 8])
+    .map_err(|e| RunError::Tokenizer(format!("building the run arguments: {e}")))?;
+    run_artifact(&args)
+}

@@ -171,6 +171,8 @@ pub struct ArtifactTokenizer {
     inner: tokenizers::Tokenizer,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
+    /// Prepend `bos` to an encoded text prompt (the family's input pipeline decides).
+    pub add_bos: bool,
 }
 
 fn id_of(v: Option<&serde_json::Value>) -> Option<u32> {
@@ -189,15 +191,21 @@ impl ArtifactTokenizer {
             inner,
             bos: id_of(a.config().get("bos_token_id")),
             eos: id_of(a.config().get("eos_token_id")),
+            add_bos: false,
         })
     }
-    /// Token ids of `text` (special tokens in the text are recognised; nothing added).
+    /// Token ids of `text` (special tokens in the text are recognised; `bos` first when
+    /// [`ArtifactTokenizer::add_bos`]).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, crate::error::RunError> {
         let enc = self
             .inner
             .encode(text, false)
             .map_err(|e| crate::error::RunError::Tokenizer(e.to_string()))?;
-        Ok(enc.get_ids().to_vec())
+        let bos = self.bos.filter(|_| self.add_bos);
+        Ok(bos
+            .into_iter()
+            .chain(enc.get_ids().iter().copied())
+            .collect())
     }
     /// Text of `ids` (special tokens skipped).
     pub fn decode(&self, ids: &[u32]) -> Result<String, crate::error::RunError> {

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod error;
 pub mod identity;
 pub mod load;
+pub mod source;
 pub mod stream;
 pub mod tensors;
 
@@ -64,7 +65,7 @@ impl Default for OpenOptions {
 /// A local artifact copy whose verification evidence holds (or, without
 /// [`OpenOptions::require_evidence`], whose every load is digest-checked).
 pub struct VerifiedArtifact {
-    rooted: Rooted,
+    rooted: std::sync::Arc<Rooted>,
     family: String,
     index: IndexDocument,
     tensors: BTreeMap<String, TensorInfo>,
@@ -208,7 +209,7 @@ impl VerifiedArtifact {
         let tensors = tensors::index(&maps).map_err(|(p, d)| malformed(&p, d))?;
         let root_files = identity::check(&rooted, &index)?;
         Ok(Self {
-            rooted,
+            rooted: std::sync::Arc::new(rooted),
             family,
             index,
             tensors,
@@ -330,6 +331,12 @@ impl VerifiedArtifact {
             range: 0..id.size,
             sha256: info.sha256.clone(),
         })
+    }
+
+    /// The rooted file access and the tensor table, shared with an adapter that must outlive
+    /// this borrow (the DeepSeek V4 weight source); every load through it applies the same policy.
+    pub(crate) fn shared(&self) -> (std::sync::Arc<Rooted>, BTreeMap<String, TensorInfo>) {
+        (self.rooted.clone(), self.tensors.clone())
     }
 
     /// The directory joined with an artifact path.

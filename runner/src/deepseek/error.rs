@@ -33,4 +33,6 @@ pub enum V4Error {
     Engine(#[from] crate::engine::EngineError),
     #[error("input: {0}")]
     Input(String),
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::ArtifactError),
 }

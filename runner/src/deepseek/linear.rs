@@ -106,7 +106,7 @@ pub fn load_matrix(
                     ))
                 }
             };
-            let (p, s) = whole_streams(&container)?;
+            let (p, s) = whole_streams(&container, src.digest_check())?;
             (format, p, s)
         }
         Tensor::Plain {

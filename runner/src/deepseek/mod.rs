@@ -13,6 +13,7 @@
 pub mod attention;
 pub mod compress;
 pub mod config;
+pub mod entry;
 pub mod error;
 pub mod gpu;
 pub mod hc;

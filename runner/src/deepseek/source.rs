@@ -60,6 +60,12 @@ pub trait WeightSource: Send + Sync {
     fn root_file(&self, name: &str) -> Result<Vec<u8>, V4Error>;
     /// Total tile `pread`s issued by the containers this source opened.
     fn tile_reads(&self) -> u64;
+    /// Whether tile digests are checked when a container is read whole: recorded ones by
+    /// default; a verified artifact holding evidence for its revision skips them (ADR 0013),
+    /// one without evidence requires them.
+    fn digest_check(&self) -> DigestCheck {
+        DigestCheck::IfPresent
+    }
 }
 
 #[derive(Deserialize)]
@@ -244,12 +250,13 @@ impl WeightSource for ReleaseDir {
 
 /// Reads all tiles of a container back into whole packed and scale streams (digests checked when
 /// the container records them).
-pub fn whole_streams(c: &ContainerReader) -> Result<(Vec<u8>, Vec<u8>), V4Error> {
-    let s = c
-        .reassemble(DigestCheck::IfPresent)
-        .map_err(|source| V4Error::Container {
-            path: c.path().display().to_string(),
-            source,
-        })?;
+pub fn whole_streams(
+    c: &ContainerReader,
+    check: DigestCheck,
+) -> Result<(Vec<u8>, Vec<u8>), V4Error> {
+    let s = c.reassemble(check).map_err(|source| V4Error::Container {
+        path: c.path().display().to_string(),
+        source,
+    })?;
     Ok((s.packed, s.scale))
 }

@@ -7,6 +7,9 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+mod deepseek;
+#[path = "../deepseek_common/mod.rs"]
+mod deepseek_common;
 mod registry;
 mod stream;
 mod verify;

@@ -1,0 +1,69 @@
+//! The `deepseek-v4` entry of the product registry (docs/runner.md "Registry",
+//! docs/runner-deepseek-v4.md): the adapter opened over a verified artifact through
+//! [`VerifiedSource`] (every tensor load under the artifact's load policy), and the family's
+//! input pipeline — the verified `tokenizer.json` through the `tokenizers` crate with the
+//! configuration's `bos_token_id` prepended, as DeepSeek's encoding starts every sequence.
+//! DeepSeek's chat encoding is a Python file not available offline, so no chat template is
+//! applied: prompts are plain text or token ids.
+
+use std::sync::Arc;
+
+use super::model::{Mode, V4Model};
+use crate::artifact::source::VerifiedSource;
+use crate::artifact::{ArtifactTokenizer, VerifiedArtifact};
+use crate::error::RunError;
+use crate::llama::Logits;
+use crate::registry::{ArtifactModel, ModelOptions, Residency};
+
+/// Routed-expert matrices a streamed run keeps on the device: three matrices for each of the
+/// top-k experts of two layers' worth of tokens would thrash; this holds a whole token's
+/// working set of the generated checkpoint (43 layers × 2 experts × 3 matrices = 258).
+pub const STREAMED_EXPERT_CACHE: usize = 264;
+
+/// The adapter behind the registry's [`ArtifactModel`].
+pub struct V4Artifact {
+    model: V4Model,
+}
+
+impl ArtifactModel for V4Artifact {
+    fn vocab(&self) -> usize {
+        self.model.config.vocab
+    }
+
+    fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+        match logits {
+            Logits::Last => Ok(vec![self.model.forward(ids)?]),
+            // One row per id: decode steps give the prefill's logits bit for bit (tested in
+            // runner/tests/deepseek_reference.rs), so feeding them one at a time is exact.
+            Logits::All => ids
+                .iter()
+                .map(|&id| self.model.forward(&[id]).map_err(RunError::from))
+                .collect(),
+        }
+    }
+
+    fn tile_reads(&self) -> u64 {
+        self.model.tile_reads()
+    }
+}
+
+/// Opens the V4 adapter over `artifact` on the wgpu kernels, resident or with routed experts
+/// streamed on demand.
+pub fn open_artifact<'a>(
+    artifact: &'a VerifiedArtifact,
+    opts: &ModelOptions<'a>,
+) -> Result<Box<dyn ArtifactModel + 'a>, RunError> {
+    let mode = Mode::Gpu {
+        streamed: opts.residency == Residency::Streamed,
+        expert_cache: STREAMED_EXPERT_CACHE,
+    };
+    let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
+    Ok(Box::new(V4Artifact { model }))
+}
+
+/// The family's text pipeline: the verified tokenizer with BOS prepended.
+pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<ArtifactTokenizer, RunError> {
+    let mut tok = ArtifactTokenizer::from_artifact(artifact)?;
+    tok.add_bos = tok.bos.is_some();
+    Ok(tok)
+}
