@@ -28,6 +28,8 @@ pub struct DemoSummary {
     pub verdict: crate::verify::Verdict,
     /// Files in the published tree.
     pub files: usize,
+    /// The consumer's pulled and verified copy (`demo/consumer`).
+    pub consumer: PathBuf,
 }
 
 /// Why the demo stopped.
@@ -215,5 +217,6 @@ pub fn run(
         commit: p.commit,
         verdict: v.verdict,
         files,
+        consumer,
     })
 }

@@ -17,6 +17,12 @@ struct Args {
     /// The plan.
     #[arg(long, value_name = "PLAN", default_value = "plans/deepseek-v4.toml")]
     plan: PathBuf,
+    /// Tokens to generate from the verified artifact at the end (0: none).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    generate: usize,
+    /// The prompt for that generation.
+    #[arg(long, value_name = "TEXT", default_value = "The model")]
+    prompt: String,
 }
 
 fn main() -> ExitCode {
@@ -31,7 +37,31 @@ fn main() -> ExitCode {
                 "demo: published {} files as {} (candidate {}); consumer verdict {:?}\nwork dir kept: {} (re-run any stage with --work-dir; serve the hub again with `minirun-hub serve --root {}`)\n",
                 s.files, s.commit, s.candidate, s.verdict, s.work_dir.display(), s.hub_root.display()
             ));
-            s.verdict.exit().into()
+            if args.generate == 0 || s.verdict.exit() != Exit::Ok {
+                return s.verdict.exit().into();
+            }
+            eprintln!(
+                "[demo] run the verified artifact: minirun-run --artifact {} -p {:?} -n {}",
+                s.consumer.display(),
+                args.prompt,
+                args.generate
+            );
+            match runner::artifact::cli::generate(&s.consumer, &args.prompt, args.generate) {
+                Ok(o) => {
+                    cli::emit(&format!(
+                        "demo: generated {} tokens {:?} from the verified artifact: {:?} + {:?}\n",
+                        o.tokens.len(),
+                        o.tokens,
+                        args.prompt,
+                        o.text
+                    ));
+                    Exit::Ok.into()
+                }
+                Err(e) => {
+                    cli::print_error(&e, Some("the artifact is verified; running it needs a wgpu adapter (Mesa lavapipe: apt-get install mesa-vulkan-drivers), or pass --generate 0".into()));
+                    Exit::Failure.into()
+                }
+            }
         }
         Err(e) => {
             cli::print_error(&e, e.hint());
