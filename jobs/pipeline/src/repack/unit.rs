@@ -118,6 +118,13 @@ struct Ctx<'a> {
     last_commit: std::time::Instant,
 }
 
+/// Containers up to this size are assembled in memory (hashed from the CPU cache, one write).
+const IN_MEMORY_CONTAINER_BYTES: u64 = 16 << 20;
+
+/// Where a container is assembled: a file, or memory.
+trait WriteSeek: Write + std::io::Seek {}
+impl<T: Write + std::io::Seek> WriteSeek for T {}
+
 /// Commit the journal at least every this many written bytes …
 const GROUP_COMMIT_BYTES: u64 = 512 << 20;
 /// … or this often, whichever comes first.
@@ -327,7 +334,23 @@ impl Ctx<'_> {
     }
 
     fn finish_file(&mut self, rel: &str) -> Result<(), RepackError> {
-        let rec = self.journal.record_output(&self.out_root, rel)?;
+        self.finish_file_hashed(rel, None)
+    }
+
+    /// As [`Ctx::finish_file`]; `hashed` is the size and SHA-256 of the bytes just written when
+    /// the caller hashed them itself (the file is then not read again).
+    fn finish_file_hashed(
+        &mut self,
+        rel: &str,
+        hashed: Option<(u64, String)>,
+    ) -> Result<(), RepackError> {
+        let rec = match hashed {
+            Some((size, sha)) => {
+                self.journal
+                    .record_output_hashed(&self.out_root, rel, size, &sha)?
+            }
+            None => self.journal.record_output(&self.out_root, rel)?,
+        };
         self.report.files_written += 1;
         self.report.bytes_written += rec.size;
         self.unsynced += rec.size;
@@ -478,6 +501,7 @@ impl Ctx<'_> {
         };
         let mut shas = [Sha256::new(), Sha256::new(), Sha256::new()];
         let kept = self.done_already(&rel);
+        let mut hashed = None;
         {
             let open = |p: &Path| File::open(p).map_err(io_err("open", p));
             let (wf, sf) = (open(&wsrc)?, open(&ssrc)?);
@@ -486,17 +510,29 @@ impl Ctx<'_> {
                 None => None,
             };
             let out_path = self.out_root.join(&rel);
+            // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in memory: its
+            // bytes are hashed for the journal while still in the CPU cache and written with one
+            // call, instead of being read back from the file. Larger ones stream to the file.
+            let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
+            let mut mem = std::io::Cursor::new(Vec::new());
+            let mut file_out = None;
             let mut writer = if kept {
                 None
             } else {
-                let out = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&out_path)
-                    .map_err(io_err("create", &out_path))?;
+                let sink: &mut dyn WriteSeek = if in_memory {
+                    &mut mem
+                } else {
+                    file_out.insert(
+                        OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .open(&out_path)
+                            .map_err(io_err("create", &out_path))?,
+                    )
+                };
                 Some(
-                    ContainerWriter::with_path(out, &spec, &out_path).map_err(|source| {
+                    ContainerWriter::with_path(sink, &spec, &out_path).map_err(|source| {
                         RepackError::Container {
                             unit: self.unit.into(),
                             tensor: name.clone(),
@@ -550,9 +586,22 @@ impl Ctx<'_> {
                     source,
                 })?;
             }
+            if !kept && in_memory {
+                let bytes = mem.into_inner();
+                let sha = hex::encode(Sha256::digest(&bytes));
+                let mut out = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&out_path)
+                    .map_err(io_err("create", &out_path))?;
+                out.write_all(&bytes).map_err(io_err("write", &out_path))?;
+                drop(out);
+                hashed = Some((bytes.len() as u64, sha));
+            }
         }
         if !kept {
-            self.finish_file(&rel)?;
+            self.finish_file_hashed(&rel, hashed)?;
         }
         let [pw, ps, pb] = shas;
         let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
