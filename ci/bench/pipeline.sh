@@ -33,13 +33,15 @@ for _ in $(seq 100); do grep -q listening "$tmp/hub.out" && break; sleep 0.1; do
 url=$(sed -n 's/^listening on //p' "$tmp/hub.out")
 bytes=$(du -sb --apparent-size "$tmp/ckpt"/*.safetensors | awk '{s+=$1} END {printf "%.0f", s}')
 
-# One measured command: wall seconds, CPU seconds (user+sys), peak RSS (KiB).
+# One measured command: wall seconds, CPU seconds (user+sys), peak RSS (KiB), and the 1-minute
+# load average when it started (the machine may be shared: a high load slows every tool).
 measure() {
     local name=$1; shift
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    local load; load=$(cut -d' ' -f1 /proc/loadavg)
     /usr/bin/time -f "%e %U %S %M" -o "$tmp/time.$name" "$@" > "$tmp/log.$name" 2>&1
     read -r wall user sys rss < <(tail -n 1 "$tmp/time.$name")
-    echo "$name $wall $(echo "$user + $sys" | bc) $rss"
+    echo "$name $wall $(echo "$user + $sys" | bc) $rss $load"
 }
 
 results=()
@@ -64,12 +66,12 @@ printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$r
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
     echo
-    echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's |"
-    echo "|---|---:|---:|---:|---:|---:|"
+    echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's | load at start |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
     base=$(echo "${results[0]}" | awk '{print $2}')
     for r in "${results[@]}"; do
         set -- $r
-        echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) |"
+        echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) | $5 |"
     done
 } > "$out"
 cat "$out"
@@ -93,11 +95,11 @@ find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as docs/bench/fetch.md. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
     echo
-    echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    set -- $rp; rw=$2; echo "| minirun-repack | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | |"
-    set -- $cpm; echo "| cp -r + sync (same bytes) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) |"
-    set -- $gt; gw=$2; echo "| minirun-gate | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | |"
-    set -- $ossl; echo "| openssl dgst -sha256, parallel | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $gw" | bc) |"
+    echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    set -- $rp; rw=$2; echo "| minirun-repack | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
+    set -- $cpm; echo "| cp -r + sync (same bytes) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
+    set -- $gt; gw=$2; echo "| minirun-gate | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
+    set -- $ossl; echo "| openssl dgst -sha256, parallel | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $gw" | bc) | $5 |"
 } > "$out2"
 cat "$out2"

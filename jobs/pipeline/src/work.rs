@@ -79,10 +79,13 @@ impl WorkDir {
 }
 
 /// Run `f` over `items` on all cores (scoped threads taking the next item), results in the order
-/// of `items`. The stages use it for independent units, whose work is hashing- and copy-bound.
+/// of `items`. The stages use it for independent units, whose work is hashing bound but waits on
+/// the drive too (reads after the page cache was dropped, fsyncs): two workers per core keep every
+/// core hashing while another worker waits.
 pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
+        .saturating_mul(2)
         .min(items.len())
         .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use artifact::safetensors::{self, Header};
@@ -159,20 +160,29 @@ pub async fn discover(
                 format!("no file matches the weight globs {:?}", src.weights),
             ));
         }
-        for path in weights {
-            let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
-            // A cached header that implies the file's exact size needs no request; the file is
-            // resolved (HEAD) only when a pending unit needs its bytes.
-            let (header, meta) = match cached_header(work, src, path, size) {
-                Some(h) => (h, None),
-                None => {
-                    let meta = resolve_file(client, src, &repo, path).await?;
-                    (
-                        read_header(client, work, src, &repo, path, &meta).await?,
-                        Some(meta),
-                    )
+        // Headers are read concurrently (`run.concurrency` files at a time: each is a HEAD and two
+        // small Range requests, latency-bound), then taken in file order.
+        let heads: Vec<Result<(Header, Option<FileMetadata>), FetchError>> =
+            futures_util::stream::iter(weights.iter().map(|path| {
+                let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
+                let repo = &repo;
+                async move {
+                    // A cached header that implies the file's exact size needs no request; the
+                    // file is resolved (HEAD) only when a pending unit needs its bytes.
+                    if let Some(h) = cached_header(work, src, path, size) {
+                        return Ok((h, None));
+                    }
+                    let meta = resolve_file(client, src, repo, path).await?;
+                    let header = read_header(client, work, src, repo, path, &meta).await?;
+                    Ok((header, Some(meta)))
                 }
-            };
+            }))
+            .buffered(plan.run.concurrency.max(1) as usize)
+            .collect()
+            .await;
+        for (path, head) in weights.into_iter().zip(heads) {
+            let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
+            let (header, meta) = head?;
             header
                 .check_file_len(size)
                 .map_err(|source| FetchError::Header {

@@ -9,6 +9,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
+
 use artifact::safetensors::absolute_range;
 use hub::client::HubClient;
 use ledger::{ChunkLog, Journal, UnitLock};
@@ -117,30 +119,54 @@ pub async fn fetch_unit(
                 .open(&data_path)
                 .map_err(io("open", &data_path))?,
         );
-        let hasher = (needed.covers(&(0..uf.size)) && uf.digest.len() == 64)
+        // The whole-file SHA-256: when one chunk is the whole file, that chunk's digest (each byte
+        // hashed once); otherwise hashed in order as the chunks arrive (no second read).
+        let whole_sha256 = needed.covers(&(0..uf.size)) && uf.digest.len() == 64;
+        let one_chunk = whole_sha256 && todo.len() == 1 && todo.first() == Some(&(0..uf.size));
+        let hasher = (whole_sha256 && !one_chunk)
             .then(|| Arc::new(OrderedHasher::new(file.clone(), uf.size, proven.clone())));
-        let (bytes, chunks) = fetch_chunks(
-            client,
-            plan,
-            uf,
-            &file,
-            &data_path,
-            &log,
-            todo,
-            sem,
-            hasher.clone(),
-            opts.progress,
-            unit,
-        )
-        .await?;
-        let streamed_sha = hasher.and_then(|h| h.finish());
+        let arrival: Vec<ArrivalCheck> = tensors
+            .iter()
+            .filter_map(|(t, content)| {
+                let ti = uf.header.tensor(&t.name)?;
+                let abs = absolute_range(data_start, ti);
+                Some(ArrivalCheck {
+                    tensor: (*t).clone(),
+                    content: *content,
+                    sample: sample_range(&abs, &t.shape, *content),
+                })
+            })
+            .collect();
+        let sink = Arc::new(FileSink {
+            unit: unit.to_owned(),
+            upstream_file: uf.path.clone(),
+            file: file.clone(),
+            path: data_path.clone(),
+            log_path: log_path.clone(),
+            log: log.clone(),
+            hasher: hasher.clone(),
+            checked: std::sync::Mutex::new(vec![false; arrival.len()]),
+            arrival,
+            one_chunk_sha: std::sync::Mutex::new(None),
+        });
+        let (bytes, chunks) =
+            fetch_chunks(client, plan, uf, &sink, todo, sem, opts.progress).await?;
+        let streamed_sha = match hasher {
+            Some(h) => h.finish(),
+            None if one_chunk => sink.one_chunk_sha(),
+            None => None,
+        };
+        let checked_in_memory = sink.checked();
         report.bytes_fetched += bytes;
         report.chunks_fetched += chunks;
 
         // Arrival checks, negative controls and the whole-file digest read the bytes back: CPU
         // work, run on a blocking thread so other units' transfers go on meanwhile.
-        let owned: Vec<(UpstreamTensor, Content)> =
-            tensors.iter().map(|(t, c)| ((*t).clone(), *c)).collect();
+        let owned: Vec<(UpstreamTensor, Content, bool)> = tensors
+            .iter()
+            .zip(checked_in_memory)
+            .map(|((t, c), done)| ((*t).clone(), *c, done))
+            .collect();
         let (uf2, needed2, data2, log2, rel2, unit2, file2) = (
             uf.clone(),
             needed.clone(),
@@ -240,7 +266,7 @@ struct Whole {
 fn check_file(
     unit: &str,
     uf: &UpstreamFile,
-    tensors: &[(UpstreamTensor, Content)],
+    tensors: &[(UpstreamTensor, Content, bool)],
     needed: &RangeSet,
     file: &File,
     data_path: &Path,
@@ -249,7 +275,10 @@ fn check_file(
     streamed_sha: Option<String>,
 ) -> Result<(Option<Whole>, Vec<serde_json::Value>), FetchError> {
     let data_start = uf.header.data_start;
-    for (t, content) in tensors {
+    // Tensors whose sample arrived within one chunk of this run were checked in memory before a
+    // byte of them was written; the rest (split across chunks, or kept from an earlier run) are
+    // read back here.
+    for (t, content, _) in tensors.iter().filter(|(_, _, in_memory)| !in_memory) {
         let Some(ti) = uf.header.tensor(&t.name) else {
             continue;
         };
@@ -265,7 +294,7 @@ fn check_file(
             });
         }
     }
-    let refs: Vec<(&UpstreamTensor, Content)> = tensors.iter().map(|(t, c)| (t, *c)).collect();
+    let refs: Vec<(&UpstreamTensor, Content)> = tensors.iter().map(|(t, c, _)| (t, *c)).collect();
     let controls = negative_controls(uf, &refs, needed, file, data_path, rel)?;
     file.sync_all().map_err(io("fsync", data_path))?;
     if !needed.covers(&(0..uf.size)) {
@@ -294,20 +323,111 @@ fn check_file(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One tensor's arrival check: the absolute byte range it reads.
+struct ArrivalCheck {
+    tensor: UpstreamTensor,
+    content: Content,
+    sample: Range<u64>,
+}
+
+/// Where the chunks of one upstream file go, shared by its transfer tasks.
+struct FileSink {
+    unit: String,
+    upstream_file: String,
+    file: Arc<File>,
+    path: PathBuf,
+    log_path: PathBuf,
+    log: Arc<ChunkLog>,
+    hasher: Option<Arc<OrderedHasher>>,
+    arrival: Vec<ArrivalCheck>,
+    /// Which arrival checks ran in memory on a chunk of this run.
+    checked: std::sync::Mutex<Vec<bool>>,
+    /// The SHA-256 of the last chunk written, hex (the whole file's when one chunk is the file).
+    one_chunk_sha: std::sync::Mutex<Option<String>>,
+}
+
+/// Bytes per `pwrite` (and per SHA-256 update) while a chunk is stored: small enough that each
+/// slice is hashed and copied into the page cache while it is still in the CPU cache, and that the
+/// kernel's write path does not slow down on one huge copy.
+const WRITE_SLICE: usize = 256 << 10;
+
+impl FileSink {
+    fn checked(&self) -> Vec<bool> {
+        self.checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn one_chunk_sha(&self) -> Option<String> {
+        self.one_chunk_sha
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Store one fetched chunk: the arrival checks of every tensor sample inside it run on the
+    /// buffer first (bad bytes are never written), then the bytes are written and hashed slice by
+    /// slice, fsynced, and only then recorded in the chunk log (the ledger's ordering contract).
+    fn store(&self, offset: u64, bytes: &[u8]) -> Result<[u8; 32], FetchError> {
+        let end = offset + bytes.len() as u64;
+        for (i, c) in self.arrival.iter().enumerate() {
+            if c.sample.start < offset || c.sample.end > end {
+                continue;
+            }
+            let lo = usize::try_from(c.sample.start - offset).unwrap_or(usize::MAX);
+            let hi = usize::try_from(c.sample.end - offset).unwrap_or(usize::MAX);
+            let sample = bytes.get(lo..hi).unwrap_or(&[]);
+            if let Err(source) =
+                plausible::check(&c.tensor.dtype, c.content, &c.tensor.shape, sample)
+            {
+                discard(&self.path, &self.log_path);
+                return Err(FetchError::Implausible {
+                    unit: self.unit.clone(),
+                    tensor: c.tensor.name.clone(),
+                    file: self.upstream_file.clone(),
+                    source,
+                });
+            }
+            if let Some(done) = self
+                .checked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(i)
+            {
+                *done = true;
+            }
+        }
+        let mut sha = Sha256::new();
+        let mut at = offset;
+        for slice in bytes.chunks(WRITE_SLICE) {
+            sha.update(slice);
+            self.file
+                .write_all_at(slice, at)
+                .map_err(io("write chunk of", &self.path))?;
+            at += slice.len() as u64;
+        }
+        self.file
+            .sync_data()
+            .map_err(io("fsync chunk of", &self.path))?;
+        let digest: [u8; 32] = sha.finalize().into();
+        self.log.record(offset, bytes.len() as u64, digest)?;
+        *self.one_chunk_sha.lock().unwrap_or_else(|p| p.into_inner()) = Some(hex::encode(digest));
+        Ok(digest)
+    }
+}
+
 async fn fetch_chunks(
     client: &HubClient,
     plan: &Plan,
     uf: &UpstreamFile,
-    file: &Arc<File>,
-    data_path: &Path,
-    log: &Arc<ChunkLog>,
+    sink: &Arc<FileSink>,
     todo: Vec<Range<u64>>,
     sem: &Arc<tokio::sync::Semaphore>,
-    hasher: Option<Arc<OrderedHasher>>,
     progress: bool,
-    unit: &str,
 ) -> Result<(u64, u64), FetchError> {
+    let unit = sink.unit.as_str();
+    let data_path = sink.path.as_path();
     let total: u64 = todo.iter().map(|r| r.end - r.start).sum();
     let bar = if progress && total > 0 {
         let b = indicatif::ProgressBar::new(total);
@@ -359,14 +479,7 @@ async fn fetch_chunks(
                 revision: meta.commit.clone(),
                 detail: "transfer pool closed".into(),
             })?;
-        let (client, meta, file, log, path, hasher) = (
-            client.clone(),
-            meta.clone(),
-            file.clone(),
-            log.clone(),
-            data_path.to_path_buf(),
-            hasher.clone(),
-        );
+        let (client, meta, sink) = (client.clone(), meta.clone(), sink.clone());
         let what = format!(
             "failed to fetch bytes {}..{} of `{}` in `{}`",
             chunk.start,
@@ -391,12 +504,12 @@ async fn fetch_chunks(
             }
             let len = bytes.len() as u64;
             tokio::task::spawn_blocking(move || {
-                log.write_chunk(&file, &path, chunk.start, &bytes)?;
+                sink.store(chunk.start, &bytes)?;
                 // The permit travels with the bytes: released once they are hashed in order.
-                if let Some(h) = hasher {
+                if let Some(h) = &sink.hasher {
                     h.push(chunk.start, bytes, Some(permit));
                 }
-                Ok::<(), ledger::LedgerError>(())
+                Ok::<(), FetchError>(())
             })
             .await
             .map_err(|e| FetchError::Io {

@@ -36,7 +36,10 @@ fn read_back(path: &Path) -> std::io::Result<(u64, String)> {
     // SAFETY: the descriptor is open; the call only advises the kernel about cached pages.
     let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 4 << 20];
+    // A buffer no larger than the file (most unit files are small containers): no 4 MiB
+    // allocation, mapping and unmapping per file.
+    let len = f.metadata()?.len().clamp(1, 4 << 20);
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(4 << 20)];
     let mut n_total = 0u64;
     loop {
         let n = f.read(&mut buf)?;

@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use artifact::container::{self, ContainerSpec, ContainerWriter};
-use artifact::manifest::{FileKind, Manifest, SourceRef};
+use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
 use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
 use serde::{Deserialize, Serialize};
@@ -118,6 +118,13 @@ struct Ctx<'a> {
     last_commit: std::time::Instant,
 }
 
+/// Containers up to this size are assembled in memory (hashed from the CPU cache, one write).
+const IN_MEMORY_CONTAINER_BYTES: u64 = 16 << 20;
+
+/// Where a container is assembled: a file, or memory.
+trait WriteSeek: Write + std::io::Seek {}
+impl<T: Write + std::io::Seek> WriteSeek for T {}
+
 /// Commit the journal at least every this many written bytes …
 const GROUP_COMMIT_BYTES: u64 = 512 << 20;
 /// … or this often, whichever comes first.
@@ -192,35 +199,79 @@ pub fn repack_unit(
             .map_err(|e| io_err("encode", Path::new(TENSORS_FILE))(std::io::Error::other(e)))?,
     );
     cx.write_small(TENSORS_FILE, &map_bytes)?;
-    // The manifest lists every file of the unit, tensors.json included (not itself).
-    let mut manifest =
-        Manifest::scan(&cx.out_root, unit).map_err(|source| RepackError::Manifest {
-            unit: unit.into(),
-            source,
-        })?;
-    for e in &mut manifest.files {
-        if let Some((kind, sources)) = cx.manifest_sources.get(&e.path) {
-            e.kind = *kind;
-            e.sources = sources.clone();
+    // A file no placement wrote (left by an older plan) is not part of the release: removed,
+    // and forgotten by the journal.
+    let wanted = |rel: &str| rel == TENSORS_FILE || cx.manifest_sources.contains_key(rel);
+    for rel in list_files(&cx.out_root)? {
+        if !wanted(&rel) {
+            let p = cx.out_root.join(&rel);
+            std::fs::remove_file(&p).map_err(io_err("remove stale", &p))?;
         }
     }
-    let stale: Vec<String> = manifest
-        .files
-        .iter()
-        .filter(|e| e.path != TENSORS_FILE && !cx.manifest_sources.contains_key(&e.path))
-        .map(|e| e.path.clone())
-        .collect();
-    for rel in stale {
-        // A file no placement wrote (left by an older plan): not part of the release.
-        let p = cx.out_root.join(&rel);
-        std::fs::remove_file(&p).map_err(io_err("remove stale", &p))?;
-        manifest.files.retain(|e| e.path != rel);
-        cx.journal.outputs.remove(&rel);
+    cx.journal
+        .outputs
+        .retain(|rel, _| wanted(rel) || rel == artifact::manifest::MANIFEST_FILE_NAME);
+    // The manifest lists every file of the unit, tensors.json included (not itself), with the
+    // size and SHA-256 journaled when the file was written (hashed once, after it was complete;
+    // the gate reads every byte back off the drive against both).
+    let manifest_err = |source| RepackError::Manifest {
+        unit: unit.into(),
+        source,
+    };
+    let mut manifest = Manifest::new(unit).map_err(manifest_err)?;
+    for (rel, rec) in cx.journal.outputs.iter().filter(|(rel, _)| wanted(rel)) {
+        let (kind, sources) = cx
+            .manifest_sources
+            .get(rel)
+            .cloned()
+            .unwrap_or((FileKind::Plain, Vec::new()));
+        manifest
+            .insert(ManifestEntry {
+                path: rel.clone(),
+                size: rec.size,
+                sha256: rec.sha256.to_string(),
+                kind,
+                sources,
+            })
+            .map_err(manifest_err)?;
     }
     cx.write_small(artifact::manifest::MANIFEST_FILE_NAME, &manifest.to_bytes())?;
     cx.journal.mark_done();
     cx.commit()?;
     Ok(cx.report)
+}
+
+/// Every regular file under `dir` (relative `/`-separated paths) except the manifest, without
+/// reading them. Anything that is not a regular file or directory (a symbolic link) is refused,
+/// as `Manifest::scan` refuses it.
+fn list_files(dir: &Path) -> Result<Vec<String>, RepackError> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_owned(), String::new())];
+    while let Some((abs, rel)) = stack.pop() {
+        for entry in std::fs::read_dir(&abs).map_err(io_err("list", &abs))? {
+            let entry = entry.map_err(io_err("list", &abs))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let ft = entry.file_type().map_err(io_err("stat", &entry.path()))?;
+            if ft.is_dir() {
+                stack.push((entry.path(), child));
+            } else if ft.is_file() {
+                if child != artifact::manifest::MANIFEST_FILE_NAME {
+                    out.push(child);
+                }
+            } else {
+                return Err(io_err("repack into", &entry.path())(std::io::Error::other(
+                    "only regular files and directories may be in a unit directory (no symbolic links)",
+                )));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn fetch_not_done(
@@ -283,7 +334,23 @@ impl Ctx<'_> {
     }
 
     fn finish_file(&mut self, rel: &str) -> Result<(), RepackError> {
-        let rec = self.journal.record_output(&self.out_root, rel)?;
+        self.finish_file_hashed(rel, None)
+    }
+
+    /// As [`Ctx::finish_file`]; `hashed` is the size and SHA-256 of the bytes just written when
+    /// the caller hashed them itself (the file is then not read again).
+    fn finish_file_hashed(
+        &mut self,
+        rel: &str,
+        hashed: Option<(u64, String)>,
+    ) -> Result<(), RepackError> {
+        let rec = match hashed {
+            Some((size, sha)) => {
+                self.journal
+                    .record_output_hashed(&self.out_root, rel, size, &sha)?
+            }
+            None => self.journal.record_output(&self.out_root, rel)?,
+        };
         self.report.files_written += 1;
         self.report.bytes_written += rec.size;
         self.unsynced += rec.size;
@@ -434,6 +501,7 @@ impl Ctx<'_> {
         };
         let mut shas = [Sha256::new(), Sha256::new(), Sha256::new()];
         let kept = self.done_already(&rel);
+        let mut hashed = None;
         {
             let open = |p: &Path| File::open(p).map_err(io_err("open", p));
             let (wf, sf) = (open(&wsrc)?, open(&ssrc)?);
@@ -442,17 +510,29 @@ impl Ctx<'_> {
                 None => None,
             };
             let out_path = self.out_root.join(&rel);
+            // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in memory: its
+            // bytes are hashed for the journal while still in the CPU cache and written with one
+            // call, instead of being read back from the file. Larger ones stream to the file.
+            let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
+            let mut mem = std::io::Cursor::new(Vec::new());
+            let mut file_out = None;
             let mut writer = if kept {
                 None
             } else {
-                let out = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&out_path)
-                    .map_err(io_err("create", &out_path))?;
+                let sink: &mut dyn WriteSeek = if in_memory {
+                    &mut mem
+                } else {
+                    file_out.insert(
+                        OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .open(&out_path)
+                            .map_err(io_err("create", &out_path))?,
+                    )
+                };
                 Some(
-                    ContainerWriter::with_path(out, &spec, &out_path).map_err(|source| {
+                    ContainerWriter::with_path(sink, &spec, &out_path).map_err(|source| {
                         RepackError::Container {
                             unit: self.unit.into(),
                             tensor: name.clone(),
@@ -506,9 +586,22 @@ impl Ctx<'_> {
                     source,
                 })?;
             }
+            if !kept && in_memory {
+                let bytes = mem.into_inner();
+                let sha = hex::encode(Sha256::digest(&bytes));
+                let mut out = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&out_path)
+                    .map_err(io_err("create", &out_path))?;
+                out.write_all(&bytes).map_err(io_err("write", &out_path))?;
+                drop(out);
+                hashed = Some((bytes.len() as u64, sha));
+            }
         }
         if !kept {
-            self.finish_file(&rel)?;
+            self.finish_file_hashed(&rel, hashed)?;
         }
         let [pw, ps, pb] = shas;
         let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
