@@ -1,10 +1,9 @@
 //! The kernel table: which `.wgsl` source and entry point each kernel is, and the storage buffers
 //! it binds (binding 0 is always the uniform parameters; storage bindings follow from 1).
 
-/// The multiply body every dequantize-and-multiply family shares (one accumulation order, so a
-/// streamed and a resident run perform the same arithmetic); each `MATMUL_*` is its format
-/// prefix followed by this text.
-pub const MATMUL_BODY: &str = include_str!("../wgsl/matmul_body.wgsl");
+// Every dequantize-and-multiply family shares one multiply body, `wgsl/matmul_body.wgsl` (one
+// accumulation order, so a streamed and a resident run perform the same arithmetic); each
+// `MATMUL_*` below is its format prefix followed by that text.
 pub const MATMUL_PLAIN: &str = concat!(
     include_str!("../wgsl/matmul_plain.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
