@@ -2,7 +2,8 @@
 # GPU check of the wgpu runner on a machine with a real adapter (< 5 minutes; not a CI step —
 # CI runs on Mesa lavapipe). Reports the adapter, matvec GB/s on the SmolLM2-sized 49152 × 576 Q4_1
 # matrix (the engine bench), the kernel and runner test suites under MINIRUN_REQUIRE_ADAPTER=1, and
-# minirun-run prefill/decode tokens/s on SmolLM2-135M Q4_1, resident and streamed.
+# minirun-run prefill/decode tokens/s on SmolLM2-135M Q4_1, resident and streamed, and the
+# DeepSeek V4 decode benchmark (tokens/s, bytes read per token; docs/runner-deepseek-v4.md).
 # Usage: ci/device-check.sh [GGUF]   (default $MINIRUN_SMOLLM2_GGUF or ci/.cache/…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,3 +26,6 @@ if [ -f "$model" ]; then
 else
     echo "SKIPPED minirun-run: $model not found"
 fi
+echo "=== DeepSeek V4 (tiny generated artifact): decode tokens/s and bytes read per token, resident vs streamed"
+timeout 120 cargo test --release -p runner --test deepseek_bench -- --ignored --nocapture 2>&1 \
+    | grep -E "mode|resident|streamed|reference|tokens/s|test result" || true
