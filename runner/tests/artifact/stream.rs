@@ -4,21 +4,26 @@
 //! - `mxfp4` over several tiles: the generated V4 experts are 128–256 rows, one tile each, so the
 //!   four routed experts' `w2` of each of a few layers are stacked into one [1024, 128] container
 //!   (4 tiles) from the artifact's own bytes;
-//! - `affine`: every MLX affine 8-bit linear of `minirun-synth minimax-h3` (BF16 scales and
-//!   biases), written as containers of 64 rows per tile straight through the container writer
-//!   (`artifact::container::write_container`), since the H3 plan is still a draft.
+//! - every container of the releases built from the style plans' generated checkpoints, through
+//!   the pipeline library in-process as `ci/styles/release.sh` does (`minirun-synth` → local hub
+//!   import at the plan's pinned revisions → fetch → repack): all `affine` (MLX 8-bit, BF16
+//!   scales and biases) containers of `plans/tests/minimax-h3-style.toml` and all `mxfp4`
+//!   containers of `plans/tests/kimi-k3-style.toml`, opened with the container reader (a release
+//!   before publication has no verification evidence).
 //!
 //! The negative control (tiling along K changes the bits) is `kernels::reference` test
 //! `splitting_k_changes_the_bits`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use artifact::container::{write_container, ContainerReader, ContainerSpec, Dtype as CDtype};
+use artifact::container::{write_container, ContainerReader, ContainerSpec, Mode};
+use pipeline::plan::Plan;
+use pipeline::synth::{minimax, Family};
 use runner::artifact::stream::{upload_resident, ContainerStreamer, TileSource};
 use runner::artifact::{OpenOptions, TensorKind, VerifiedArtifact};
 use runner::engine::Engine;
 
-use super::{engine, fixture};
+use super::{engine, fixture, rt};
 
 fn inputs(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
@@ -83,8 +88,8 @@ fn every_v4_container_streamed_equals_resident() {
         let mut l = a.load_container(n, r, c).unwrap();
         let tiles = l.header().layout.tile_count;
         match l.header().layout.spec.mode {
-            artifact::container::Mode::Fp8E4m3Block => fp8 += 1,
-            artifact::container::Mode::Mxfp4 => mx += 1,
+            Mode::Fp8E4m3Block => fp8 += 1,
+            Mode::Mxfp4 => mx += 1,
             m => panic!("unexpected mode {m:?}"),
         }
         multi += u64::from(tiles > 1);
@@ -131,48 +136,103 @@ fn stacked_mxfp4_experts_over_several_tiles_streamed_equals_resident() {
     }
 }
 
-/// One MLX affine 8-bit linear: (name, rows, cols, q, scales, biases).
-type AffineLinear = (String, u64, u64, Vec<u8>, Vec<u8>, Vec<u8>);
-
-/// The MLX affine 8-bit linears of the generated H3 port.
-fn h3_affine_linears(dir: &Path) -> Vec<AffineLinear> {
-    pipeline::synth::generate(pipeline::synth::Family::MinimaxH3, dir, 0, 1).unwrap();
-    let port = dir
-        .join(pipeline::synth::minimax::MLX_DIR)
-        .join("transformer");
-    let mut out = Vec::new();
-    let mut shards: Vec<_> = std::fs::read_dir(&port)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    shards.sort();
-    for shard in shards {
-        let bytes = std::fs::read(&shard).unwrap();
-        let h = artifact::safetensors::parse_header(&bytes).unwrap();
-        let get = |name: &str| {
-            let r = h.file_range(name)?;
-            Some(bytes[r.start as usize..r.end as usize].to_vec())
+/// A release of a style test plan built in-process as `ci/styles/release.sh` does (without the
+/// gate, which `pipeline_styles` covers): `minirun-synth FAMILY` → each upstream repository of
+/// `plans/tests/PLAN` imported into a local hub at its pinned revision → the hub served on
+/// loopback → fetch → repack. Returns `dir/work/release`.
+fn style_release(family: Family, plan: &str, dir: &Path) -> PathBuf {
+    let plan = Plan::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plans/tests")
+            .join(plan),
+    )
+    .unwrap();
+    let ckpt = dir.join("ckpt");
+    pipeline::synth::generate(family, &ckpt, 0, 1).unwrap();
+    let hub_root = dir.join("hub");
+    let mut imported = Vec::new();
+    for s in &plan.sources {
+        let (repo, rev) = (s.repo.as_str(), s.revision.as_str());
+        if imported.contains(&(repo, rev)) {
+            continue;
+        }
+        imported.push((repo, rev));
+        let src = match family {
+            Family::MinimaxH3 if repo.contains("MLX") => ckpt.join(minimax::MLX_DIR),
+            Family::MinimaxH3 => ckpt.join(minimax::UPSTREAM_DIR),
+            _ => ckpt.clone(),
         };
-        for t in &h.tensors {
-            let Some(stem) = t.name.strip_suffix(".weight") else {
-                continue;
-            };
-            if t.dtype.as_str() != "U32" {
-                continue;
-            }
-            let (Some(q), Some(s), Some(b)) = (
-                get(&t.name),
-                get(&format!("{stem}.scales")),
-                get(&format!("{stem}.biases")),
-            ) else {
-                continue;
-            };
-            out.push((t.name.clone(), t.shape[0], t.shape[1] * 4, q, s, b));
+        let id = hub::RepoId::model(repo).unwrap();
+        hub::server::import_dir(&hub_root, &id, rev, &src, false).unwrap();
+    }
+    let server = rt()
+        .block_on(hub::server::spawn(
+            &hub_root,
+            "127.0.0.1:0".parse().unwrap(),
+            hub::server::ServerOptions::default(),
+        ))
+        .unwrap();
+    let work = dir.join("work");
+    let fetched = pipeline::fetch::run(
+        &plan,
+        &pipeline::fetch::FetchOpts {
+            work_dir: Some(work.clone()),
+            endpoint: Some(server.url()),
+            ..Default::default()
+        },
+    );
+    rt().block_on(server.shutdown());
+    fetched.unwrap();
+    pipeline::repack::run(
+        &plan,
+        &pipeline::repack::RepackOpts {
+            work_dir: Some(work.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    work.join("release")
+}
+
+/// Every tile container (`*.til`) under `dir`, sorted.
+fn containers(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(containers(&p));
+        } else if p.extension().is_some_and(|x| x == "til") {
+            out.push(p);
         }
     }
+    out.sort();
     out
+}
+
+/// Streamed == resident on every container of a style release, each of `mode` with the given
+/// scale and bias dtypes; returns (containers, of several tiles, tiles, streamed tile reads).
+fn every_container(
+    e: &Engine,
+    release: &Path,
+    mode: Mode,
+    dtypes: (&str, Option<&str>),
+) -> (usize, u64, u64, u64) {
+    let paths = containers(release);
+    let (mut multi, mut tiles, mut reads) = (0, 0, 0);
+    for p in &paths {
+        let mut r = ContainerReader::open(p).unwrap();
+        let s = &r.layout().spec;
+        assert_eq!(s.mode, mode, "{p:?}");
+        let got = (s.scale_dtype.name(), s.bias_dtype.map(|d| d.name()));
+        assert_eq!(got, dtypes, "{p:?}");
+        let n = r.layout().tile_count;
+        let got = streamed_equals_resident(e, &mut r);
+        assert_eq!(got, 2 * n, "{p:?}: one read per tile per matmul");
+        multi += u64::from(n > 1);
+        tiles += n;
+        reads += got;
+    }
+    (paths.len(), multi, tiles, reads)
 }
 
 #[test]
@@ -181,21 +241,39 @@ fn h3_affine_containers_streamed_equals_resident() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let linears = h3_affine_linears(&dir.path().join("h3"));
-    assert!(linears.len() >= 8, "{} affine linears", linears.len());
-    let mut tiles = 0;
-    for (name, rows, cols, q, s, b) in &linears {
-        let spec = ContainerSpec::affine(name, *rows, *cols, 64, 8, 64, CDtype::Bf16);
-        let path = dir.path().join("c.til");
-        write_container(&path, &spec, q, s, Some(b)).unwrap();
-        let mut r = ContainerReader::open(&path).unwrap();
-        let n = r.layout().tile_count;
-        assert!(n >= 2, "{name}: {n} tiles");
-        assert_eq!(streamed_equals_resident(e, &mut r), 2 * n);
-        tiles += n;
-    }
+    let t = std::time::Instant::now();
+    let release = style_release(Family::MinimaxH3, "minimax-h3-style.toml", dir.path());
+    let built = t.elapsed();
+    let (n, multi, tiles, reads) =
+        every_container(e, &release, Mode::Affine, ("bf16", Some("bf16")));
+    // Per transformer / refiner block: to_q, to_k, to_v, to_out.0, ff ×2 (+ the block AdaLN);
+    // and the context embedder (as `pipeline_styles` checks the release).
+    assert_eq!(n, 2 * 7 + 2 * 6 + 1);
+    // At the plan's 256 rows per tile: `ff.net.0.proj` of each of the 4 blocks (4 tiles) and the
+    // AdaLN `norm1.linear` of each transformer block (18 tiles); the rest are one tile each.
+    assert_eq!((multi, tiles), (6, 4 * 4 + 2 * 18 + 21), "tiles");
     eprintln!(
-        "{} H3 affine 8-bit containers ({tiles} tiles): streamed == resident",
-        linears.len()
+        "H3-style release (built in {built:.1?}): {n} affine containers ({multi} of several tiles, {tiles} tiles): streamed == resident, {reads} streamed tile reads, {:.1?} in all",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn k3_mxfp4_containers_streamed_equals_resident() {
+    let Some(e) = engine("k3_mxfp4_containers_streamed_equals_resident") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let release = style_release(Family::KimiK3, "kimi-k3-style.toml", dir.path());
+    let built = t.elapsed();
+    let (n, multi, tiles, reads) = every_container(e, &release, Mode::Mxfp4, ("e8m0", None));
+    // Layers 1–3 × 8 routed experts × w1/w2/w3; layer 0 is dense.
+    assert_eq!(n, 72);
+    // The generated experts fit one tile each (multi-tile `mxfp4`: the stacked V4 test above).
+    assert_eq!((multi, tiles), (0, 72));
+    eprintln!(
+        "K3-style release (built in {built:.1?}): {n} mxfp4 containers ({multi} of several tiles, {tiles} tiles): streamed == resident, {reads} streamed tile reads, {:.1?} in all",
+        t.elapsed()
     );
 }
