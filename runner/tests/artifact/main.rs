@@ -1,9 +1,11 @@
 //! Minirun artifacts in the runner: verified-only execution (`verify.rs`) and streamed ==
 //! resident on every container of the artifacts built from the generated checkpoints
-//! (`stream.rs`). One artifact per test binary: the generated DeepSeek V4 checkpoint through
-//! fetch → repack → gate → stage → candidate-upload → promote on the in-process hub, then pulled
-//! and verified as a consumer (`pipeline::demo::run`, ~1 min); the hub is served again so a test
-//! that mutates files verifies its own copy with `minirun-verify`'s code first.
+//! (`stream.rs`), and the DeepSeek V4 registry entry against the transformers fixture
+//! (`deepseek.rs`). One published artifact per test binary: the generated DeepSeek V4 checkpoint
+//! through fetch → repack → gate → stage → candidate-upload → promote on the in-process hub, then
+//! pulled and verified as a consumer (`pipeline::demo::run`, ~1 min); the hub is served again so a
+//! test that mutates files verifies its own copy with `minirun-verify`'s code first. The K3- and
+//! H3-style releases of `stream.rs` are small unpublished releases (fetch → repack) built per test.
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
