@@ -30,26 +30,32 @@ pub const MATMUL_Q4_1: &str = concat!(
 );
 pub const MATMUL_Q4_0: &str = concat!(
     include_str!("../wgsl/matmul_q4_0.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_0: &str = concat!(
     include_str!("../wgsl/matmul_q5_0.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_1: &str = concat!(
     include_str!("../wgsl/matmul_q5_1.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q4_K: &str = concat!(
     include_str!("../wgsl/matmul_q4_k.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_K: &str = concat!(
     include_str!("../wgsl/matmul_q5_k.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q6_K: &str = concat!(
     include_str!("../wgsl/matmul_q6_k.wgsl"),
+    include_str!("../wgsl/matmul_chunk8.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const RMSNORM: &str = include_str!("../wgsl/rmsnorm.wgsl");

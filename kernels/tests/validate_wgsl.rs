@@ -12,11 +12,31 @@ use kernels::Kernel;
 
 /// The multiply body every `matmul_*.wgsl` prefix is completed with.
 const BODY: &str = "matmul_body.wgsl";
+/// The 8-weight chunk interface appended to the prefixes that define `chunk_weights` only.
+const CHUNK8: &str = "matmul_chunk8.wgsl";
 
-/// The complete module a file is part of: a matmul prefix with the body appended, else the file.
+/// Shared parts, not kernels of their own.
+fn is_shared(name: &str) -> bool {
+    name == BODY || name == CHUNK8
+}
+
+fn chunk8_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("wgsl")
+        .join(CHUNK8);
+    std::fs::read_to_string(path).expect("matmul_chunk8.wgsl exists")
+}
+
+/// The complete module a file is part of: a matmul prefix with the body appended (and the chunk
+/// interface between them when the prefix defines only `chunk_weights`), else the file.
 fn module_source(name: &str, source: &str, body: &str) -> String {
-    if name.starts_with("matmul_") && name != BODY {
-        format!("{source}{body}")
+    if name.starts_with("matmul_") && !is_shared(name) {
+        let mid = if source.contains("fn chunk_weights(") && !source.contains("fn chunk_dot(") {
+            chunk8_text()
+        } else {
+            String::new()
+        };
+        format!("{source}{mid}{body}")
     } else {
         source.to_string()
     }
@@ -70,7 +90,7 @@ fn every_wgsl_file_parses_and_validates() {
         files.len()
     );
     let body = body_text(&files);
-    for (name, source) in files.iter().filter(|(n, _)| n != BODY) {
+    for (name, source) in files.iter().filter(|(n, _)| !is_shared(n)) {
         validate(name, &module_source(name, source, &body));
         assert!(
             source.starts_with("//"),
@@ -86,7 +106,7 @@ fn kernel_table_matches_the_files() {
     let on_disk: BTreeSet<&str> = files
         .iter()
         .map(|(n, _)| n.as_str())
-        .filter(|n| *n != BODY)
+        .filter(|n| !is_shared(n))
         .collect();
     let used: BTreeSet<&str> = Kernel::ALL.iter().map(|k| k.file()).collect();
     assert_eq!(
@@ -130,7 +150,7 @@ fn matmul_families_share_one_body() {
     let mut families = 0;
     for (name, source) in files
         .iter()
-        .filter(|(n, _)| n.starts_with("matmul_") && n != BODY)
+        .filter(|(n, _)| n.starts_with("matmul_") && !is_shared(n))
     {
         assert!(
             !source.contains("@compute"),

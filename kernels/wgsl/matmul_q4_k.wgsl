@@ -48,29 +48,8 @@ fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
     return w;
 }
 
-fn chunk_count() -> u32 {
-    return p.k / 8u;
-}
-
-fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
-    let w = chunk_weights(r, c);
-    let k0 = xb + 8u * c;
-    var acc = acc_in;
-    for (var i = 0u; i < 8u; i++) {
-        acc = fma(w[i], x[k0 + i], acc);
-    }
-    return acc;
-}
-
-fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
-    let w = chunk_weights(r, c);
-    var acc = acc_in;
-    for (var i = 0u; i < 8u; i++) {
-        let k = 8u * c + i;
-        acc = fma(vec4<f32>(w[i]), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
-    }
-    return acc;
-}
+// chunk_count, chunk_dot and chunk_dot4 over chunk_weights: wgsl/matmul_chunk8.wgsl, appended
+// after this prefix by kernels/src/kernel.rs.
 
 // The multiply body (entry points, accumulation order) is wgsl/matmul_body.wgsl, appended by
 // kernels/src/kernel.rs.
