@@ -304,33 +304,7 @@ impl VerifiedArtifact {
                 detail: format!("stored in the container `{}`", info.path),
             });
         }
-        let (file, id) = self.rooted.open(&info.path)?;
-        self.rooted.check_manifest_len(&info.path, &id)?;
-        let expected = info
-            .dtype
-            .parse::<artifact::dtype::Dtype>()
-            .ok()
-            .zip(info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)))
-            .and_then(|(d, n)| d.byte_len(n));
-        if expected != Some(id.size) {
-            return Err(ArtifactError::Tensor {
-                name: name.to_owned(),
-                detail: format!(
-                    "`{}` is {} bytes, {} {:?} needs {expected:?}",
-                    info.path, id.size, info.dtype, info.shape
-                ),
-            });
-        }
-        Ok(PlainLoad {
-            rooted: &self.rooted,
-            file,
-            path: info.path.clone(),
-            name: name.to_owned(),
-            dtype: info.dtype.clone(),
-            shape: info.shape.clone(),
-            range: 0..id.size,
-            sha256: info.sha256.clone(),
-        })
+        plain_load(&self.rooted, info)
     }
 
     /// The rooted file access and the tensor table, shared with an adapter that must outlive
@@ -343,4 +317,40 @@ impl VerifiedArtifact {
     pub fn path_of(&self, rel: &str) -> PathBuf {
         self.rooted.root.join(rel)
     }
+}
+
+/// The load of plain stream `info` (rooted open, identity, manifest length, dtype × shape length);
+/// shared by [`VerifiedArtifact::load_plain`] and [`source::VerifiedSource`].
+pub(crate) fn plain_load<'a>(
+    rooted: &'a Rooted,
+    info: &TensorInfo,
+) -> Result<PlainLoad<'a>, ArtifactError> {
+    let name = info.name.as_str();
+    let (file, id) = rooted.open(&info.path)?;
+    rooted.check_manifest_len(&info.path, &id)?;
+    let expected = info
+        .dtype
+        .parse::<artifact::dtype::Dtype>()
+        .ok()
+        .zip(info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)))
+        .and_then(|(d, n)| d.byte_len(n));
+    if expected != Some(id.size) {
+        return Err(ArtifactError::Tensor {
+            name: name.to_owned(),
+            detail: format!(
+                "`{}` is {} bytes, {} {:?} needs {expected:?}",
+                info.path, id.size, info.dtype, info.shape
+            ),
+        });
+    }
+    Ok(PlainLoad {
+        rooted,
+        file,
+        path: info.path.clone(),
+        name: name.to_owned(),
+        dtype: info.dtype.clone(),
+        shape: info.shape.clone(),
+        range: 0..id.size,
+        sha256: info.sha256.clone(),
+    })
 }

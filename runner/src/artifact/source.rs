@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use artifact::container::{ContainerReader, DigestCheck};
 
-use super::load::{ContainerLoad, PlainLoad, Rooted};
+use super::load::{ContainerLoad, Rooted};
 use super::tensors::{TensorInfo, TensorKind};
 use super::VerifiedArtifact;
 use crate::deepseek::error::V4Error;
@@ -81,35 +81,11 @@ impl WeightSource for VerifiedSource {
     fn tensor(&self, name: &str) -> Result<Tensor, V4Error> {
         let info = self.info(name)?;
         match &info.kind {
-            TensorKind::Plain => {
-                let (file, id) = self.rooted.open(&info.path)?;
-                self.rooted.check_manifest_len(&info.path, &id)?;
-                let load = PlainLoad {
-                    rooted: &self.rooted,
-                    file,
-                    path: info.path.clone(),
-                    name: name.to_owned(),
-                    dtype: info.dtype.clone(),
-                    shape: info.shape.clone(),
-                    range: 0..id.size,
-                    sha256: info.sha256.clone(),
-                };
-                let want = crate::deepseek::source::byte_len(&info.dtype, &info.shape);
-                if want != Some(id.size) {
-                    return Err(V4Error::Tensor {
-                        name: name.to_owned(),
-                        detail: format!(
-                            "`{}` is {} bytes, {} {:?} needs {want:?}",
-                            info.path, id.size, info.dtype, info.shape
-                        ),
-                    });
-                }
-                Ok(Tensor::Plain {
-                    dtype: info.dtype.clone(),
-                    shape: info.shape.clone(),
-                    bytes: load.read()?,
-                })
-            }
+            TensorKind::Plain => Ok(Tensor::Plain {
+                dtype: info.dtype.clone(),
+                shape: info.shape.clone(),
+                bytes: super::plain_load(&self.rooted, info)?.read()?,
+            }),
             TensorKind::Container { role } => {
                 let role = match role.as_str() {
                     "packed" => Role::Packed,
