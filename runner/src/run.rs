@@ -124,10 +124,45 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
     };
     let capacity = prompt_ids.len() + args.n;
     let mut runner = Runner::new(engine, &model, mode, capacity)?;
+    let g = greedy(
+        |ids| runner.forward(ids, Logits::Last),
+        &prompt_ids,
+        args,
+        tok.eos,
+    )?;
+    Ok(RunOutput {
+        text: tok.decode(&g.tokens)?,
+        prompt_ids,
+        tokens: g.tokens,
+        logits: g.logits,
+        prefill_s: g.prefill_s,
+        decode_s: g.decode_s,
+        tile_reads: runner.tile_reads(),
+    })
+}
+
+/// What [`greedy`] decoded.
+pub struct Greedy {
+    pub tokens: Vec<u32>,
+    /// The logits row before each token (only with `--dump-logits`).
+    pub logits: Vec<Vec<f32>>,
+    pub prefill_s: f64,
+    pub decode_s: f64,
+}
+
+/// The greedy loop both `minirun-run` paths share: prefill `prompt_ids` through `forward` (which
+/// returns the last position's logits), then `args.n` argmax tokens, stopping at `eos` unless
+/// `--ignore-eos`.
+pub fn greedy(
+    mut forward: impl FnMut(&[u32]) -> Result<Vec<f32>, RunError>,
+    prompt_ids: &[u32],
+    args: &RunArgs,
+    eos: Option<u32>,
+) -> Result<Greedy, RunError> {
     let keep = args.dump_logits.is_some();
     let mut logits = Vec::new();
     let t0 = Instant::now();
-    let mut last = runner.forward(&prompt_ids, Logits::Last)?;
+    let mut last = forward(prompt_ids)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut tokens = Vec::with_capacity(args.n);
@@ -140,20 +175,16 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
             logits.push(std::mem::take(&mut last));
         }
         tokens.push(next);
-        if (!args.ignore_eos && tok.eos == Some(next)) || step + 1 == args.n {
+        if (!args.ignore_eos && eos == Some(next)) || step + 1 == args.n {
             break;
         }
-        last = runner.forward(&[next], Logits::Last)?;
+        last = forward(&[next])?;
     }
-    let decode_s = t1.elapsed().as_secs_f64();
-    Ok(RunOutput {
-        text: tok.decode(&tokens)?,
-        prompt_ids,
+    Ok(Greedy {
         tokens,
         logits,
         prefill_s,
-        decode_s,
-        tile_reads: runner.tile_reads(),
+        decode_s: t1.elapsed().as_secs_f64(),
     })
 }
 

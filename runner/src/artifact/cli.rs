@@ -4,14 +4,13 @@
 //! tokenize, prefill and decode greedily like the GGUF path.
 
 use std::io::Write;
-use std::time::Instant;
 
 use super::{OpenOptions, VerifiedArtifact};
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
 use crate::registry::{self, Entry, ModelOptions, Residency};
-use crate::run::{RunArgs, RunOutput};
+use crate::run::{greedy, RunArgs, RunOutput};
 
 /// Runs `args` (with `args.artifact` set) with the registered families and returns what
 /// `minirun-run` prints.
@@ -70,36 +69,22 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
         capacity: prompt_ids.len() + args.n,
     };
     let mut model = (entry.open)(&artifact, &opts)?;
-    let keep = args.dump_logits.is_some();
-    let mut logits = Vec::new();
-    let last_row = |mut rows: Vec<Vec<f32>>| rows.pop().unwrap_or_default();
-    let t0 = Instant::now();
-    let mut last = last_row(model.forward(&prompt_ids, Logits::Last)?);
-    let prefill_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let mut tokens = Vec::with_capacity(args.n);
-    for step in 0..args.n {
-        let next = kernels::reference::argmax(&last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0);
-        if keep {
-            logits.push(std::mem::take(&mut last));
-        }
-        tokens.push(next);
-        if (!args.ignore_eos && tok.eos == Some(next)) || step + 1 == args.n {
-            break;
-        }
-        last = last_row(model.forward(&[next], Logits::Last)?);
-    }
-    let decode_s = t1.elapsed().as_secs_f64();
+    let g = greedy(
+        |ids| {
+            let mut rows = model.forward(ids, Logits::Last)?;
+            Ok(rows.pop().unwrap_or_default())
+        },
+        &prompt_ids,
+        args,
+        tok.eos,
+    )?;
     Ok(RunOutput {
-        text: tok.decode(&tokens)?,
+        text: tok.decode(&g.tokens)?,
         prompt_ids,
-        tokens,
-        logits,
-        prefill_s,
-        decode_s,
+        tokens: g.tokens,
+        logits: g.logits,
+        prefill_s: g.prefill_s,
+        decode_s: g.decode_s,
         tile_reads: model.tile_reads(),
     })
 }
