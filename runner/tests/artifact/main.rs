@@ -9,6 +9,8 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
+mod common;
 mod deepseek;
 #[path = "../deepseek_common/mod.rs"]
 mod deepseek_common;
@@ -16,12 +18,9 @@ mod registry;
 mod stream;
 mod verify;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-use runner::engine::{Engine, EngineError};
 
 pub const TARGET: &str = "minirun/DeepSeek-V4-Flash-minirun";
 
@@ -114,21 +113,6 @@ pub fn verified_copy(name: &str) -> PathBuf {
     d
 }
 
-/// The engine, or a visible skip (a failure under `MINIRUN_REQUIRE_ADAPTER=1`).
-pub fn engine(test: &str) -> Option<&'static Engine> {
-    static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
-    let e = ENGINE
-        .get_or_init(|| match Engine::new() {
-            Ok(e) => Some(e),
-            Err(EngineError::NoAdapter(_)) => None,
-            Err(e) => panic!("engine set-up failed: {e}"),
-        })
-        .as_ref();
-    if e.is_none() {
-        if std::env::var("MINIRUN_REQUIRE_ADAPTER").is_ok_and(|v| v == "1") {
-            panic!("{test}: no wgpu adapter and MINIRUN_REQUIRE_ADAPTER=1");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no wgpu adapter");
-    }
-    e
-}
+/// The engine, or a visible skip (a failure under `MINIRUN_REQUIRE_ADAPTER=1`): the runner
+/// tests' shared set-up.
+pub use common::engine;
