@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::engine::{Engine, ResidentMatrix};
 
 use super::error::V4Error;
-use super::linear::{load_matrix, Linears};
+use super::linear::{check_product, load_matrix, tensor_err, Linears};
 use super::source::WeightSource;
 
 /// The GPU backend.
@@ -33,13 +33,6 @@ pub struct GpuLinears {
     pub expert_loads: u64,
     /// Bytes of those loads (packed + scales).
     pub expert_bytes: u64,
-}
-
-fn tensor_err(name: &str, detail: String) -> V4Error {
-    V4Error::Tensor {
-        name: name.to_owned(),
-        detail,
-    }
 }
 
 impl GpuLinears {
@@ -135,15 +128,7 @@ impl Linears for GpuLinears {
     ) -> Result<Vec<f32>, V4Error> {
         let m = self.matrix(stem)?;
         let (n, k) = (m.rows, m.k);
-        if rows.end > n || rows.start > rows.end || x.len() != tokens * k {
-            return Err(tensor_err(
-                stem,
-                format!(
-                    "rows {rows:?} of {n} with {} inputs for {tokens} tokens of {k}",
-                    x.len()
-                ),
-            ));
-        }
+        check_product(stem, &rows, n, k, x, tokens)?;
         let g = self.engine.gpu();
         let xb = g.upload_f32("x", x)?;
         let yb = g.zeros("y", (tokens * n * 4) as u64)?;

@@ -26,7 +26,7 @@ pub struct QMatrix {
     pub scales: Vec<u8>,
 }
 
-fn tensor_err(name: &str, detail: String) -> V4Error {
+pub(crate) fn tensor_err(name: &str, detail: String) -> V4Error {
     V4Error::Tensor {
         name: name.to_owned(),
         detail,
@@ -338,17 +338,7 @@ impl Linears for CpuLinears {
         tokens: usize,
     ) -> Result<Vec<f32>, V4Error> {
         let d = self.dense(stem)?;
-        if rows.end > d.rows || rows.start > rows.end || x.len() != tokens * d.k {
-            return Err(tensor_err(
-                stem,
-                format!(
-                    "rows {rows:?} of {} with {} inputs for {tokens} tokens of {}",
-                    d.rows,
-                    x.len(),
-                    d.k
-                ),
-            ));
-        }
+        check_product(stem, &rows, d.rows, d.k, x, tokens)?;
         let n = rows.len();
         let mut y = vec![0f32; tokens * n];
         // Tokens are split over threads for big products; every output is one `dot`, so the
@@ -380,6 +370,28 @@ impl Linears for CpuLinears {
     fn tile_reads(&self) -> u64 {
         self.src.tile_reads()
     }
+}
+
+/// The arguments of [`Linears::linear_rows`] against an `n` × `k` matrix: `rows` within it and
+/// `tokens` inputs of `k` values each.
+pub fn check_product(
+    stem: &str,
+    rows: &Range<usize>,
+    n: usize,
+    k: usize,
+    x: &[f32],
+    tokens: usize,
+) -> Result<(), V4Error> {
+    if rows.end > n || rows.start > rows.end || x.len() != tokens * k {
+        return Err(tensor_err(
+            stem,
+            format!(
+                "rows {rows:?} of {n} with {} inputs for {tokens} tokens of {k}",
+                x.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
