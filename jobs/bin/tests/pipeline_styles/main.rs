@@ -161,37 +161,13 @@ fn minimax_h3_style_exit_contract() {
 fn minimax_h3_style_parallel_repacks_then_finalize_equal_one_run() {
     let st = minimax_h3();
     let hub = Hub::start(&st.hub_root, "");
-    let a = tempfile::tempdir().unwrap();
-    let b = tempfile::tempdir().unwrap();
-    for w in [a.path(), b.path()] {
-        stage_ok("minirun-fetch", &st.plan, w, &hub.url, &[]);
-    }
-    stage_ok("minirun-repack", &st.plan, a.path(), &hub.url, &[]);
-    let mut kids: Vec<_> = ["dit-block-00..dit-global", "te-embed..vae-audio"]
-        .iter()
-        .map(|sel| {
-            v4::cmd("minirun-repack")
-                .args(["--plan", st.plan.to_str().unwrap(), "--work-dir"])
-                .arg(b.path())
-                .args(["--units", sel])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for k in &mut kids {
-        assert!(k.wait().unwrap().success());
-    }
-    stage_ok(
-        "minirun-repack",
+    let (ra, rb) = v4::one_run_and_parallel_finalize(
         &st.plan,
-        b.path(),
         &hub.url,
-        &["--finalize"],
+        &["dit-block-00..dit-global", "te-embed..vae-audio"],
     );
-    let ra = v4::release_digests(a.path());
     assert!(ra.contains_key("index.json") && ra.contains_key("LICENSE-mlx-port"));
-    assert_eq!(ra, v4::release_digests(b.path()));
+    assert_eq!(ra, rb);
 }
 
 /// A plan item as JSON without its position in the file (`line`, `key`).

@@ -238,3 +238,36 @@ pub fn release_digests(work: &Path) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// Release digests of one full repack, and of disjoint `--units` repacks run as parallel
+/// processes on a second work directory followed by `--finalize` (both fetched from `endpoint`
+/// first): the tests assert they are equal.
+pub fn one_run_and_parallel_finalize(
+    plan: &Path,
+    endpoint: &str,
+    selections: &[&str],
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    for w in [a.path(), b.path()] {
+        stage_ok("minirun-fetch", plan, w, endpoint, &[]);
+    }
+    stage_ok("minirun-repack", plan, a.path(), endpoint, &[]);
+    let mut kids: Vec<_> = selections
+        .iter()
+        .map(|sel| {
+            cmd("minirun-repack")
+                .args(["--plan", plan.to_str().unwrap(), "--work-dir"])
+                .arg(b.path())
+                .args(["--units", sel])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    stage_ok("minirun-repack", plan, b.path(), endpoint, &["--finalize"]);
+    (release_digests(a.path()), release_digests(b.path()))
+}

@@ -59,42 +59,12 @@ fn fetch_repack_gate_pass_and_rerun_does_nothing() {
 fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
     let fx = fixture();
     let hub = Hub::start(&fx.hub_root, "");
-    let a = tempfile::tempdir().unwrap();
-    let b = tempfile::tempdir().unwrap();
-    for w in [a.path(), b.path()] {
-        stage_ok("minirun-fetch", &fx.plan, w, &hub.url, &[]);
-    }
-    stage_ok("minirun-repack", &fx.plan, a.path(), &hub.url, &[]);
     // Two processes on disjoint unit ranges at once, then finalize.
-    let mut kids: Vec<_> = ["layers00..layers21", "layers22..layers42,mtp00,global00"]
-        .iter()
-        .map(|sel| {
-            cmd("minirun-repack")
-                .args([
-                    "--plan",
-                    fx.plan.to_str().unwrap(),
-                    "--work-dir",
-                    b.path().to_str().unwrap(),
-                    "--units",
-                    sel,
-                ])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for k in &mut kids {
-        assert!(k.wait().unwrap().success());
-    }
-    stage_ok(
-        "minirun-repack",
+    let (ra, rb) = one_run_and_parallel_finalize(
         &fx.plan,
-        b.path(),
         &hub.url,
-        &["--finalize"],
+        &["layers00..layers21", "layers22..layers42,mtp00,global00"],
     );
-    let ra = release_digests(a.path());
-    let rb = release_digests(b.path());
     assert!(ra.len() > 1000, "release has only {} files", ra.len());
     assert_eq!(ra, rb, "parallel + finalize differs from one run");
 }
