@@ -38,6 +38,28 @@ fn containers(release: &Path) -> Vec<(String, String, String, String)> {
     out
 }
 
+/// Every negative control that ran on a file its unit fetched whole is rejected (by content or by
+/// the hub's digest), and each journal records its verdict.
+fn controls_decided(work: &Path) {
+    let dir = work.join("ledger/fetch");
+    let mut decided = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        let whole = &j["extra"]["files_verified_whole"];
+        for c in j["extra"]["negative_controls"].as_array().unwrap() {
+            if c["ran"] == true && whole.as_array().unwrap().contains(&c["file"]) {
+                assert_eq!(c["rejected"], true, "{c}");
+                decided += 1;
+            }
+        }
+    }
+    assert!(decided > 0, "no control ran on a whole-fetched file");
+}
+
 /// The whole contract on one style: PASS, then each corruption FAILs naming its file and is
 /// repaired, then a deleted unit FAILs, an empty selection is 2 and no upstream compare is 77.
 fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) {
@@ -47,6 +69,7 @@ fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) 
     let out = stage_ok("minirun-fetch", &st.plan, work, &hub.url, &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["units"].as_array().unwrap().len(), st.units, "{out}");
+    controls_decided(work);
     stage_ok("minirun-repack", &st.plan, work, &hub.url, &[]);
     let gate = |extra: &[&str]| stage("minirun-gate", &st.plan, work, "", extra);
     let (code, out) = gate(&[]);

@@ -295,9 +295,10 @@ fn check_file(
         }
     }
     let refs: Vec<(&UpstreamTensor, Content)> = tensors.iter().map(|(t, c, _)| (t, *c)).collect();
-    let controls = negative_controls(uf, &refs, needed, file, data_path, rel)?;
+    let mut controls = negative_controls(uf, &refs, needed, file, data_path, rel)?;
     file.sync_all().map_err(io("fsync", data_path))?;
     if !needed.covers(&(0..uf.size)) {
+        mark_no_digest(&mut controls);
         return Ok((None, controls));
     }
     // The SHA-256 computed in order while the chunks arrived, else one pass over the file.
@@ -315,6 +316,9 @@ fn check_file(
             actual,
         });
     }
+    // The file is now proven byte for byte: a control the content rules could not tell from real
+    // data is decided by the digest (see `reject_by_digest`).
+    reject_by_digest(&mut controls, uf, file, data_path)?;
     Ok((
         Some(Whole {
             sha256: (algo == "sha256").then_some(actual),
@@ -613,12 +617,74 @@ fn negative_controls(
             }
             let bytes = read_at(file, path, range.clone())?;
             let verdict = plausible::check(&t.dtype, *content, &t.shape, &bytes);
+            let by = verdict.is_err().then_some("content");
             out.push(
                 json!({"file": rel, "tensor": t.name, "control": control, "ran": true,
-                "range": [range.start, range.end], "rejected": verdict.is_err(),
+                "range": [range.start, range.end], "tensor_range": [abs.start, abs.start + len],
+                "rejected": verdict.is_err(), "rejected_by": by,
                 "reason": verdict.err().map(|e| e.reason)}),
             );
         }
     }
     Ok(out)
+}
+
+/// Decide, by the whole-file digest, the controls the content rules passed (reads that land in
+/// other real data of the same dtype and grid). The file has just matched the hub's digest, so
+/// every byte of it is proven; a wrong read is caught exactly when substituting its bytes for the
+/// tensor's would change the file, i.e. when they differ from the tensor's proven bytes (SHA-256
+/// is collision resistant, so comparing the bytes decides what re-hashing the substituted file
+/// would, without hashing the file once per control). Identical bytes (a shift inside a run of
+/// zeros) are the right bytes and stay "not rejected".
+fn reject_by_digest(
+    controls: &mut [serde_json::Value],
+    uf: &UpstreamFile,
+    file: &File,
+    path: &Path,
+) -> Result<(), FetchError> {
+    for c in controls.iter_mut() {
+        if c["ran"] != json!(true) || c["rejected"] == json!(true) {
+            continue;
+        }
+        let span = |key: &str| -> Option<Range<u64>> {
+            let a = c[key].as_array()?;
+            let (s, e) = (a.first()?.as_u64()?, a.get(1)?.as_u64()?);
+            (s < e).then_some(s..e)
+        };
+        let (Some(wrong), Some(right)) = (span("range"), span("tensor_range")) else {
+            continue;
+        };
+        let n = (wrong.end - wrong.start).min(right.end - right.start);
+        let a = read_at(file, path, wrong.start..wrong.start + n)?;
+        let b = read_at(file, path, right.start..right.start + n)?;
+        if a != b {
+            c["rejected"] = json!(true);
+            c["rejected_by"] = json!("whole-file-digest");
+            c["reason"] = json!(format!(
+                "plausible {} data, but not this tensor's: the bytes differ from its bytes at \
+                 [{}, {}) of `{}`, which the hub's digest proves, so storing them would change \
+                 the file's digest",
+                c["tensor"].as_str().unwrap_or("?"),
+                right.start,
+                right.start + n,
+                uf.path
+            ));
+        } else {
+            c["reason"] = json!("the wrong read returned exactly the tensor's proven bytes");
+        }
+    }
+    Ok(())
+}
+
+/// Controls the content rules passed in a file the unit does not fetch whole: no hub digest
+/// covers their bytes, so nothing here can tell them from the tensor's (recorded, not fatal).
+fn mark_no_digest(controls: &mut [serde_json::Value]) {
+    for c in controls.iter_mut() {
+        if c["ran"] == json!(true) && c["rejected"] != json!(true) {
+            c["reason"] = json!(
+                "plausible data of the same dtype, and the unit does not fetch the whole file, so \
+                 no hub digest covers these bytes"
+            );
+        }
+    }
 }
