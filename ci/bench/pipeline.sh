@@ -73,6 +73,19 @@ printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$r
         set -- $r
         echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) | $5 |"
     done
+    echo
+    echo "Negative controls recorded in the fetch journals of that run (docs/fetch.md):"
+    echo
+    "$py" - "$tmp/w1/ledger/fetch" <<'PY'
+import collections, json, pathlib, sys
+n = collections.Counter()
+for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    for c in json.loads(p.read_text())["extra"]["negative_controls"]:
+        n[(c["control"], c.get("rejected_by") or ("not run" if not c["ran"] else "not rejected"))] += 1
+print("| control | decided by | count |\n|---|---|---:|")
+for (control, by), k in sorted(n.items()):
+    print(f"| {control} | {by} | {k} |")
+PY
 } > "$out"
 cat "$out"
 
@@ -82,6 +95,12 @@ rp=$(measure minirun-repack "$bin/minirun-repack" "${plan[@]}")
 rel_bytes=$(du -sb --apparent-size "$tmp/w1/release" | cut -f1)
 src_bytes=$(du -sb --apparent-size "$tmp/w1/upstream" | cut -f1)
 cpm=$(measure cp bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
+rm -rf "$tmp/cp-copy"
+# The same anchor over what repack writes: the release's files (one per tensor) and bytes (16 KiB
+# container alignment included), so the ratio isolates repack's own work from the layout's cost.
+cpr=$(measure cp-release bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/release" "$tmp/cp-release")
+rm -rf "$tmp/cp-release"
+rel_files=$(find "$tmp/w1/release" -type f | wc -l)
 gt=$(measure minirun-gate "$bin/minirun-gate" "${plan[@]}")
 # The gate hashes every release byte once (read-back) and again as it reads the tiles with their
 # digests (containers), and reads the upstream bytes it compares; the anchor hashes the same count.
@@ -98,7 +117,8 @@ find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256
     echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
     echo "|---|---:|---:|---:|---:|---:|---:|"
     set -- $rp; rw=$2; echo "| minirun-repack | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
-    set -- $cpm; echo "| cp -r + sync (same bytes) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
+    set -- $cpm; echo "| cp -r + sync of the fetched upstream (46 files) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
+    set -- $cpr; echo "| cp -r + sync of the release ($rel_files files, same bytes) | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
     set -- $gt; gw=$2; echo "| minirun-gate | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
     set -- $ossl; echo "| openssl dgst -sha256, parallel | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $gw" | bc) | $5 |"
 } > "$out2"

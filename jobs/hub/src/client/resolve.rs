@@ -143,12 +143,27 @@ impl HubClient {
         start: u64,
         end: Option<u64>,
     ) -> Result<Vec<u8>, HubError> {
+        let mut out = Vec::new();
+        self.get_range_into(meta, start, end, &mut out).await?;
+        Ok(out)
+    }
+
+    /// As [`HubClient::get_range`], into `out` (cleared first; its capacity is reused, so a caller
+    /// that recycles buffers does not fault in fresh pages for every range).
+    pub async fn get_range_into(
+        &self,
+        meta: &FileMetadata,
+        start: u64,
+        end: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), HubError> {
         let end = end
             .unwrap_or(meta.size.saturating_sub(1))
             .min(meta.size.saturating_sub(1));
         let mut attempt = 0;
         loop {
-            match self.get_range_once(meta, start, end).await {
+            out.clear();
+            match self.get_range_once(meta, start, end, out).await {
                 Err(e) if e.is_transient_body() && attempt + 1 < self.retry.max_attempts => {
                     tracing::warn!(url = %meta.location, error = %e, "ranged download failed; retrying");
                     tokio::time::sleep(self.retry.delay(attempt, None)).await;
@@ -164,7 +179,8 @@ impl HubClient {
         meta: &FileMetadata,
         start: u64,
         end: u64,
-    ) -> Result<Vec<u8>, HubError> {
+        out: &mut Vec<u8>,
+    ) -> Result<(), HubError> {
         let u = &meta.location;
         let range = format!("bytes={start}-{end}");
         let want = end
@@ -218,7 +234,7 @@ impl HubClient {
                 });
             }
         }
-        let mut out = Vec::with_capacity(usize::try_from(expect_body.min(64 << 20)).unwrap_or(0));
+        out.reserve(usize::try_from(expect_body.min(64 << 20)).unwrap_or(0));
         let mut got = 0u64;
         while let Some(chunk) = r.chunk().await.map_err(|e| HubError::Transport {
             url: u.to_string(),
@@ -245,12 +261,13 @@ impl HubClient {
         if whole {
             let lo = usize::try_from(start).unwrap_or(usize::MAX);
             let hi = usize::try_from(end + 1).unwrap_or(usize::MAX);
-            return out
-                .get(lo..hi)
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| bad("range outside the object".into()));
+            if lo > hi || hi > out.len() {
+                return Err(bad("range outside the object".into()));
+            }
+            out.truncate(hi);
+            out.drain(..lo);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The whole file in memory, checked against its etag.

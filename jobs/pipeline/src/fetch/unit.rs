@@ -59,7 +59,7 @@ pub async fn fetch_unit(
     upstream: &Upstream,
     ru: &ResolvedUnit,
     opts: &FetchOpts,
-    sem: &Arc<tokio::sync::Semaphore>,
+    sem: &Arc<Transfers>,
 ) -> Result<UnitReport, FetchError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
@@ -427,7 +427,7 @@ async fn fetch_chunks(
     uf: &UpstreamFile,
     sink: &Arc<FileSink>,
     todo: Vec<Range<u64>>,
-    sem: &Arc<tokio::sync::Semaphore>,
+    sem: &Arc<Transfers>,
     progress: bool,
 ) -> Result<(u64, u64), FetchError> {
     let unit = sink.unit.as_str();
@@ -475,6 +475,7 @@ async fn fetch_chunks(
     let n = todo.len() as u64;
     for chunk in todo {
         let permit = sem
+            .permits
             .clone()
             .acquire_owned()
             .await
@@ -483,7 +484,7 @@ async fn fetch_chunks(
                 revision: meta.commit.clone(),
                 detail: "transfer pool closed".into(),
             })?;
-        let (client, meta, sink) = (client.clone(), meta.clone(), sink.clone());
+        let (client, meta, sink, pool) = (client.clone(), meta.clone(), sink.clone(), sem.clone());
         let what = format!(
             "failed to fetch bytes {}..{} of `{}` in `{}`",
             chunk.start,
@@ -492,8 +493,9 @@ async fn fetch_chunks(
             uf.repo.id()
         );
         set.spawn(async move {
-            let bytes = client
-                .get_range(&meta, chunk.start, Some(chunk.end - 1))
+            let mut bytes = pool.take();
+            client
+                .get_range_into(&meta, chunk.start, Some(chunk.end - 1), &mut bytes)
                 .await
                 .map_err(|source| FetchError::Hub {
                     what: what.clone(),
@@ -510,8 +512,9 @@ async fn fetch_chunks(
             tokio::task::spawn_blocking(move || {
                 sink.store(chunk.start, &bytes)?;
                 // The permit travels with the bytes: released once they are hashed in order.
-                if let Some(h) = &sink.hasher {
-                    h.push(chunk.start, bytes, Some(permit));
+                match &sink.hasher {
+                    Some(h) => h.push(chunk.start, bytes, Some(permit)),
+                    None => pool.give(bytes),
                 }
                 Ok::<(), FetchError>(())
             })
@@ -536,6 +539,41 @@ async fn fetch_chunks(
     }
     bar.finish_and_clear();
     Ok((bytes, n))
+}
+
+/// The transfer pool shared by every unit of a run: `concurrency` permits, and the chunk buffers
+/// of finished transfers kept for the next ones (a fresh 64 MiB buffer costs a page fault per
+/// 4 KiB page as it fills; a recycled one is already mapped).
+pub struct Transfers {
+    permits: Arc<tokio::sync::Semaphore>,
+    buffers: std::sync::Mutex<Vec<Vec<u8>>>,
+    keep: usize,
+}
+
+impl Transfers {
+    /// A pool of `n` concurrent transfers.
+    pub fn new(n: usize) -> Self {
+        Transfers {
+            permits: Arc::new(tokio::sync::Semaphore::new(n)),
+            buffers: std::sync::Mutex::new(Vec::new()),
+            keep: n,
+        }
+    }
+
+    fn take(&self) -> Vec<u8> {
+        self.buffers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut b = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        if b.len() < self.keep {
+            b.push(buf);
+        }
+    }
 }
 
 /// The prefix of whole rows (whole block rows for FP8 blocks) the arrival check reads.

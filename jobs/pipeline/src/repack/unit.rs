@@ -116,6 +116,8 @@ struct Ctx<'a> {
     manifest_sources: BTreeMap<String, (FileKind, Vec<SourceRef>)>,
     unsynced: u64,
     last_commit: std::time::Instant,
+    /// Upstream files opened by this unit, kept open (a unit's containers read the same shards).
+    open_sources: BTreeMap<std::path::PathBuf, std::rc::Rc<File>>,
 }
 
 /// Containers up to this size are assembled in memory (hashed from the CPU cache, one write).
@@ -181,6 +183,7 @@ pub fn repack_unit(
         manifest_sources: BTreeMap::new(),
         unsynced: 0,
         last_commit: std::time::Instant::now(),
+        open_sources: BTreeMap::new(),
     };
     for p in &ru.placements {
         match p {
@@ -323,6 +326,16 @@ impl Ctx<'_> {
             self.src_root.join(&t.source).join(&t.file),
             absolute_range(uf.header.data_start, ti),
         ))
+    }
+
+    /// The upstream file at `path`, opened once per unit.
+    fn source(&mut self, path: &Path) -> Result<std::rc::Rc<File>, RepackError> {
+        if let Some(f) = self.open_sources.get(path) {
+            return Ok(f.clone());
+        }
+        let f = std::rc::Rc::new(File::open(path).map_err(io_err("open", path))?);
+        self.open_sources.insert(path.to_owned(), f.clone());
+        Ok(f)
     }
 
     fn done_already(&mut self, rel: &str) -> bool {
@@ -503,10 +516,9 @@ impl Ctx<'_> {
         let kept = self.done_already(&rel);
         let mut hashed = None;
         {
-            let open = |p: &Path| File::open(p).map_err(io_err("open", p));
-            let (wf, sf) = (open(&wsrc)?, open(&ssrc)?);
+            let (wf, sf) = (self.source(&wsrc)?, self.source(&ssrc)?);
             let bf = match &bias {
-                Some((p, _)) => Some(open(p)?),
+                Some((p, _)) => Some(self.source(p)?),
                 None => None,
             };
             let out_path = self.out_root.join(&rel);
