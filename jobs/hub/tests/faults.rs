@@ -50,6 +50,14 @@ async fn transient_faults_are_recovered_with_identical_bytes() {
             .await
             .unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_eq!(part, data[1000..201_000].to_vec(), "{spec}");
+        // A recycled buffer holding other bytes (and a retry after a failed attempt) still ends
+        // with exactly the requested range.
+        h.handle.set_faults(spec.parse().unwrap());
+        let mut buf = vec![0xAB; 300_000];
+        c.get_range_into(&meta, 5, Some(70_004), &mut buf)
+            .await
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(buf, data[5..70_005].to_vec(), "{spec}: recycled buffer");
         h.handle.set_faults(spec.parse().unwrap());
         let dest = h.dir.path().join("w.bin");
         c.download_to_file(&r, "main", "w.bin", &dest)
