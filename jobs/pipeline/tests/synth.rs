@@ -625,3 +625,42 @@ fn bad_arguments_are_refused() {
     let e = synth::generate(Family::KimiK3, dir.path(), 0, 1).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
 }
+
+#[test]
+fn wide_v4_has_real_sized_experts_and_only_v4_defines_it() {
+    // The benchmark shape: routed experts as upstream lays them out at 2048×1024 / 1024×2048
+    // (I8 e2m1 pairs + per-32 e8m0 scales), `scale` experts per layer, the same tensor set.
+    let d = deepseek::V4Dims::wide(14);
+    let plan = deepseek::shard_plan(&d);
+    let layer3 = &plan.iter().find(|(n, _)| n.contains("00005-of")).unwrap().1;
+    let shape = |name: &str| {
+        layer3
+            .iter()
+            .find(|p| p.spec.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .spec
+            .shape
+            .clone()
+    };
+    assert_eq!(shape("layers.3.ffn.experts.13.w1.weight"), vec![2048, 512]);
+    assert_eq!(shape("layers.3.ffn.experts.13.w1.scale"), vec![2048, 32]);
+    assert_eq!(shape("layers.3.ffn.experts.13.w2.weight"), vec![1024, 1024]);
+    assert!(layer3
+        .iter()
+        .all(|p| !p.spec.name.contains("experts.14.")));
+    let tiny = deepseek::shard_plan(&deepseek::V4Dims {
+        experts: 14,
+        ..deepseek::V4Dims::at_scale(1)
+    });
+    let names = |p: &[(String, Vec<synth::write::Planned>)]| {
+        p.iter()
+            .flat_map(|(_, t)| t.iter().map(|x| x.spec.name.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&plan), names(&tiny));
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        synth::generate_shaped(Family::KimiK3, &dir.path().join("k"), 0, 2, true),
+        Err(synth::SynthError::Wide)
+    ));
+}

@@ -1,4 +1,4 @@
-//! `minirun-synth FAMILY --out DIR [--seed N] [--scale S] [--json]`: write a tiny checkpoint in
+//! `minirun-synth FAMILY --out DIR [--seed N] [--scale S] [--wide] [--json]`: write a tiny checkpoint in
 //! a family's real upstream layout (library: `pipeline::synth`; spec: docs/synth.md).
 
 use clap::Parser;
@@ -23,6 +23,10 @@ struct Args {
     /// Size multiplier for benchmarks (1 = tiny; 64 = a few GB).
     #[arg(long, default_value_t = 1)]
     scale: u64,
+    /// DeepSeek V4 with real-sized routed experts (hidden 1024, 2048-wide experts), SCALE of
+    /// them per layer: the benchmark shape (docs/synth.md).
+    #[arg(long)]
+    wide: bool,
     /// Print a JSON summary (every file with its size and SHA-256) on stdout.
     #[arg(long)]
     json: bool,
@@ -33,7 +37,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    match synth::generate(args.family, &args.out, args.seed, args.scale) {
+    match synth::generate_shaped(args.family, &args.out, args.seed, args.scale, args.wide) {
         Ok(summary) => {
             if args.json {
                 println!(

@@ -266,9 +266,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         // Units run concurrently, their chunk transfers drawn from one pool of `concurrency`
         // permits, so small units (one chunk each) still keep several transfers in flight and
         // one unit's checks overlap the others' transfers.
-        let sem = std::sync::Arc::new(unit::Transfers::new(
-            plan.run.concurrency.max(1) as usize
-        ));
+        let sem = std::sync::Arc::new(unit::Transfers::new(plan.run.concurrency.max(1) as usize));
         let mut jobs = Vec::new();
         for (i, report) in reports
             .iter()

@@ -474,16 +474,16 @@ async fn fetch_chunks(
     let mut set = tokio::task::JoinSet::new();
     let n = todo.len() as u64;
     for chunk in todo {
-        let permit = sem
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| FetchError::Upstream {
-                repo: uf.repo.id(),
-                revision: meta.commit.clone(),
-                detail: "transfer pool closed".into(),
-            })?;
+        let permit =
+            sem.permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| FetchError::Upstream {
+                    repo: uf.repo.id(),
+                    revision: meta.commit.clone(),
+                    detail: "transfer pool closed".into(),
+                })?;
         let (client, meta, sink, pool) = (client.clone(), meta.clone(), sink.clone(), sem.clone());
         let what = format!(
             "failed to fetch bytes {}..{} of `{}` in `{}`",

@@ -100,6 +100,9 @@ pub enum SynthError {
     /// `--scale` out of range.
     #[error("scale {0} is out of range: use 1..={MAX_SCALE}")]
     Scale(u64),
+    /// `--wide` for a family that does not define it.
+    #[error("`--wide` is defined for deepseek-v4 only")]
+    Wide,
     /// The output directory is not empty.
     #[error("output directory `{}` is not empty; pass an empty or new directory", .0.display())]
     NotEmpty(PathBuf),
@@ -109,6 +112,21 @@ impl crate::cli::Hint for SynthError {}
 
 /// Generate `family` into `out` (created if missing; must be empty).
 pub fn generate(family: Family, out: &Path, seed: u64, scale: u64) -> Result<Summary, SynthError> {
+    generate_shaped(family, out, seed, scale, false)
+}
+
+/// As [`generate`]; with `wide`, DeepSeek V4 gets real-sized routed experts, `scale` of them per
+/// layer ([`deepseek::V4Dims::wide`]; benchmarks only, no other family defines it).
+pub fn generate_shaped(
+    family: Family,
+    out: &Path,
+    seed: u64,
+    scale: u64,
+    wide: bool,
+) -> Result<Summary, SynthError> {
+    if wide && family != Family::DeepseekV4 {
+        return Err(SynthError::Wide);
+    }
     if scale == 0 || scale > MAX_SCALE {
         return Err(SynthError::Scale(scale));
     }
@@ -124,6 +142,9 @@ pub fn generate(family: Family, out: &Path, seed: u64, scale: u64) -> Result<Sum
         return Err(SynthError::NotEmpty(out.to_path_buf()));
     }
     let (files, tensors) = match family {
+        Family::DeepseekV4 if wide => {
+            deepseek::generate_dims(out, seed, &deepseek::V4Dims::wide(scale))?
+        }
         Family::DeepseekV4 => deepseek::generate(out, seed, scale)?,
         Family::KimiK3 => kimi::generate(out, seed, scale)?,
         Family::MinimaxH3 => minimax::generate(out, seed, scale)?,
