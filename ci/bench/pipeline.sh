@@ -6,15 +6,23 @@
 #  - repack vs `cp` of the same bytes (+ sync), and gate vs `openssl dgst -sha256` run in
 #    parallel on all cores over the bytes the gate hashes → docs/bench/repack-gate.md
 #
-#   ci/bench/pipeline.sh [SCALE]      (SCALE 64 ≈ 2.3 GB)
+#   ci/bench/pipeline.sh [SCALE] [--wide]
+#
+# SCALE 64 ≈ 2.4 GB of the tiny dimensions (256 experts of 64 KiB per layer: 35k files, 42 % of
+# the release is 16 KiB alignment padding) → docs/bench/{fetch,repack-gate}.md.
+# `14 --wide` ≈ 2.4 GB with real-sized experts (14 per layer of 1 MiB + 64 KiB scales, as
+# upstream's 2048-wide experts) → docs/bench/{fetch,repack-gate}-wide.md.
 #
 # Needs the release binaries (cargo build --release --workspace) and $CI_CACHE/venv-hf2.
 # Cleans up its temp dir (the disk is shared).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scale=${1:-64}
-out=docs/bench/fetch.md
-out2=docs/bench/repack-gate.md
+wide=()
+suffix=
+if [ "${2:-}" = --wide ]; then wide=(--wide); suffix=-wide; fi
+out=docs/bench/fetch$suffix.md
+out2=docs/bench/repack-gate$suffix.md
 mkdir -p docs/bench
 : "${CI_CACHE:=$PWD/ci/.cache}"
 : "${CARGO_TARGET_DIR:=$PWD/target}"
@@ -25,7 +33,7 @@ trap 'kill "${hub_pid:-0}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 rev=60d8d70770c6776ff598c94bb586a859a38244f1
 repo=deepseek-ai/DeepSeek-V4-Flash
 
-"$bin/minirun-synth" deepseek-v4 --out "$tmp/ckpt" --scale "$scale" > /dev/null
+"$bin/minirun-synth" deepseek-v4 --out "$tmp/ckpt" --scale "$scale" "${wide[@]}" > /dev/null
 "$bin/minirun-hub" import --root "$tmp/hub" --repo $repo --revision $rev "$tmp/ckpt" > /dev/null
 "$bin/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
 hub_pid=$!
@@ -64,7 +72,7 @@ printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$r
 {
     echo "# Fetch benchmark"
     echo
-    echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
+    echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale${wide[*]:+ ${wide[*]}}\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
     echo
     echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's | load at start |"
     echo "|---|---:|---:|---:|---:|---:|---:|"
@@ -112,7 +120,7 @@ find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256
 {
     echo "# Repack and gate benchmark"
     echo
-    echo "Command: \`ci/bench/pipeline.sh $scale\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as docs/bench/fetch.md. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
+    echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as $out. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
     echo
     echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
     echo "|---|---:|---:|---:|---:|---:|---:|"
