@@ -84,6 +84,31 @@ fn gate_exit_contract() {
         "restored release must PASS again"
     );
 
+    // The artifact agrees with its own digests but not with upstream: a byte of the fetched
+    // upstream copy of a plain tensor changed. The byte comparison names the first differing
+    // upstream offset (one memcmp per write, then the search).
+    let map: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rel.join("layers02/tensors.json")).unwrap())
+            .unwrap();
+    let t = map["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "layers.2.attn_norm.weight")
+        .unwrap();
+    let start = t["upstream_range"][0].as_u64().unwrap();
+    let shard = work
+        .join("upstream/layers02/main")
+        .join(t["upstream_file"].as_str().unwrap());
+    let orig = std::fs::read(&shard).unwrap();
+    flip(&shard, start as usize + 7);
+    let (code, _) = gate(fx, work, &sel);
+    assert_eq!(code, 1, "an upstream byte that differs from the artifact must FAIL");
+    let report = std::fs::read_to_string(work.join("reports/gate.json")).unwrap();
+    let want = format!("first differing byte at upstream offset {}", start + 7);
+    assert!(report.contains(&want), "{want} not in the report");
+    std::fs::write(&shard, &orig).unwrap();
+
     // A unit's output deleted.
     std::fs::remove_dir_all(rel.join("layers03")).unwrap();
     let (code, out) = gate(fx, work, &sel);
