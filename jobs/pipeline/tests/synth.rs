@@ -645,9 +645,7 @@ fn wide_v4_has_real_sized_experts_and_only_v4_defines_it() {
     assert_eq!(shape("layers.3.ffn.experts.13.w1.weight"), vec![2048, 512]);
     assert_eq!(shape("layers.3.ffn.experts.13.w1.scale"), vec![2048, 32]);
     assert_eq!(shape("layers.3.ffn.experts.13.w2.weight"), vec![1024, 1024]);
-    assert!(layer3
-        .iter()
-        .all(|p| !p.spec.name.contains("experts.14.")));
+    assert!(layer3.iter().all(|p| !p.spec.name.contains("experts.14.")));
     let tiny = deepseek::shard_plan(&deepseek::V4Dims {
         experts: 14,
         ..deepseek::V4Dims::at_scale(1)

@@ -88,8 +88,7 @@ fn gate_exit_contract() {
     // upstream copy of a plain tensor changed. The byte comparison names the first differing
     // upstream offset (one memcmp per write, then the search).
     let map: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(rel.join("layers02/tensors.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(rel.join("layers02/tensors.json")).unwrap()).unwrap();
     let t = map["tensors"]
         .as_array()
         .unwrap()
@@ -103,7 +102,10 @@ fn gate_exit_contract() {
     let orig = std::fs::read(&shard).unwrap();
     flip(&shard, start as usize + 7);
     let (code, _) = gate(fx, work, &sel);
-    assert_eq!(code, 1, "an upstream byte that differs from the artifact must FAIL");
+    assert_eq!(
+        code, 1,
+        "an upstream byte that differs from the artifact must FAIL"
+    );
     let report = std::fs::read_to_string(work.join("reports/gate.json")).unwrap();
     let want = format!("first differing byte at upstream offset {}", start + 7);
     assert!(report.contains(&want), "{want} not in the report");
