@@ -13,3 +13,4 @@ pub mod manifest;
 pub mod mega;
 pub mod names;
 pub mod safetensors;
+pub mod tensor_map;

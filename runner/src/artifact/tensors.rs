@@ -3,34 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-/// One entry of a unit's `tensors.json` (schema 1; the fields the repack stage writes).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorEntry {
-    pub name: String,
-    pub dtype: String,
-    pub shape: Vec<u64>,
-    pub file: String,
-    /// `plain`, or the container stream it forms: `packed`, `scale`, `bias`.
-    pub role: String,
-    pub source: String,
-    pub upstream_file: String,
-    pub upstream_range: [u64; 2],
-    pub sha256: String,
-    #[serde(default)]
-    pub fallback: Option<String>,
-}
-
-/// A unit's `tensors.json`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorMap {
-    pub v: u32,
-    pub unit: String,
-    pub tensors: Vec<TensorEntry>,
-}
+pub use artifact::tensor_map::{TensorEntry, TensorMap};
 
 /// How an upstream tensor is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

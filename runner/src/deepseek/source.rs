@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use artifact::container::{ContainerReader, DigestCheck};
-use serde::Deserialize;
+use artifact::tensor_map::{TensorEntry as Entry, TensorMap};
 
 use super::error::V4Error;
 
@@ -66,20 +66,6 @@ pub trait WeightSource: Send + Sync {
     fn digest_check(&self) -> DigestCheck {
         DigestCheck::IfPresent
     }
-}
-
-#[derive(Deserialize)]
-struct TensorMap {
-    tensors: Vec<Entry>,
-}
-
-#[derive(Deserialize, Clone)]
-struct Entry {
-    name: String,
-    dtype: String,
-    shape: Vec<u64>,
-    file: String,
-    role: String,
 }
 
 /// A release directory read in place.

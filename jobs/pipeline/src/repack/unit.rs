@@ -16,7 +16,6 @@ use artifact::container::{self, ContainerSpec, ContainerWriter};
 use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
 use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{io_err, RepackError, UnitReport, STAGE};
@@ -26,48 +25,7 @@ use crate::plan::{
 };
 use crate::work::WorkDir;
 
-/// The per-unit map from upstream tensor to artifact file.
-pub const TENSORS_FILE: &str = "tensors.json";
-
-/// `tensors.json`: where each upstream tensor of the unit lives in the artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorMap {
-    /// Schema version (1).
-    pub v: u32,
-    /// The unit.
-    pub unit: String,
-    /// One entry per upstream tensor, sorted by name.
-    pub tensors: Vec<TensorEntry>,
-}
-
-/// One upstream tensor in the artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorEntry {
-    /// Upstream tensor name.
-    pub name: String,
-    /// Safetensors dtype string.
-    pub dtype: String,
-    /// Shape as stored upstream.
-    pub shape: Vec<u64>,
-    /// File in the unit directory.
-    pub file: String,
-    /// `plain` (the whole file is this tensor's bytes) or the container stream it forms:
-    /// `packed`, `scale`, `bias`.
-    pub role: String,
-    /// The plan source it came from.
-    pub source: String,
-    /// Upstream repository path of the safetensors file.
-    pub upstream_file: String,
-    /// Absolute byte range in that file.
-    pub upstream_range: [u64; 2],
-    /// SHA-256 of the tensor's upstream bytes.
-    pub sha256: String,
-    /// Why a quantized weight is stored as plain streams instead of a container, if it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
-}
+pub use artifact::tensor_map::{TensorEntry, TensorMap, TENSORS_FILE};
 
 /// Why the unit's repack journal does not prove it done (`None`: done). With `verify`, outputs
 /// whose filesystem identity changed are re-hashed: same bytes → the identity is refreshed and
