@@ -7,6 +7,7 @@ pub mod demo;
 pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;
+pub mod hub_tool;
 pub mod inspect;
 pub mod inspect_artifact;
 pub mod plan;

@@ -1,0 +1,165 @@
+//! `minirun-hub`'s command line (docs/hub.md): `serve` runs the embedded file-backed hub until
+//! interrupted (printing `listening on http://ADDR` first); `import` mirrors a local directory as
+//! a repo at an exact upstream commit id. The binary only sets up logging and the runtime.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use hub::server::{self, FaultSpec, ImportError, ServerOptions};
+
+/// The embedded Hugging Face Hub-compatible server.
+#[derive(Debug, Parser)]
+#[command(
+    name = "minirun-hub",
+    version,
+    about = "The embedded Hugging Face Hub-compatible server"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Serve the store at --root.
+    Serve {
+        #[arg(long)]
+        root: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: SocketAddr,
+        /// Require this file's bearer token for writes and private reads.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Redirect LFS downloads (302) to a CDN-like origin on this address.
+        #[arg(long)]
+        cdn_addr: Option<SocketAddr>,
+        /// Fault injection, e.g. `5xx:0.2,reset:x1,delay:1@500` (docs/hub.md §5).
+        #[arg(long, default_value = "")]
+        faults: String,
+        /// Multipart part size for LFS uploads, in bytes.
+        #[arg(long, default_value_t = 16 * 1024 * 1024)]
+        lfs_chunk_size: u64,
+        /// Repos per `/api/models` page.
+        #[arg(long, default_value_t = 1000)]
+        list_page_size: usize,
+        /// Allow binding a non-loopback address.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// Mirror DIR as OWNER/NAME with `main` at commit REV.
+    Import {
+        #[arg(long)]
+        root: PathBuf,
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        revision: String,
+        #[arg(long)]
+        private: bool,
+        dir: PathBuf,
+    },
+}
+
+/// Why `minirun-hub` stopped with a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum HubToolError {
+    /// A non-loopback address without `--allow-remote`.
+    #[error("refusing to bind non-loopback `{0}` without --allow-remote")]
+    Remote(SocketAddr),
+    /// `--faults` does not parse.
+    #[error("`--faults`: {0}")]
+    Faults(String),
+    /// `--repo` is not `OWNER/NAME`.
+    #[error("`--repo`: {0}")]
+    Repo(String),
+    /// The token file could not be read.
+    #[error(transparent)]
+    Token(#[from] hub::HubError),
+    /// The store could not be opened or the address bound.
+    #[error("failed to serve `{}` on `{addr}`", root.display())]
+    Serve {
+        root: PathBuf,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the interrupt failed.
+    #[error("failed to wait for the interrupt signal")]
+    Signal(#[source] std::io::Error),
+    /// The import was refused or failed.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+}
+
+impl crate::cli::Hint for HubToolError {}
+
+/// Run one `minirun-hub` command; what it prints goes to stdout.
+pub async fn run(cli: Cli) -> Result<(), HubToolError> {
+    match cli.cmd {
+        Cmd::Serve {
+            root,
+            addr,
+            token_file,
+            cdn_addr,
+            faults,
+            lfs_chunk_size,
+            list_page_size,
+            allow_remote,
+        } => {
+            if let Some(a) = std::iter::once(addr)
+                .chain(cdn_addr)
+                .find(|a| !allow_remote && !a.ip().is_loopback())
+            {
+                return Err(HubToolError::Remote(a));
+            }
+            let token = match token_file {
+                Some(p) => Some(hub::Token::from_file(&p)?.expose().to_string()),
+                None => None,
+            };
+            let faults: FaultSpec = faults.parse().map_err(HubToolError::Faults)?;
+            let opts = ServerOptions {
+                token,
+                cdn_addr,
+                faults,
+                lfs_chunk_size,
+                list_page_size,
+                ..ServerOptions::default()
+            };
+            let h =
+                server::spawn(&root, addr, opts)
+                    .await
+                    .map_err(|source| HubToolError::Serve {
+                        root: root.clone(),
+                        addr,
+                        source,
+                    })?;
+            println!("listening on {}", h.url());
+            if let Some(c) = h.cdn_addr {
+                println!("cdn on http://{c}");
+            }
+            tokio::signal::ctrl_c()
+                .await
+                .map_err(HubToolError::Signal)?;
+            h.shutdown().await;
+            Ok(())
+        }
+        Cmd::Import {
+            root,
+            repo,
+            revision,
+            private,
+            dir,
+        } => {
+            let id = hub::RepoId::model(&repo).map_err(HubToolError::Repo)?;
+            let s = server::import_dir(&root, &id, &revision, &dir, private)?;
+            println!(
+                "imported {} files ({} LFS) as {id}@{revision}{}",
+                s.files,
+                s.lfs_files,
+                if s.changed { "" } else { " (unchanged)" }
+            );
+            Ok(())
+        }
+    }
+}
