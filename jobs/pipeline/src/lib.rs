@@ -10,6 +10,7 @@ pub mod gguf_tool;
 pub mod hub_tool;
 pub mod inspect;
 pub mod inspect_artifact;
+pub mod mega_tool;
 pub mod plan;
 pub mod promote;
 pub mod repack;
