@@ -11,6 +11,7 @@
 //! a file's LFS SHA-256 (or git-blob SHA-1) whenever the unit covers the whole file; (8) journals
 //! the unit as done.
 
+mod controls;
 pub mod discover;
 mod ordered;
 pub mod plausible;

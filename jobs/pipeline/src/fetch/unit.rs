@@ -16,6 +16,7 @@ use hub::client::HubClient;
 use ledger::{ChunkLog, Journal, UnitLock};
 use serde_json::json;
 
+use super::controls;
 use super::discover::{Upstream, UpstreamFile};
 use super::ordered::OrderedHasher;
 use super::plausible::{self, Content};
@@ -26,8 +27,6 @@ use crate::work::WorkDir;
 
 /// The most bytes of one tensor the arrival check reads (whole rows from the start).
 const CHECK_SAMPLE_BYTES: u64 = 64 << 20;
-/// The most bytes a negative control reads.
-const CONTROL_BYTES: u64 = 64 << 10;
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FetchError {
     let path = path.to_owned();
@@ -157,6 +156,15 @@ pub async fn fetch_unit(
             None => None,
         };
         let checked_in_memory = sink.checked();
+        // Controls whose bytes lie outside the unit's ranges are read from the hub now, so every
+        // control runs (a unit that shares its shard with others needs this).
+        let probes = controls::probes(uf, tensors);
+        let outside = if probes.iter().any(|p| !needed.covers(p.range())) {
+            let meta = file_meta(client, plan, uf).await?;
+            controls::outside_reads(client, &meta, &probes, &needed).await?
+        } else {
+            BTreeMap::new()
+        };
         report.bytes_fetched += bytes;
         report.chunks_fetched += chunks;
 
@@ -181,6 +189,7 @@ pub async fn fetch_unit(
                 &unit2,
                 &uf2,
                 &owned,
+                (&probes, &outside),
                 &needed2,
                 &file2,
                 &data2,
@@ -267,6 +276,7 @@ fn check_file(
     unit: &str,
     uf: &UpstreamFile,
     tensors: &[(UpstreamTensor, Content, bool)],
+    (probes, outside): (&[controls::Probe], &BTreeMap<(u64, u64), Vec<u8>>),
     needed: &RangeSet,
     file: &File,
     data_path: &Path,
@@ -295,10 +305,10 @@ fn check_file(
         }
     }
     let refs: Vec<(&UpstreamTensor, Content)> = tensors.iter().map(|(t, c, _)| (t, *c)).collect();
-    let mut controls = negative_controls(uf, &refs, needed, file, data_path, rel)?;
+    let mut controls = controls::run(&refs, probes, outside, needed, file, data_path, rel)?;
     file.sync_all().map_err(io("fsync", data_path))?;
     if !needed.covers(&(0..uf.size)) {
-        mark_no_digest(&mut controls);
+        controls::mark_no_digest(&mut controls);
         return Ok((None, controls));
     }
     // The SHA-256 computed in order while the chunks arrived, else one pass over the file.
@@ -318,7 +328,7 @@ fn check_file(
     }
     // The file is now proven byte for byte: a control the content rules could not tell from real
     // data is decided by the digest (see `reject_by_digest`).
-    reject_by_digest(&mut controls, uf, file, data_path)?;
+    controls::reject_by_digest(&mut controls, uf, file, data_path)?;
     Ok((
         Some(Whole {
             sha256: (algo == "sha256").then_some(actual),
@@ -446,31 +456,10 @@ async fn fetch_chunks(
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let meta = match &uf.meta {
-        Some(m) => m.clone(),
-        None if total == 0 => return Ok((0, 0)),
-        None => {
-            let src = plan
-                .source(&uf.source)
-                .ok_or_else(|| FetchError::Upstream {
-                    repo: uf.repo.id(),
-                    revision: String::new(),
-                    detail: format!("no plan source `{}`", uf.source),
-                })?;
-            let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
-            if m.size != uf.size {
-                return Err(FetchError::Upstream {
-                    repo: uf.repo.id(),
-                    revision: m.commit.clone(),
-                    detail: format!(
-                        "`{}` resolves to {} B, the tree says {} B",
-                        uf.path, m.size, uf.size
-                    ),
-                });
-            }
-            m
-        }
-    };
+    if total == 0 && uf.meta.is_none() {
+        return Ok((0, 0));
+    }
+    let meta = file_meta(client, plan, uf).await?;
     let mut set = tokio::task::JoinSet::new();
     let n = todo.len() as u64;
     for chunk in todo {
@@ -541,6 +530,39 @@ async fn fetch_chunks(
     Ok((bytes, n))
 }
 
+/// The resolved metadata (location, size, commit) of an upstream file: from discovery, else
+/// resolved now and checked against the size the tree reported.
+async fn file_meta(
+    client: &HubClient,
+    plan: &Plan,
+    uf: &UpstreamFile,
+) -> Result<hub::client::FileMetadata, FetchError> {
+    Ok(match &uf.meta {
+        Some(m) => m.clone(),
+        None => {
+            let src = plan
+                .source(&uf.source)
+                .ok_or_else(|| FetchError::Upstream {
+                    repo: uf.repo.id(),
+                    revision: String::new(),
+                    detail: format!("no plan source `{}`", uf.source),
+                })?;
+            let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
+            if m.size != uf.size {
+                return Err(FetchError::Upstream {
+                    repo: uf.repo.id(),
+                    revision: m.commit.clone(),
+                    detail: format!(
+                        "`{}` resolves to {} B, the tree says {} B",
+                        uf.path, m.size, uf.size
+                    ),
+                });
+            }
+            m
+        }
+    })
+}
+
 /// The transfer pool shared by every unit of a run: `concurrency` permits, and the chunk buffers
 /// of finished transfers kept for the next ones (a fresh 64 MiB buffer costs a page fault per
 /// 4 KiB page as it fills; a recycled one is already mapped).
@@ -593,7 +615,7 @@ fn sample_range(abs: &Range<u64>, shape: &[u64], content: Content) -> Range<u64>
     abs.start..abs.start + take.min(len)
 }
 
-fn read_at(file: &File, path: &Path, r: Range<u64>) -> Result<Vec<u8>, FetchError> {
+pub(super) fn read_at(file: &File, path: &Path, r: Range<u64>) -> Result<Vec<u8>, FetchError> {
     let len = usize::try_from(r.end - r.start).map_err(|_| FetchError::Io {
         what: "read (range too large)",
         path: path.to_owned(),
@@ -610,119 +632,4 @@ fn discard(data: &Path, log: &Path) {
     // Best effort: a file that cannot be removed is re-verified by the next run's chunk log.
     let _ = std::fs::remove_file(log);
     let _ = std::fs::remove_file(data);
-}
-
-/// The negative controls of one file: for the first tensor of each (dtype, content) kind, the
-/// same tensor read without the data-section base offset, and read shifted off its element or
-/// group grid into other data of the same dtype. Each is expected to fail the arrival check.
-fn negative_controls(
-    uf: &UpstreamFile,
-    tensors: &[(&UpstreamTensor, Content)],
-    needed: &RangeSet,
-    file: &File,
-    path: &Path,
-    rel: &str,
-) -> Result<Vec<serde_json::Value>, FetchError> {
-    let mut out = Vec::new();
-    let mut seen = Vec::new();
-    for (t, content) in tensors {
-        let key = (t.dtype.clone(), format!("{content:?}"));
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
-        let Some(ti) = uf.header.tensor(&t.name) else {
-            continue;
-        };
-        let abs = absolute_range(uf.header.data_start, ti);
-        let len = (abs.end - abs.start).min(CONTROL_BYTES);
-        let rel_start = ti.data_offsets[0];
-        let mut probes = vec![("without-data-base-offset", rel_start..rel_start + len)];
-        if let Some(shift) = plausible::grid_shift(&t.dtype, *content, &t.shape) {
-            let shift = shift as u64;
-            if shift < len {
-                probes.push((
-                    "shifted-off-grid",
-                    abs.start + shift..abs.end.min(abs.start + shift + len),
-                ));
-            }
-        }
-        for (control, range) in probes {
-            if range.start >= range.end || !needed.covers(&range) {
-                out.push(json!({"file": rel, "tensor": t.name, "control": control, "ran": false,
-                    "rejected": false, "reason": "the control's bytes are not among the unit's fetched ranges"}));
-                continue;
-            }
-            let bytes = read_at(file, path, range.clone())?;
-            let verdict = plausible::check(&t.dtype, *content, &t.shape, &bytes);
-            let by = verdict.is_err().then_some("content");
-            out.push(
-                json!({"file": rel, "tensor": t.name, "control": control, "ran": true,
-                "range": [range.start, range.end], "tensor_range": [abs.start, abs.start + len],
-                "rejected": verdict.is_err(), "rejected_by": by,
-                "reason": verdict.err().map(|e| e.reason)}),
-            );
-        }
-    }
-    Ok(out)
-}
-
-/// Decide, by the whole-file digest, the controls the content rules passed (reads that land in
-/// other real data of the same dtype and grid). The file has just matched the hub's digest, so
-/// every byte of it is proven; a wrong read is caught exactly when substituting its bytes for the
-/// tensor's would change the file, i.e. when they differ from the tensor's proven bytes (SHA-256
-/// is collision resistant, so comparing the bytes decides what re-hashing the substituted file
-/// would, without hashing the file once per control). Identical bytes (a shift inside a run of
-/// zeros) are the right bytes and stay "not rejected".
-fn reject_by_digest(
-    controls: &mut [serde_json::Value],
-    uf: &UpstreamFile,
-    file: &File,
-    path: &Path,
-) -> Result<(), FetchError> {
-    for c in controls.iter_mut() {
-        if c["ran"] != json!(true) || c["rejected"] == json!(true) {
-            continue;
-        }
-        let span = |key: &str| -> Option<Range<u64>> {
-            let a = c[key].as_array()?;
-            let (s, e) = (a.first()?.as_u64()?, a.get(1)?.as_u64()?);
-            (s < e).then_some(s..e)
-        };
-        let (Some(wrong), Some(right)) = (span("range"), span("tensor_range")) else {
-            continue;
-        };
-        let n = (wrong.end - wrong.start).min(right.end - right.start);
-        let a = read_at(file, path, wrong.start..wrong.start + n)?;
-        let b = read_at(file, path, right.start..right.start + n)?;
-        if a != b {
-            c["rejected"] = json!(true);
-            c["rejected_by"] = json!("whole-file-digest");
-            c["reason"] = json!(format!(
-                "plausible {} data, but not this tensor's: the bytes differ from its bytes at \
-                 [{}, {}) of `{}`, which the hub's digest proves, so storing them would change \
-                 the file's digest",
-                c["tensor"].as_str().unwrap_or("?"),
-                right.start,
-                right.start + n,
-                uf.path
-            ));
-        } else {
-            c["reason"] = json!("the wrong read returned exactly the tensor's proven bytes");
-        }
-    }
-    Ok(())
-}
-
-/// Controls the content rules passed in a file the unit does not fetch whole: no hub digest
-/// covers their bytes, so nothing here can tell them from the tensor's (recorded, not fatal).
-fn mark_no_digest(controls: &mut [serde_json::Value]) {
-    for c in controls.iter_mut() {
-        if c["ran"] == json!(true) && c["rejected"] != json!(true) {
-            c["reason"] = json!(
-                "plausible data of the same dtype, and the unit does not fetch the whole file, so \
-                 no hub digest covers these bytes"
-            );
-        }
-    }
 }
