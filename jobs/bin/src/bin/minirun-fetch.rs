@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
-use pipeline::fetch::{self, FetchOpts};
+use pipeline::fetch::{self, FetchOpts, ProgressMode};
 use pipeline::plan::Plan;
 
 /// Fetch the byte ranges the plan's units need from its pinned upstream revision.
@@ -34,7 +34,11 @@ fn main() -> ExitCode {
             units: args.units.units.clone(),
             dry_run: args.stage.dry_run,
             verify: args.verify,
-            progress: !args.stage.json && std::io::stderr().is_terminal(),
+            progress: match (args.stage.json, std::io::stderr().is_terminal()) {
+                (true, _) => ProgressMode::Off,
+                (false, true) => ProgressMode::Bars,
+                (false, false) => ProgressMode::Lines,
+            },
         };
         fetch::run(&plan, &opts)
     };

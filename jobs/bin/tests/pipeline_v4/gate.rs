@@ -24,12 +24,25 @@ fn gate_exit_contract() {
     let w = tempfile::tempdir().unwrap();
     let work = w.path();
     let units = "layers02,layers03,global00";
-    stage_ok(
-        "minirun-fetch",
-        &fx.plan,
-        work,
-        &hub.url,
-        &["--units", units],
+    // stderr is not a terminal here: progress comes as plain lines, one per finished unit and
+    // a last total line.
+    let fetch = cmd("minirun-fetch")
+        .arg("--plan")
+        .arg(&fx.plan)
+        .arg("--work-dir")
+        .arg(work)
+        .args(["--endpoint", &hub.url, "--units", units])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&fetch.stderr);
+    assert!(fetch.status.success(), "{err}");
+    for u in units.split(',') {
+        assert!(err.contains(&format!("fetch: {u} done, ")), "{u}: {err}");
+    }
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("fetch: ") && last.contains("(100%)") && last.ends_with("3 units done"),
+        "{err}"
     );
     stage_ok(
         "minirun-repack",

@@ -15,6 +15,7 @@ mod controls;
 pub mod discover;
 mod ordered;
 pub mod plausible;
+mod progress;
 pub mod ranges;
 pub mod root;
 mod unit;
@@ -28,6 +29,7 @@ use crate::plan::{Plan, PlanError};
 use crate::work::WorkDir;
 
 pub use discover::Upstream;
+pub use progress::ProgressMode;
 
 /// The stage name in journals.
 pub const STAGE: &str = "fetch";
@@ -45,8 +47,8 @@ pub struct FetchOpts {
     pub dry_run: bool,
     /// `--verify`: a finished unit counts as done only after re-hashing its files.
     pub verify: bool,
-    /// Show a progress bar (a terminal on stderr).
-    pub progress: bool,
+    /// Progress on stderr: bars on a terminal, plain lines otherwise, or none.
+    pub progress: ProgressMode,
 }
 
 /// Why fetch failed.
@@ -267,7 +269,10 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         // Units run concurrently, their chunk transfers drawn from one pool of `concurrency`
         // permits, so small units (one chunk each) still keep several transfers in flight and
         // one unit's checks overlap the others' transfers.
-        let sem = std::sync::Arc::new(unit::Transfers::new(plan.run.concurrency.max(1) as usize));
+        let sem = std::sync::Arc::new(unit::Transfers::new(
+            plan.run.concurrency.max(1) as usize,
+            opts.progress,
+        ));
         let mut jobs = Vec::new();
         for (i, report) in reports
             .iter()
@@ -291,13 +296,14 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                     async move {
                         (
                             i,
-                            unit::fetch_unit(client, plan, work, upstream, ru, opts, sem).await,
+                            unit::fetch_unit(client, plan, work, upstream, ru, sem).await,
                         )
                     }
                 })
                 .buffer_unordered(in_flight)
                 .collect()
                 .await;
+        sem.progress.finish();
         let mut first_err = None;
         for (i, r) in results {
             match r {

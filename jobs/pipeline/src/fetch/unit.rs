@@ -20,8 +20,9 @@ use super::controls;
 use super::discover::{Upstream, UpstreamFile};
 use super::ordered::OrderedHasher;
 use super::plausible::{self, Content};
+use super::progress::{Progress, ProgressMode, UnitProgress};
 use super::ranges::RangeSet;
-use super::{FetchError, FetchOpts, UnitReport, STAGE};
+use super::{FetchError, UnitReport, STAGE};
 use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
 use crate::work::WorkDir;
 
@@ -57,12 +58,12 @@ pub async fn fetch_unit(
     work: &WorkDir,
     upstream: &Upstream,
     ru: &ResolvedUnit,
-    opts: &FetchOpts,
     sem: &Arc<Transfers>,
 ) -> Result<UnitReport, FetchError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
     let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
+    let up = sem.progress.unit(unit);
     let mut by_file: BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> = BTreeMap::new();
     for p in &ru.placements {
         for (t, c) in tensors_with_content(p) {
@@ -148,8 +149,7 @@ pub async fn fetch_unit(
             arrival,
             one_chunk_sha: std::sync::Mutex::new(None),
         });
-        let (bytes, chunks) =
-            fetch_chunks(client, plan, uf, &sink, todo, sem, opts.progress).await?;
+        let (bytes, chunks) = fetch_chunks(client, plan, uf, &sink, todo, sem, &up).await?;
         let streamed_sha = match hasher {
             Some(h) => h.finish(),
             None if one_chunk => sink.one_chunk_sha(),
@@ -248,6 +248,7 @@ pub async fn fetch_unit(
         .insert("files_verified_whole".into(), json!(report.files_verified));
     journal.mark_done();
     journal.store(&ledger_dir)?;
+    up.finish();
     match std::fs::remove_dir_all(work.chunk_logs(unit)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(FetchError::Io {
@@ -438,24 +439,11 @@ async fn fetch_chunks(
     sink: &Arc<FileSink>,
     todo: Vec<Range<u64>>,
     sem: &Arc<Transfers>,
-    progress: bool,
+    up: &UnitProgress<'_>,
 ) -> Result<(u64, u64), FetchError> {
-    let unit = sink.unit.as_str();
     let data_path = sink.path.as_path();
     let total: u64 = todo.iter().map(|r| r.end - r.start).sum();
-    let bar = if progress && total > 0 {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_message(format!("{unit} {}", uf.path));
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    up.plan(total);
     if total == 0 && uf.meta.is_none() {
         return Ok((0, 0));
     }
@@ -524,9 +512,8 @@ async fn fetch_chunks(
             source: std::io::Error::other(e.to_string()),
         })??;
         bytes += len;
-        bar.inc(len);
+        up.advance(len);
     }
-    bar.finish_and_clear();
     Ok((bytes, n))
 }
 
@@ -564,21 +551,24 @@ async fn file_meta(
 }
 
 /// The transfer pool shared by every unit of a run: `concurrency` permits, and the chunk buffers
-/// of finished transfers kept for the next ones (a fresh 64 MiB buffer costs a page fault per
+/// of finished transfers kept for the next ones, and the progress report (a fresh 64 MiB buffer costs a page fault per
 /// 4 KiB page as it fills; a recycled one is already mapped).
 pub struct Transfers {
     permits: Arc<tokio::sync::Semaphore>,
     buffers: std::sync::Mutex<Vec<Vec<u8>>>,
     keep: usize,
+    /// The run's progress report.
+    pub progress: Progress,
 }
 
 impl Transfers {
-    /// A pool of `n` concurrent transfers.
-    pub fn new(n: usize) -> Self {
+    /// A pool of `n` concurrent transfers, reporting progress as `mode` says.
+    pub fn new(n: usize, mode: ProgressMode) -> Self {
         Transfers {
             permits: Arc::new(tokio::sync::Semaphore::new(n)),
             buffers: std::sync::Mutex::new(Vec::new()),
             keep: n,
+            progress: Progress::new(mode),
         }
     }
 

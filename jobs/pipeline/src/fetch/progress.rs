@@ -1,0 +1,161 @@
+//! Fetch progress on stderr: on a terminal, one indicatif bar per unit in flight under a total
+//! bar (bytes, rate, ETA); otherwise plain lines, one per finished unit and a total line at most
+//! every few seconds; nothing with `--json` or from library callers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// How fetch reports progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Nothing (library callers, `--json`).
+    #[default]
+    Off,
+    /// indicatif bars (stderr is a terminal).
+    Bars,
+    /// Plain lines on stderr (a log file, CI).
+    Lines,
+}
+
+/// The most often a plain total line is printed.
+const LINE_EVERY: Duration = Duration::from_secs(5);
+
+/// The progress of one fetch run.
+pub struct Progress {
+    mode: ProgressMode,
+    multi: MultiProgress,
+    total: ProgressBar,
+    planned: AtomicU64,
+    done: AtomicU64,
+    units_done: AtomicU64,
+    started: Instant,
+    last_line: Mutex<Instant>,
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+impl Progress {
+    /// Progress reported as `mode` says.
+    pub fn new(mode: ProgressMode) -> Self {
+        let multi = MultiProgress::with_draw_target(if mode == ProgressMode::Bars {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        });
+        let total = multi.add(ProgressBar::new(0));
+        total.set_style(style(
+            "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        ));
+        total.set_message("total");
+        let now = Instant::now();
+        Progress {
+            mode,
+            multi,
+            total,
+            planned: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            units_done: AtomicU64::new(0),
+            started: now,
+            last_line: Mutex::new(now),
+        }
+    }
+
+    /// A unit starts.
+    pub fn unit(&self, unit: &str) -> UnitProgress<'_> {
+        let bar = if self.mode == ProgressMode::Bars {
+            let b = self.multi.add(ProgressBar::new(0));
+            b.set_style(style(
+                "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            ));
+            b.set_message(unit.to_owned());
+            b
+        } else {
+            ProgressBar::hidden()
+        };
+        UnitProgress {
+            run: self,
+            unit: unit.to_owned(),
+            bar,
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn line(&self, force: bool) {
+        if self.mode != ProgressMode::Lines {
+            return;
+        }
+        let mut last = self.last_line.lock().unwrap_or_else(|p| p.into_inner());
+        if !force && last.elapsed() < LINE_EVERY {
+            return;
+        }
+        *last = Instant::now();
+        let (done, planned) = (
+            self.done.load(Ordering::Relaxed),
+            self.planned.load(Ordering::Relaxed),
+        );
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = done as f64 / secs;
+        let eta = if rate > 0.0 {
+            format!("{:.0} s", planned.saturating_sub(done) as f64 / rate)
+        } else {
+            "?".into()
+        };
+        eprintln!(
+            "fetch: {done} of {planned} B planned so far ({:.0}%), {:.1} MB/s, eta {eta}, {} units done",
+            100.0 * done as f64 / planned.max(1) as f64,
+            rate / 1e6,
+            self.units_done.load(Ordering::Relaxed)
+        );
+    }
+
+    /// The run ends: bars are cleared (the summary follows), a last plain line is printed.
+    pub fn finish(&self) {
+        self.total.finish_and_clear();
+        self.line(true);
+    }
+}
+
+/// The progress of one unit.
+pub struct UnitProgress<'a> {
+    run: &'a Progress,
+    unit: String,
+    bar: ProgressBar,
+    bytes: AtomicU64,
+}
+
+impl UnitProgress<'_> {
+    /// `n` more bytes are to be fetched for this unit.
+    pub fn plan(&self, n: u64) {
+        self.bar.inc_length(n);
+        self.run.total.inc_length(n);
+        self.run.planned.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` bytes arrived and were stored.
+    pub fn advance(&self, n: u64) {
+        self.bar.inc(n);
+        self.run.total.inc(n);
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+        self.run.done.fetch_add(n, Ordering::Relaxed);
+        self.run.line(false);
+    }
+
+    /// The unit is done (journaled); its bar goes, a plain line says so.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+        self.run.multi.remove(&self.bar);
+        self.run.units_done.fetch_add(1, Ordering::Relaxed);
+        if self.run.mode == ProgressMode::Lines {
+            eprintln!(
+                "fetch: {} done, {} B fetched",
+                self.unit,
+                self.bytes.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
