@@ -52,9 +52,23 @@ measure() {
     echo "$name $wall $(echo "$user + $sys" | bc) $rss $load"
 }
 
+# The median (by wall time) of REPEAT runs of one command, with the min and max wall appended:
+#   med NAME RESET CMD...   (RESET is evaluated before each run: it removes that run's outputs)
+repeat=${REPEAT:-3}
+med() {
+    local name=$1 reset=$2; shift 2
+    local runs=() i
+    for i in $(seq "$repeat"); do
+        eval "$reset"
+        runs+=("$(measure "$name" "$@")")
+    done
+    local sorted; sorted=$(printf '%s\n' "${runs[@]}" | sort -k2,2n)
+    echo "$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p") $(echo "$sorted" | head -n1 | cut -d' ' -f2) $(echo "$sorted" | tail -n1 | cut -d' ' -f2)"
+}
+
 results=()
-results+=("$(measure minirun-fetch "$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")")
-results+=("$(measure snapshot_download env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
+results+=("$(med minirun-fetch 'rm -rf "$tmp/w1"' "$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")")
+results+=("$(med snapshot_download 'rm -rf "$tmp/w2"' env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
 import hashlib, os, sys
 from huggingface_hub import snapshot_download
 d = snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=["*.safetensors"], max_workers=8)
@@ -64,8 +78,7 @@ for f in sorted(os.listdir(d)):
         fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.close(fd)
         h = hashlib.sha256(open(p, "rb").read()).hexdigest()
 ' $repo $rev "$tmp/w2")")
-mkdir -p "$tmp/w3"
-results+=("$(measure curl-parallel bash -c '
+results+=("$(med curl-parallel 'rm -rf "$tmp/w3"; mkdir -p "$tmp/w3"' bash -c '
 cd "$1"; url=$2; rev=$3; repo=$4; shift 4
 printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$rev/{} && sync {} && openssl dgst -sha256 {} > /dev/null"
 ' _ "$tmp/w3" "$url" $rev $repo $(cd "$tmp/ckpt" && ls *.safetensors))")
@@ -74,12 +87,14 @@ printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$r
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale${wide[*]:+ ${wide[*]}}\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
     echo
-    echo "| tool | wall s | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's | load at start |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "Each row is the median run of $repeat by wall time (its CPU, peak RSS and load), with the fastest and slowest wall time of the $repeat."
+    echo
+    echo "| tool | wall s | wall min–max | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's | load at start |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     base=$(echo "${results[0]}" | awk '{print $2}')
     for r in "${results[@]}"; do
         set -- $r
-        echo "| $1 | $2 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) | $5 |"
+        echo "| $1 | $2 | $6–$7 | $(echo "scale=1; $bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $base" | bc) | $5 |"
     done
     echo
     echo "Negative controls recorded in the fetch journals of that run (docs/fetch.md):"
@@ -99,22 +114,22 @@ cat "$out"
 
 # ---- repack vs cp, gate vs openssl ------------------------------------------------------------
 plan=(--plan plans/deepseek-v4.toml --work-dir "$tmp/w1")
-rp=$(measure minirun-repack "$bin/minirun-repack" "${plan[@]}")
+rp=$(med minirun-repack 'rm -rf "$tmp/w1/release" "$tmp/w1/ledger/repack"' "$bin/minirun-repack" "${plan[@]}")
 rel_bytes=$(du -sb --apparent-size "$tmp/w1/release" | cut -f1)
 src_bytes=$(du -sb --apparent-size "$tmp/w1/upstream" | cut -f1)
-cpm=$(measure cp bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
+cpm=$(med cp 'rm -rf "$tmp/cp-copy"' bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
 rm -rf "$tmp/cp-copy"
 # The same anchor over what repack writes: the release's files (one per tensor) and bytes (16 KiB
 # container alignment included), so the ratio isolates repack's own work from the layout's cost.
-cpr=$(measure cp-release bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/release" "$tmp/cp-release")
+cpr=$(med cp-release 'rm -rf "$tmp/cp-release"' bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/release" "$tmp/cp-release")
 rm -rf "$tmp/cp-release"
 rel_files=$(find "$tmp/w1/release" -type f | wc -l)
-gt=$(measure minirun-gate "$bin/minirun-gate" "${plan[@]}")
+gt=$(med minirun-gate 'rm -rf "$tmp/w1/reports"' "$bin/minirun-gate" "${plan[@]}")
 # The gate hashes every release byte once (read-back) and again as it reads the tiles with their
 # digests (containers), and reads the upstream bytes it compares; the anchor hashes the same count.
 til_bytes=$(find "$tmp/w1/release" -name '*.til' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
 hashed=$((rel_bytes + til_bytes))
-ossl=$(measure openssl-parallel bash -c '
+ossl=$(med openssl-parallel : bash -c '
 n=$(nproc); cd "$1"; find release -type f -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null
 find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null' _ "$tmp/w1")
 {
@@ -122,12 +137,20 @@ find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as $out. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
     echo
-    echo "| step | wall s | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
-    set -- $rp; rw=$2; echo "| minirun-repack | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
-    set -- $cpm; echo "| cp -r + sync of the fetched upstream (46 files) | $2 | $(echo "scale=1; $src_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
-    set -- $cpr; echo "| cp -r + sync of the release ($rel_files files, same bytes) | $2 | $(echo "scale=1; $rel_bytes / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $rw" | bc) | $5 |"
-    set -- $gt; gw=$2; echo "| minirun-gate | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | | $5 |"
-    set -- $ossl; echo "| openssl dgst -sha256, parallel | $2 | $(echo "scale=1; $hashed / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $(echo "scale=2; $2 / $gw" | bc) | $5 |"
+    echo "Each row is the median run of $repeat by wall time, with the fastest and slowest wall time of the $repeat."
+    echo
+    echo "| step | wall s | wall min–max | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    row() { # row LABEL BYTES RATIO_BASE(wall or empty) FIELDS...
+        local label=$1 b=$2 base=$3; shift 3
+        local ratio=""; [ -n "$base" ] && ratio=$(echo "scale=2; $2 / $base" | bc)
+        echo "| $label | $2 | $6–$7 | $(echo "scale=1; $b / $2 / 1000000" | bc) | $3 | $(( $4 / 1024 )) | $ratio | $5 |"
+    }
+    rw=$(echo "$rp" | cut -d' ' -f2); gw=$(echo "$gt" | cut -d' ' -f2)
+    row minirun-repack "$rel_bytes" "" $rp
+    row "cp -r + sync of the fetched upstream (46 files)" "$src_bytes" "$rw" $cpm
+    row "cp -r + sync of the release ($rel_files files, same bytes)" "$rel_bytes" "$rw" $cpr
+    row minirun-gate "$hashed" "" $gt
+    row "openssl dgst -sha256, parallel" "$hashed" "$gw" $ossl
 } > "$out2"
 cat "$out2"
