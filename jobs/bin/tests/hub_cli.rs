@@ -1,8 +1,12 @@
 //! `minirun-hub` through the real binary: import then serve answers, and every refusal is exit 1
 //! with a message naming the argument (64 for usage errors).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+#[path = "pipeline_v4/common.rs"]
+#[allow(dead_code)]
+mod v4;
+
+use std::io::{Read, Write};
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_minirun-hub");
 const REV: &str = "60d8d70770c6776ff598c94bb586a859a38244f1";
@@ -16,6 +20,20 @@ fn run(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `import --root ROOT --repo REPO --revision REV SRC`.
+fn import<'a>(root: &'a str, repo: &'a str, rev: &'a str, src: &'a str) -> [&'a str; 8] {
+    [
+        "import",
+        "--root",
+        root,
+        "--repo",
+        repo,
+        "--revision",
+        rev,
+        src,
+    ]
+}
+
 #[test]
 fn import_serve_and_refusals() {
     let d = tempfile::tempdir().unwrap();
@@ -23,43 +41,19 @@ fn import_serve_and_refusals() {
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("config.json"), b"{\"a\": 1}\n").unwrap();
     let (root_s, src_s) = (root.to_str().unwrap(), src.to_str().unwrap());
-    let import = [
-        "import",
-        "--root",
-        root_s,
-        "--repo",
-        "o/n",
-        "--revision",
-        REV,
-        src_s,
-    ];
-    let (code, out, err) = run(&import);
+    let (code, out, err) = run(&import(root_s, "o/n", REV, src_s));
     assert_eq!(code, Some(0), "{err}");
     assert!(
         out.starts_with(&format!("imported 1 files (0 LFS) as o/n@{REV}")),
         "{out}"
     );
-    let (code, out, _) = run(&import);
+    let (code, out, _) = run(&import(root_s, "o/n", REV, src_s));
     assert_eq!(code, Some(0));
     assert!(out.contains("(unchanged)"), "{out}");
 
-    // Serve: the first line names the address; the file resolves at the pinned revision.
-    let mut child = Command::new(BIN)
-        .args(["serve", "--root", root_s, "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
-    let addr = url.strip_prefix("http://").unwrap().to_owned();
+    // Serve (the shared test hub runs `minirun-hub serve`): the file resolves at the revision.
+    let hub = v4::Hub::start(&root, "");
+    let addr = hub.url.strip_prefix("http://").unwrap().to_owned();
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
     write!(
         conn,
@@ -68,52 +62,20 @@ fn import_serve_and_refusals() {
     .unwrap();
     let mut resp = String::new();
     conn.read_to_string(&mut resp).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(hub);
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    let body = resp
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or("")
-        .as_bytes()
-        .to_vec();
-    assert_eq!(&body[..], b"{\"a\": 1}\n");
+    assert_eq!(resp.split("\r\n\r\n").nth(1), Some("{\"a\": 1}\n"));
 
+    let remote = ["serve", "--root", root_s, "--addr", "10.1.2.3:0"];
+    let faults = ["serve", "--root", root_s, "--faults", "bogus:1"];
     let cases: [(&[&str], &str); 4] = [
         (
-            &["serve", "--root", root_s, "--addr", "10.1.2.3:0"],
+            &remote,
             "refusing to bind non-loopback `10.1.2.3:0` without --allow-remote",
         ),
-        (
-            &["serve", "--root", root_s, "--faults", "bogus:1"],
-            "`--faults`",
-        ),
-        (
-            &[
-                "import",
-                "--root",
-                root_s,
-                "--repo",
-                "no-slash",
-                "--revision",
-                REV,
-                src_s,
-            ],
-            "`--repo`",
-        ),
-        (
-            &[
-                "import",
-                "--root",
-                root_s,
-                "--repo",
-                "o/n",
-                "--revision",
-                "main",
-                src_s,
-            ],
-            "main",
-        ),
+        (&faults, "`--faults`"),
+        (&import(root_s, "no-slash", REV, src_s), "`--repo`"),
+        (&import(root_s, "o/n", "main", src_s), "main"),
     ];
     for (args, want) in cases {
         let (code, _, err) = run(args);
