@@ -35,6 +35,9 @@ pub struct Progress {
     last_line: Mutex<Instant>,
 }
 
+/// The bar of the total and of each unit: bytes, rate and ETA.
+const BAR: &str = "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}";
+
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
 }
@@ -48,9 +51,7 @@ impl Progress {
             ProgressDrawTarget::hidden()
         });
         let total = multi.add(ProgressBar::new(0));
-        total.set_style(style(
-            "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        ));
+        total.set_style(style(BAR));
         total.set_message("total");
         let now = Instant::now();
         Progress {
@@ -69,9 +70,7 @@ impl Progress {
     pub fn unit(&self, unit: &str) -> UnitProgress<'_> {
         let bar = if self.mode == ProgressMode::Bars {
             let b = self.multi.add(ProgressBar::new(0));
-            b.set_style(style(
-                "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            ));
+            b.set_style(style(BAR));
             b.set_message(unit.to_owned());
             b
         } else {
