@@ -7,6 +7,7 @@
 
 mod finalize;
 mod unit;
+mod write;
 
 use std::path::PathBuf;
 

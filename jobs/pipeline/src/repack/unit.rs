@@ -18,6 +18,7 @@ use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
 use sha2::{Digest, Sha256};
 
+use super::write::{copy_range, write_whole, AlignedBuf};
 use super::{io_err, RepackError, UnitReport, STAGE};
 use crate::fetch::discover::Upstream;
 use crate::plan::{
@@ -76,6 +77,8 @@ struct Ctx<'a> {
     last_commit: std::time::Instant,
     /// Upstream files opened by this unit, kept open (a unit's containers read the same shards).
     open_sources: BTreeMap<std::path::PathBuf, std::rc::Rc<File>>,
+    /// Where in-memory containers are assembled: block-aligned for `O_DIRECT`, reused.
+    assembly: AlignedBuf,
 }
 
 /// Containers up to this size are assembled in memory (hashed from the CPU cache, one write).
@@ -142,6 +145,7 @@ pub fn repack_unit(
         unsynced: 0,
         last_commit: std::time::Instant::now(),
         open_sources: BTreeMap::new(),
+        assembly: AlignedBuf::default(),
     };
     for p in &ru.placements {
         match p {
@@ -480,11 +484,17 @@ impl Ctx<'_> {
                 None => None,
             };
             let out_path = self.out_root.join(&rel);
-            // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in memory: its
-            // bytes are hashed for the journal while still in the CPU cache and written with one
-            // call, instead of being read back from the file. Larger ones stream to the file.
+            // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in a block-aligned
+            // buffer: its bytes are hashed for the journal while still in the CPU cache and
+            // written with one O_DIRECT call (write.rs), instead of being copied into the page
+            // cache and read back. Larger ones stream to the file through the page cache.
             let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
-            let mut mem = std::io::Cursor::new(Vec::new());
+            let mem_len = if in_memory {
+                layout.total_bytes as usize
+            } else {
+                0
+            };
+            let mut mem = std::io::Cursor::new(self.assembly.slice_mut(mem_len));
             let mut file_out = None;
             let mut writer = if kept {
                 None
@@ -557,16 +567,20 @@ impl Ctx<'_> {
                 })?;
             }
             if !kept && in_memory {
+                // Every byte of the buffer was written: header region, then each tile region
+                // with its padding, ending at total_bytes (ContainerWriter::finish).
+                let written = mem.position();
                 let bytes = mem.into_inner();
-                let sha = hex::encode(Sha256::digest(&bytes));
-                let mut out = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&out_path)
-                    .map_err(io_err("create", &out_path))?;
-                out.write_all(&bytes).map_err(io_err("write", &out_path))?;
-                drop(out);
+                if written != bytes.len() as u64 {
+                    return Err(io_err("assemble", &out_path)(std::io::Error::other(
+                        format!(
+                            "container writer stopped at byte {written} of {}",
+                            bytes.len()
+                        ),
+                    )));
+                }
+                let sha = hex::encode(Sha256::digest(&*bytes));
+                write_whole(&out_path, bytes)?;
                 hashed = Some((bytes.len() as u64, sha));
             }
         }
@@ -611,61 +625,4 @@ fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, R
     f.read_exact_at(&mut buf, offset)
         .map_err(io_err("read", path))?;
     Ok(buf)
-}
-
-/// Copy `range` of `src` to a new file `dst`, verbatim: `copy_file_range` (which can reflink or
-/// copy in the kernel) where the filesystem allows, else a buffered copy. Durability comes from
-/// the group commit (`syncfs`) before the journal records the file.
-fn copy_range(src: &Path, range: &std::ops::Range<u64>, dst: &Path) -> Result<(), RepackError> {
-    use std::os::fd::AsRawFd;
-    let input = File::open(src).map_err(io_err("open", src))?;
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dst)
-        .map_err(io_err("create", dst))?;
-    let mut off_in = i64::try_from(range.start)
-        .map_err(|_| io_err("seek", src)(std::io::Error::other("offset too large")))?;
-    let mut left = range.end - range.start;
-    let mut kernel_ok = true;
-    while left > 0 && kernel_ok {
-        let want = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);
-        // SAFETY: both descriptors are open for the duration of the call; `off_in` is a valid
-        // pointer to an i64 and the output offset is the file position (null).
-        let n = unsafe {
-            libc::copy_file_range(
-                input.as_raw_fd(),
-                &mut off_in,
-                out.as_raw_fd(),
-                std::ptr::null_mut(),
-                want,
-                0,
-            )
-        };
-        match n {
-            n if n > 0 => left -= n as u64,
-            0 => {
-                return Err(io_err("copy", src)(std::io::Error::other(
-                    "source ended before the tensor's range",
-                )))
-            }
-            _ => kernel_ok = false,
-        }
-    }
-    if left > 0 {
-        // Fall back to a buffered copy of what is left (EXDEV, ENOSYS, EINVAL on some filesystems).
-        let mut at = range.end - left;
-        let mut buf = vec![0u8; 8 << 20];
-        while at < range.end {
-            let n = usize::try_from((range.end - at).min(buf.len() as u64)).unwrap_or(buf.len());
-            let chunk = buf.get_mut(..n).unwrap_or(&mut []);
-            input
-                .read_exact_at(chunk, at)
-                .map_err(io_err("read", src))?;
-            out.write_all(chunk).map_err(io_err("write", dst))?;
-            at += n as u64;
-        }
-    }
-    out.flush().map_err(io_err("write", dst))
 }
