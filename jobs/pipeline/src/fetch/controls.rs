@@ -12,7 +12,7 @@ use std::path::Path;
 
 use artifact::safetensors::absolute_range;
 use hub::client::{FileMetadata, HubClient};
-use serde_json::json;
+use serde::Serialize;
 
 use super::discover::UpstreamFile;
 use super::plausible::{self, Content};
@@ -39,6 +39,38 @@ impl Probe {
     /// The wrong range.
     pub(super) fn range(&self) -> &Range<u64> {
         &self.range
+    }
+}
+
+/// What one control found, as recorded under `negative_controls` in the fetch journal.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct ControlRecord {
+    /// The upstream file.
+    pub file: String,
+    pub tensor: String,
+    /// `without-data-base-offset` or `shifted-off-grid`.
+    pub control: &'static str,
+    /// Whether the wrong bytes were read and checked.
+    pub ran: bool,
+    /// `unit` (the unit's fetched ranges) or `hub` (a separate Range request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<&'static str>,
+    /// The wrong range, absolute in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<[u64; 2]>,
+    /// The tensor's own bytes the wrong read stands in for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_range: Option<[u64; 2]>,
+    pub rejected: bool,
+    /// `content` or `whole-file-digest` when rejected.
+    pub rejected_by: Option<&'static str>,
+    pub reason: Option<String>,
+}
+
+impl ControlRecord {
+    /// Ran and passed the content rules: still to be decided.
+    fn undecided(&self) -> bool {
+        self.ran && !self.rejected
     }
 }
 
@@ -119,32 +151,41 @@ pub(super) fn run(
     file: &File,
     path: &Path,
     rel: &str,
-) -> Result<Vec<serde_json::Value>, FetchError> {
+) -> Result<Vec<ControlRecord>, FetchError> {
     let mut out = Vec::new();
     for p in probes {
         let Some((t, content)) = tensors.get(p.tensor) else {
             continue;
+        };
+        let mut rec = ControlRecord {
+            file: rel.to_owned(),
+            tensor: t.name.clone(),
+            control: p.control,
+            ran: false,
+            read_from: None,
+            range: None,
+            tensor_range: None,
+            rejected: false,
+            rejected_by: None,
+            reason: Some("the control's bytes were not read".into()),
         };
         let (bytes, from) = if needed.covers(&p.range) {
             (read_at(file, path, p.range.clone())?, "unit")
         } else if let Some(b) = outside.get(&(p.range.start, p.range.end)) {
             (b.clone(), "hub")
         } else {
-            out.push(
-                json!({"file": rel, "tensor": t.name, "control": p.control, "ran": false,
-                "rejected": false, "reason": "the control's bytes were not read"}),
-            );
+            out.push(rec);
             continue;
         };
         let verdict = plausible::check(&t.dtype, *content, &t.shape, &bytes);
-        let by = verdict.is_err().then_some("content");
-        out.push(
-            json!({"file": rel, "tensor": t.name, "control": p.control, "ran": true,
-            "read_from": from, "range": [p.range.start, p.range.end],
-            "tensor_range": [p.tensor_range.start, p.tensor_range.end],
-            "rejected": verdict.is_err(), "rejected_by": by,
-            "reason": verdict.err().map(|e| e.reason)}),
-        );
+        rec.ran = true;
+        rec.read_from = Some(from);
+        rec.range = Some([p.range.start, p.range.end]);
+        rec.tensor_range = Some([p.tensor_range.start, p.tensor_range.end]);
+        rec.rejected = verdict.is_err();
+        rec.rejected_by = verdict.is_err().then_some("content");
+        rec.reason = verdict.err().map(|e| e.reason);
+        out.push(rec);
     }
     Ok(out)
 }
@@ -157,40 +198,31 @@ pub(super) fn run(
 /// would, without hashing the file once per control). Identical bytes (a shift inside a run of
 /// zeros) are the right bytes and stay "not rejected".
 pub(super) fn reject_by_digest(
-    controls: &mut [serde_json::Value],
+    controls: &mut [ControlRecord],
     uf: &UpstreamFile,
     file: &File,
     path: &Path,
 ) -> Result<(), FetchError> {
-    for c in controls.iter_mut() {
-        if c["ran"] != json!(true) || c["rejected"] == json!(true) {
-            continue;
-        }
-        let span = |key: &str| -> Option<Range<u64>> {
-            let a = c[key].as_array()?;
-            let (s, e) = (a.first()?.as_u64()?, a.get(1)?.as_u64()?);
-            (s < e).then_some(s..e)
-        };
-        let (Some(wrong), Some(right)) = (span("range"), span("tensor_range")) else {
+    for c in controls.iter_mut().filter(|c| c.undecided()) {
+        let (Some([ws, we]), Some([rs, re])) = (c.range, c.tensor_range) else {
             continue;
         };
-        let n = (wrong.end - wrong.start).min(right.end - right.start);
-        let a = read_at(file, path, wrong.start..wrong.start + n)?;
-        let b = read_at(file, path, right.start..right.start + n)?;
+        let n = (we - ws).min(re - rs);
+        let a = read_at(file, path, ws..ws + n)?;
+        let b = read_at(file, path, rs..rs + n)?;
         if a != b {
-            c["rejected"] = json!(true);
-            c["rejected_by"] = json!("whole-file-digest");
-            c["reason"] = json!(format!(
+            c.rejected = true;
+            c.rejected_by = Some("whole-file-digest");
+            c.reason = Some(format!(
                 "plausible {} data, but not this tensor's: the bytes differ from its bytes at \
-                 [{}, {}) of `{}`, which the hub's digest proves, so storing them would change \
+                 [{rs}, {}) of `{}`, which the hub's digest proves, so storing them would change \
                  the file's digest",
-                c["tensor"].as_str().unwrap_or("?"),
-                right.start,
-                right.start + n,
+                c.tensor,
+                rs + n,
                 uf.path
             ));
         } else {
-            c["reason"] = json!("the wrong read returned exactly the tensor's proven bytes");
+            c.reason = Some("the wrong read returned exactly the tensor's proven bytes".into());
         }
     }
     Ok(())
@@ -198,13 +230,12 @@ pub(super) fn reject_by_digest(
 
 /// Controls the content rules passed in a file the unit does not fetch whole: no hub digest
 /// covers their bytes, so nothing here can tell them from the tensor's (recorded, not fatal).
-pub(super) fn mark_no_digest(controls: &mut [serde_json::Value]) {
-    for c in controls.iter_mut() {
-        if c["ran"] == json!(true) && c["rejected"] != json!(true) {
-            c["reason"] = json!(
-                "plausible data of the same dtype, and the unit does not fetch the whole file, so \
-                 no hub digest covers these bytes"
-            );
-        }
+pub(super) fn mark_no_digest(controls: &mut [ControlRecord]) {
+    for c in controls.iter_mut().filter(|c| c.undecided()) {
+        c.reason = Some(
+            "plausible data of the same dtype, and the unit does not fetch the whole file, so no \
+             hub digest covers these bytes"
+                .into(),
+        );
     }
 }

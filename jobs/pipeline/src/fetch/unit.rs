@@ -230,10 +230,7 @@ pub async fn fetch_unit(
         );
     }
     report.controls_run = controls.len() as u64;
-    report.controls_rejected = controls
-        .iter()
-        .filter(|c| c["rejected"] == json!(true))
-        .count() as u64;
+    report.controls_rejected = controls.iter().filter(|c| c.rejected).count() as u64;
     journal
         .extra
         .insert("ranges".into(), serde_json::Value::Object(ranges_json));
@@ -284,7 +281,7 @@ fn check_file(
     log_path: &Path,
     rel: &str,
     streamed_sha: Option<String>,
-) -> Result<(Option<Whole>, Vec<serde_json::Value>), FetchError> {
+) -> Result<(Option<Whole>, Vec<controls::ControlRecord>), FetchError> {
     let data_start = uf.header.data_start;
     // Tensors whose sample arrived within one chunk of this run were checked in memory before a
     // byte of them was written; the rest (split across chunks, or kept from an earlier run) are
