@@ -83,9 +83,19 @@ impl WorkDir {
 /// the drive too (reads after the page cache was dropped, fsyncs): two workers per core keep every
 /// core hashing while another worker waits.
 pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    par_map_per_core(2, items, f)
+}
+
+/// As [`par_map`] with `per_core` workers per core (repack, whose direct writes also wait on the
+/// drive, uses more).
+pub fn par_map_per_core<T: Sync, R: Send>(
+    per_core: usize,
+    items: &[T],
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .saturating_mul(2)
+        .saturating_mul(per_core)
         .min(items.len())
         .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
