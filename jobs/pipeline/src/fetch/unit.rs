@@ -141,6 +141,7 @@ pub async fn fetch_unit(
             unit: unit.to_owned(),
             upstream_file: uf.path.clone(),
             file: file.clone(),
+            direct: crate::direct::open_direct(&data_path),
             path: data_path.clone(),
             log_path: log_path.clone(),
             log: log.clone(),
@@ -347,6 +348,9 @@ struct FileSink {
     unit: String,
     upstream_file: String,
     file: Arc<File>,
+    /// The same file opened `O_DIRECT`, for the block-aligned middle of each chunk (`None`
+    /// where the filesystem refuses it): no copy into the page cache (crate::direct).
+    direct: Option<File>,
     path: PathBuf,
     log_path: PathBuf,
     log: Arc<ChunkLog>,
@@ -357,11 +361,6 @@ struct FileSink {
     /// The SHA-256 of the last chunk written, hex (the whole file's when one chunk is the file).
     one_chunk_sha: std::sync::Mutex<Option<String>>,
 }
-
-/// Bytes per `pwrite` (and per SHA-256 update) while a chunk is stored: small enough that each
-/// slice is hashed and copied into the page cache while it is still in the CPU cache, and that the
-/// kernel's write path does not slow down on one huge copy.
-const WRITE_SLICE: usize = 256 << 10;
 
 impl FileSink {
     fn checked(&self) -> Vec<bool> {
@@ -411,14 +410,8 @@ impl FileSink {
             }
         }
         let mut sha = Sha256::new();
-        let mut at = offset;
-        for slice in bytes.chunks(WRITE_SLICE) {
-            sha.update(slice);
-            self.file
-                .write_all_at(slice, at)
-                .map_err(io("write chunk of", &self.path))?;
-            at += slice.len() as u64;
-        }
+        crate::direct::write_hashed(&self.file, self.direct.as_ref(), offset, bytes, &mut sha)
+            .map_err(io("write chunk of", &self.path))?;
         self.file
             .sync_data()
             .map_err(io("fsync chunk of", &self.path))?;

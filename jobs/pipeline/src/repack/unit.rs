@@ -18,8 +18,9 @@ use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
 use sha2::{Digest, Sha256};
 
-use super::write::{copy_range, write_whole, AlignedBuf};
+use super::write::copy_range;
 use super::{io_err, RepackError, UnitReport, STAGE};
+use crate::direct::{write_whole, AlignedBuf};
 use crate::fetch::discover::Upstream;
 use crate::plan::{
     ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor,
@@ -486,7 +487,7 @@ impl Ctx<'_> {
             let out_path = self.out_root.join(&rel);
             // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in a block-aligned
             // buffer: its bytes are hashed for the journal while still in the CPU cache and
-            // written with one O_DIRECT call (write.rs), instead of being copied into the page
+            // written with one O_DIRECT call (crate::direct), instead of being copied into the page
             // cache and read back. Larger ones stream to the file through the page cache.
             let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
             let mem_len = if in_memory {
@@ -580,7 +581,7 @@ impl Ctx<'_> {
                     )));
                 }
                 let sha = hex::encode(Sha256::digest(&*bytes));
-                write_whole(&out_path, bytes)?;
+                write_whole(&out_path, bytes).map_err(io_err("write", &out_path))?;
                 hashed = Some((bytes.len() as u64, sha));
             }
         }
