@@ -6,7 +6,9 @@
 #  - repack vs `cp` of the same bytes (+ sync), and gate vs `openssl dgst -sha256` run in
 #    parallel on all cores over the bytes the gate hashes → docs/bench/repack-gate.md
 #
-#   ci/bench/pipeline.sh [SCALE] [--wide]
+#   [REPEAT=5] ci/bench/pipeline.sh [SCALE] [--wide]
+#
+# Tools that are compared run round-robin, REPEAT rounds; each table row is a tool's median run.
 #
 # SCALE 64 ≈ 2.4 GB of the tiny dimensions (256 experts of 64 KiB per layer: 35k files, 42 % of
 # the release is 16 KiB alignment padding) → docs/bench/{fetch,repack-gate}.md.
@@ -52,23 +54,34 @@ measure() {
     echo "$name $wall $(echo "$user + $sys" | bc) $rss $load"
 }
 
-# The median (by wall time) of REPEAT runs of one command, with the min and max wall appended:
-#   med NAME RESET CMD...   (RESET is evaluated before each run: it removes that run's outputs)
-repeat=${REPEAT:-3}
-med() {
-    local name=$1 reset=$2; shift 2
-    local runs=() i
+# REPEAT rounds; each round runs every tool of the group once, in order (round-robin, so a
+# change in the machine's load hits every tool alike). For each ID, in order, prints the median
+# run by wall time with that tool's fastest and slowest wall appended. Tool ID is described by
+# label_ID (its name), reset_ID (evaluated before each run: removes that run's outputs) and
+# cmd_ID (an array: the command).
+repeat=${REPEAT:-5}
+rr() {
+    local i id label reset cmd
+    declare -A runs=()
     for i in $(seq "$repeat"); do
-        eval "$reset"
-        runs+=("$(measure "$name" "$@")")
+        for id in "$@"; do
+            eval "label=\$label_$id; reset=\$reset_$id; cmd=(\"\${cmd_$id[@]}\")"
+            eval "$reset"
+            runs[$id]+="$(measure "$label" "${cmd[@]}")"$'\n'
+        done
     done
-    local sorted; sorted=$(printf '%s\n' "${runs[@]}" | sort -k2,2n)
-    echo "$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p") $(echo "$sorted" | head -n1 | cut -d' ' -f2) $(echo "$sorted" | tail -n1 | cut -d' ' -f2)"
+    for id in "$@"; do
+        local sorted; sorted=$(printf '%s' "${runs[$id]}" | sort -k2,2n)
+        echo "$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p") $(echo "$sorted" | head -n1 | cut -d' ' -f2) $(echo "$sorted" | tail -n1 | cut -d' ' -f2)"
+    done
 }
 
-results=()
-results+=("$(med minirun-fetch 'rm -rf "$tmp/w1"' "$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")")
-results+=("$(med snapshot_download 'rm -rf "$tmp/w2"' env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
+label_fetch=minirun-fetch
+reset_fetch='rm -rf "$tmp/w1"'
+cmd_fetch=("$bin/minirun-fetch" --plan plans/deepseek-v4.toml --work-dir "$tmp/w1" --endpoint "$url")
+label_snap=snapshot_download
+reset_snap='rm -rf "$tmp/w2"'
+cmd_snap=(env HF_ENDPOINT="$url" HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 "$py" -c '
 import hashlib, os, sys
 from huggingface_hub import snapshot_download
 d = snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=["*.safetensors"], max_workers=8)
@@ -77,17 +90,22 @@ for f in sorted(os.listdir(d)):
     if f.endswith(".safetensors"):
         fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.close(fd)
         h = hashlib.sha256(open(p, "rb").read()).hexdigest()
-' $repo $rev "$tmp/w2")")
-results+=("$(med curl-parallel 'rm -rf "$tmp/w3"; mkdir -p "$tmp/w3"' bash -c '
+' $repo $rev "$tmp/w2")
+label_curl=curl-parallel
+reset_curl='rm -rf "$tmp/w3"; mkdir -p "$tmp/w3"'
+cmd_curl=(bash -c '
 cd "$1"; url=$2; rev=$3; repo=$4; shift 4
 printf "%s\n" "$@" | xargs -P 8 -I{} sh -c "curl -sf -o {} $url/$repo/resolve/$rev/{} && sync {} && openssl dgst -sha256 {} > /dev/null"
-' _ "$tmp/w3" "$url" $rev $repo $(cd "$tmp/ckpt" && ls *.safetensors))")
+' _ "$tmp/w3" "$url" $rev $repo $(cd "$tmp/ckpt" && ls *.safetensors))
+# minirun-fetch runs first in each round, so the last round leaves its work dir for repack.
+g1=$(rr fetch snap curl)
+mapfile -t results <<< "$g1"
 {
     echo "# Fetch benchmark"
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d). Checkpoint: \`minirun-synth deepseek-v4 --scale $scale${wide[*]:+ ${wide[*]}}\`, $bytes bytes of safetensors in 46 shards, served by \`minirun-hub\` on loopback. Every tool writes to disk, fsyncs and hashes (SHA-256) what it fetched."
     echo
-    echo "Each row is the median run of $repeat by wall time (its CPU, peak RSS and load), with the fastest and slowest wall time of the $repeat."
+    echo "The tools ran in $repeat rounds, each round running every tool once in turn. Each row is the tool's median run by wall time (its CPU, peak RSS and load), with its fastest and slowest wall time."
     echo
     echo "| tool | wall s | wall min–max | MB/s | CPU s | peak RSS MiB | minirun-fetch throughput ÷ this tool's | load at start |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -114,30 +132,46 @@ cat "$out"
 
 # ---- repack vs cp, gate vs openssl ------------------------------------------------------------
 plan=(--plan plans/deepseek-v4.toml --work-dir "$tmp/w1")
-rp=$(med minirun-repack 'rm -rf "$tmp/w1/release" "$tmp/w1/ledger/repack"' "$bin/minirun-repack" "${plan[@]}")
-rel_bytes=$(du -sb --apparent-size "$tmp/w1/release" | cut -f1)
-src_bytes=$(du -sb --apparent-size "$tmp/w1/upstream" | cut -f1)
-cpm=$(med cp 'rm -rf "$tmp/cp-copy"' bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
-rm -rf "$tmp/cp-copy"
+label_repack=minirun-repack
+reset_repack='rm -rf "$tmp/w1/release" "$tmp/w1/ledger/repack"'
+cmd_repack=("$bin/minirun-repack" "${plan[@]}")
+label_cpu=cp
+reset_cpu='rm -rf "$tmp/cp-copy"'
+cmd_cpu=(bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/upstream" "$tmp/cp-copy")
 # The same anchor over what repack writes: the release's files (one per tensor) and bytes (16 KiB
 # container alignment included), so the ratio isolates repack's own work from the layout's cost.
-cpr=$(med cp-release 'rm -rf "$tmp/cp-release"' bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/release" "$tmp/cp-release")
-rm -rf "$tmp/cp-release"
+# It runs after repack in each round, so the release it copies exists.
+label_cpr=cp-release
+reset_cpr='rm -rf "$tmp/cp-release"'
+cmd_cpr=(bash -c 'cp -r "$1" "$2" && sync -f "$2"' _ "$tmp/w1/release" "$tmp/cp-release")
+g2=$(rr repack cpu cpr)
+mapfile -t g2 <<< "$g2"
+rp=${g2[0]} cpm=${g2[1]} cpr=${g2[2]}
+rm -rf "$tmp/cp-copy" "$tmp/cp-release"
+rel_bytes=$(du -sb --apparent-size "$tmp/w1/release" | cut -f1)
+src_bytes=$(du -sb --apparent-size "$tmp/w1/upstream" | cut -f1)
 rel_files=$(find "$tmp/w1/release" -type f | wc -l)
-gt=$(med minirun-gate 'rm -rf "$tmp/w1/reports"' "$bin/minirun-gate" "${plan[@]}")
 # The gate hashes every release byte once (read-back) and again as it reads the tiles with their
 # digests (containers), and reads the upstream bytes it compares; the anchor hashes the same count.
 til_bytes=$(find "$tmp/w1/release" -name '*.til' -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
 hashed=$((rel_bytes + til_bytes))
-ossl=$(med openssl-parallel : bash -c '
+label_gate=minirun-gate
+reset_gate='rm -rf "$tmp/w1/reports"'
+cmd_gate=("$bin/minirun-gate" "${plan[@]}")
+label_ossl=openssl-parallel
+reset_ossl=:
+cmd_ossl=(bash -c '
 n=$(nproc); cd "$1"; find release -type f -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null
 find release -name "*.til" -print0 | xargs -0 -P "$n" -n 64 openssl dgst -sha256 > /dev/null' _ "$tmp/w1")
+g3=$(rr gate ossl)
+mapfile -t g3 <<< "$g3"
+gt=${g3[0]} ossl=${g3[1]}
 {
     echo "# Repack and gate benchmark"
     echo
     echo "Command: \`ci/bench/pipeline.sh $scale${wide[*]:+ ${wide[*]}}\` on $(nproc) cores, $(date -u +%Y-%m-%d), same run as $out. Release: $rel_bytes bytes ($til_bytes in tile containers) from $src_bytes fetched bytes. The gate reads back and hashes every release byte, reads every container tile again with its SHA-256 while comparing it with the upstream bytes, and reads those; the anchor hashes $hashed bytes with \`openssl dgst -sha256\` on all cores."
     echo
-    echo "Each row is the median run of $repeat by wall time, with the fastest and slowest wall time of the $repeat."
+    echo "The steps ran in $repeat rounds (repack, cp of the upstream, cp of the release; then gate, openssl), each round running every step once in turn. Each row is the step's median run by wall time, with its fastest and slowest wall time."
     echo
     echo "| step | wall s | wall min–max | MB/s | CPU s | peak RSS MiB | ratio (peer wall ÷ ours) | load at start |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
