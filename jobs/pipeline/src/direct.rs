@@ -65,7 +65,7 @@ fn write_whole_via(
 ) -> std::io::Result<WriteMode> {
     let aligned = bytes.len() >= DIRECT_MIN_BYTES
         && bytes.as_ptr().align_offset(DIRECT_ALIGN) == 0
-        && bytes.len().is_multiple_of(DIRECT_ALIGN);
+        && bytes.len() % DIRECT_ALIGN == 0;
     if aligned {
         match direct(path, bytes) {
             Ok(()) => return Ok(WriteMode::Direct),
