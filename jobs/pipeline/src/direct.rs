@@ -179,27 +179,33 @@ pub fn write_hashed<D: DirectTarget>(
     let (head, rest) = bytes.split_at(lo);
     let (mid, tail) = rest.split_at(hi - lo);
     buffered(head, offset, sha)?;
-    let mut stage = AlignedBuf::default();
-    let mut at = mid_start;
-    let mut pieces = mid.chunks(DIRECT_PIECE);
-    for piece in pieces.by_ref() {
-        let s = stage.slice_mut(piece.len());
-        s.copy_from_slice(piece);
-        sha.update(&*s);
-        match direct.write_aligned(s, at) {
-            Ok(()) => at += piece.len() as u64,
-            Err(e) if refused(&e) => {
-                // Hashed already: write this piece and the rest buffered, hashing only the rest.
-                file.write_all_at(piece, at)?;
-                at += piece.len() as u64;
-                let rest_mid = mid.get((at - mid_start) as usize..).unwrap_or(&[]);
-                buffered(rest_mid, at, sha)?;
-                break;
+    STAGE.with_borrow_mut(|stage| -> std::io::Result<()> {
+        let mut at = mid_start;
+        for piece in mid.chunks(DIRECT_PIECE) {
+            let s = stage.slice_mut(piece.len());
+            s.copy_from_slice(piece);
+            sha.update(&*s);
+            match direct.write_aligned(s, at) {
+                Ok(()) => at += piece.len() as u64,
+                Err(e) if refused(&e) => {
+                    // Hashed already: write this piece and the rest buffered, hashing the rest.
+                    file.write_all_at(piece, at)?;
+                    at += piece.len() as u64;
+                    let rest_mid = mid.get((at - mid_start) as usize..).unwrap_or(&[]);
+                    return buffered(rest_mid, at, sha);
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         }
-    }
+        Ok(())
+    })?;
     buffered(tail, mid_end, sha)
+}
+
+thread_local! {
+    /// [`write_hashed`]'s staging buffer, one per thread and kept: a fresh 4 MiB allocation per
+    /// chunk would fault in its pages every time.
+    static STAGE: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::new(AlignedBuf::default());
 }
 
 #[cfg(test)]

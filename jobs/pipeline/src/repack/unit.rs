@@ -490,7 +490,7 @@ impl Ctx<'_> {
             // written with one O_DIRECT call (crate::direct), instead of being copied into the page
             // cache and read back. Larger ones stream to the file through the page cache.
             let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
-            let mem_len = if in_memory {
+            let mem_len = if in_memory && !kept {
                 layout.total_bytes as usize
             } else {
                 0
