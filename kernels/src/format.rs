@@ -337,7 +337,8 @@ impl WeightFormat {
             block_rows,
             dtype,
             groups_x: crate::grid_2d(rows).0,
-            _pad: [0; 3],
+            accumulate: 0,
+            _pad: [0; 2],
         }
     }
 }

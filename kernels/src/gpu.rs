@@ -3,8 +3,14 @@
 //! split), pipelines compiled once per [`Kernel`] with explicit bind-group layouts from
 //! [`Kernel::storage`], storage uploads checked against the device's binding limit (128 MiB on
 //! Mesa lavapipe, oracles.md), and blocking readback. The runner's engine builds on this.
+//!
+//! This is the one wrapper through which every queue submit, buffer write, buffer map and resource
+//! creation of the runner passes: each is counted in [`GpuStats`] (`minirun-run --stats`), and
+//! `runner/tests/engine_counters.rs` fails if any other source file reaches wgpu's submit, map or
+//! create calls directly.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use bytemuck::Pod;
@@ -13,9 +19,93 @@ use wgpu::util::DeviceExt;
 use crate::error::KernelError;
 use crate::kernel::{Access, Kernel};
 
-struct Compiled {
+/// A compiled kernel: its bind-group layout and pipeline.
+pub struct Compiled {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::ComputePipeline,
+}
+
+/// How the dequantize-and-multiply kernels map rows onto invocations. Both perform exactly the
+/// same arithmetic in the same order (docs/kernels.md, accumulation-order invariant), so their
+/// outputs are bit-identical; they differ only in speed on a given adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatvecShape {
+    /// One workgroup of `LANES` invocations per row, one barrier, lane 0 folds the partials
+    /// (entry points `matvec` / `matmul`): what a GPU with wide memory transactions wants.
+    Lanes,
+    /// One invocation per row, folding the same `LANES` partials itself (entry points
+    /// `matvec_row` / `matmul_row`): no barrier and no workgroup memory, what a CPU adapter
+    /// (lavapipe, where each workgroup is a loop on one core and a barrier is costly) wants.
+    Rows,
+}
+
+impl MatvecShape {
+    /// The shape for an adapter of `device_type`: `Rows` on a CPU adapter, `Lanes` elsewhere.
+    pub fn for_device_type(device_type: wgpu::DeviceType) -> Self {
+        match device_type {
+            wgpu::DeviceType::Cpu => MatvecShape::Rows,
+            _ => MatvecShape::Lanes,
+        }
+    }
+}
+
+/// Counts of everything that crossed the wgpu API through [`Gpu`] (monotonic; subtract two
+/// snapshots for one step's work).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpuStats {
+    /// `Queue::submit` calls.
+    pub submits: u64,
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Bytes written from the host (`Queue::write_buffer` and initialised buffers).
+    pub bytes_uploaded: u64,
+    /// Bytes mapped back to the host.
+    pub bytes_read_back: u64,
+    /// Buffer maps (blocking read-backs).
+    pub maps: u64,
+    /// Buffers created.
+    pub buffers_created: u64,
+    /// Bind groups created.
+    pub bind_groups_created: u64,
+    /// Bytes of every buffer created so far (the engines free nothing while a model is open, so
+    /// for them this is the peak of their device memory).
+    pub device_bytes_allocated: u64,
+}
+
+impl std::ops::Sub for GpuStats {
+    type Output = GpuStats;
+    fn sub(self, o: GpuStats) -> GpuStats {
+        GpuStats {
+            submits: self.submits.saturating_sub(o.submits),
+            dispatches: self.dispatches.saturating_sub(o.dispatches),
+            bytes_uploaded: self.bytes_uploaded.saturating_sub(o.bytes_uploaded),
+            bytes_read_back: self.bytes_read_back.saturating_sub(o.bytes_read_back),
+            maps: self.maps.saturating_sub(o.maps),
+            buffers_created: self.buffers_created.saturating_sub(o.buffers_created),
+            bind_groups_created: self
+                .bind_groups_created
+                .saturating_sub(o.bind_groups_created),
+            device_bytes_allocated: self
+                .device_bytes_allocated
+                .saturating_sub(o.device_bytes_allocated),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    submits: AtomicU64,
+    dispatches: AtomicU64,
+    bytes_uploaded: AtomicU64,
+    bytes_read_back: AtomicU64,
+    maps: AtomicU64,
+    buffers_created: AtomicU64,
+    bind_groups_created: AtomicU64,
+    device_bytes_allocated: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
 }
 
 /// A device, its queue and the pipelines compiled on it.
@@ -23,7 +113,9 @@ pub struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
+    shape: MatvecShape,
     pipelines: Mutex<HashMap<Kernel, Arc<Compiled>>>,
+    counters: Counters,
 }
 
 /// One storage binding: a whole buffer, or a window of one (e.g. the scale sub-region of a tile
@@ -49,6 +141,12 @@ impl Gpu {
     /// Acquires the default adapter (Mesa lavapipe on a machine without a GPU) and a device with
     /// the adapter's own limits (so the largest storage binding it allows).
     pub fn new() -> Result<Self, KernelError> {
+        Self::new_with_shape(None)
+    }
+
+    /// As [`Gpu::new`], with the matvec row mapping forced to `shape` (`None`: the adapter's
+    /// default, [`MatvecShape::for_device_type`]).
+    pub fn new_with_shape(shape: Option<MatvecShape>) -> Result<Self, KernelError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let options = wgpu::RequestAdapterOptions {
@@ -66,9 +164,13 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         }))
         .map_err(KernelError::Device)?;
-        let mut gpu = Self::with_device(device, queue);
-        gpu.info = Some(adapter.get_info());
-        Ok(gpu)
+        let info = adapter.get_info();
+        let gpu = Self::with_device(device, queue);
+        Ok(Self {
+            shape: shape.unwrap_or(MatvecShape::for_device_type(info.device_type)),
+            info: Some(info),
+            ..gpu
+        })
     }
 
     /// Wraps a device the caller set up (tests, or an engine sharing one device).
@@ -77,8 +179,49 @@ impl Gpu {
             device,
             queue,
             info: None,
+            shape: MatvecShape::Lanes,
             pipelines: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
         }
+    }
+
+    /// The row mapping the matmul kernels use on this device (fixed when it was set up, so
+    /// every pipeline and grid of one `Gpu` agree).
+    pub fn matvec_shape(&self) -> MatvecShape {
+        self.shape
+    }
+
+    /// What crossed the wgpu API so far.
+    pub fn stats(&self) -> GpuStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        GpuStats {
+            submits: get(&c.submits),
+            dispatches: get(&c.dispatches),
+            bytes_uploaded: get(&c.bytes_uploaded),
+            bytes_read_back: get(&c.bytes_read_back),
+            maps: get(&c.maps),
+            buffers_created: get(&c.buffers_created),
+            bind_groups_created: get(&c.bind_groups_created),
+            device_bytes_allocated: get(&c.device_bytes_allocated),
+        }
+    }
+
+    /// Submits recorded work (the only `Queue::submit` of the runner).
+    pub fn submit(&self, commands: wgpu::CommandBuffer) {
+        bump(&self.counters.submits, 1);
+        self.queue.submit(Some(commands));
+    }
+
+    /// Writes `bytes` into `buffer` at `offset`; applied before the next [`Gpu::submit`] runs.
+    pub fn write(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+        bump(&self.counters.bytes_uploaded, bytes.len() as u64);
+        self.queue.write_buffer(buffer, offset, bytes);
+    }
+
+    fn count_buffer(&self, size: u64) {
+        bump(&self.counters.buffers_created, 1);
+        bump(&self.counters.device_bytes_allocated, size);
     }
 
     pub fn device(&self) -> &wgpu::Device {
@@ -99,8 +242,10 @@ impl Gpu {
         self.device.limits().max_storage_buffer_binding_size
     }
 
-    /// The compiled pipeline of `kernel`, compiling it on first use.
-    fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
+    /// The compiled pipeline of `kernel` (for this device's [`MatvecShape`]), compiling it on
+    /// first use.
+    pub fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
+        let shape = self.shape;
         let mut cache = match self.pipelines.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -108,6 +253,7 @@ impl Gpu {
         if let Some(c) = cache.get(&kernel) {
             return Arc::clone(c);
         }
+        let entry = entry_point(kernel, shape);
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -157,7 +303,7 @@ impl Gpu {
                 label: Some(kernel.name()),
                 layout: Some(&pipeline_layout),
                 module: &module,
-                entry_point: Some(kernel.entry_point()),
+                entry_point: Some(entry),
                 compilation_options: wgpu::PipelineCompilationOptions::default(),
                 cache: None,
             });
@@ -174,6 +320,8 @@ impl Gpu {
         let mut data = Vec::with_capacity(padded);
         data.extend_from_slice(bytes);
         data.resize(padded, 0);
+        self.count_buffer(padded as u64);
+        bump(&self.counters.bytes_uploaded, padded as u64);
         Ok(self
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -197,6 +345,7 @@ impl Gpu {
     pub fn zeros(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer, KernelError> {
         let size = bytes.div_ceil(4).max(1) * 4;
         self.check_binding(size)?;
+        self.count_buffer(size);
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
@@ -226,7 +375,7 @@ impl Gpu {
     ) -> Result<(), KernelError> {
         let mut encoder = self.encoder(kernel.name());
         self.encode(&mut encoder, kernel, params, buffers, groups)?;
-        self.queue.submit(Some(encoder.finish()));
+        self.submit(encoder.finish());
         Ok(())
     }
 
@@ -255,16 +404,48 @@ impl Gpu {
             });
         }
         let compiled = self.compiled(kernel);
-        let uniform = self
-            .device
+        let uniform = self.uniform(kernel.name(), bytemuck::bytes_of(params));
+        let bind_group = self.bind_group(kernel, &uniform.as_entire_binding(), buffers)?;
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(kernel.name()),
+            timestamp_writes: None,
+        });
+        self.dispatch_in(&mut pass, &compiled, &bind_group, groups);
+        Ok(())
+    }
+
+    /// A uniform buffer holding `bytes` (a parameter block).
+    pub fn uniform(&self, label: &str, bytes: &[u8]) -> wgpu::Buffer {
+        self.count_buffer(bytes.len() as u64);
+        bump(&self.counters.bytes_uploaded, bytes.len() as u64);
+        self.device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("params"),
-                contents: bytemuck::bytes_of(params),
-                usage: wgpu::BufferUsages::UNIFORM,
+                label: Some(label),
+                contents: bytes,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+
+    /// A bind group for `kernel`: `params` at binding 0 and `buffers` at 1, 2, … (in
+    /// [`Kernel::storage`] order). A recorded forward creates these once and reuses them.
+    pub fn bind_group(
+        &self,
+        kernel: Kernel,
+        params: &wgpu::BindingResource<'_>,
+        buffers: &[Bind<'_>],
+    ) -> Result<wgpu::BindGroup, KernelError> {
+        let expected = kernel.storage().len();
+        if buffers.len() != expected {
+            return Err(KernelError::Bindings {
+                kernel: kernel.name(),
+                expected,
+                actual: buffers.len(),
             });
+        }
+        let compiled = self.compiled(kernel);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
-            resource: uniform.as_entire_binding(),
+            resource: params.clone(),
         }];
         for (i, b) in buffers.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
@@ -276,37 +457,50 @@ impl Gpu {
                 }),
             });
         }
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        bump(&self.counters.bind_groups_created, 1);
+        Ok(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(kernel.name()),
             layout: &compiled.layout,
             entries: &entries,
-        });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(kernel.name()),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&compiled.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-        Ok(())
+        }))
     }
 
-    /// Copies the first `bytes` bytes of `buffer` back to the host (waits for the queue).
-    pub fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, KernelError> {
+    /// Records one dispatch of a compiled kernel with a bind group made by [`Gpu::bind_group`]
+    /// into an open compute pass (many dispatches share one pass; wgpu orders their storage
+    /// accesses).
+    pub fn dispatch_in(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        compiled: &Compiled,
+        bind_group: &wgpu::BindGroup,
+        groups: (u32, u32, u32),
+    ) {
+        bump(&self.counters.dispatches, 1);
+        pass.set_pipeline(&compiled.pipeline);
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+    }
+
+    /// A host-mappable buffer of `bytes` for [`Gpu::read_staging`] (created once, reused).
+    pub fn staging(&self, label: &str, bytes: u64) -> wgpu::Buffer {
         let size = bytes.div_ceil(4).max(1) * 4;
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
+        self.count_buffer(size);
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
             size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
-        });
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("readback"),
-            });
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-        self.queue.submit(Some(encoder.finish()));
+        })
+    }
+
+    /// Waits for the queue, maps `staging` (filled by a copy already submitted) and appends its
+    /// first `bytes` bytes to `out`.
+    pub fn read_staging(
+        &self,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), KernelError> {
         let (tx, rx) = mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
@@ -320,10 +514,24 @@ impl Gpu {
         let view = staging
             .get_mapped_range(..)
             .map_err(|e| KernelError::Readback(e.to_string()))?;
-        let mut out = view.to_vec();
+        let n = (bytes as usize).min(view.len());
+        out.extend_from_slice(view.get(..n).unwrap_or_default());
         drop(view);
         staging.unmap();
-        out.truncate(bytes as usize);
+        bump(&self.counters.maps, 1);
+        bump(&self.counters.bytes_read_back, n as u64);
+        Ok(())
+    }
+
+    /// Copies the first `bytes` bytes of `buffer` back to the host (waits for the queue).
+    pub fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, KernelError> {
+        let size = bytes.div_ceil(4).max(1) * 4;
+        let staging = self.staging("readback", size);
+        let mut encoder = self.encoder("readback");
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.submit(encoder.finish());
+        let mut out = Vec::with_capacity(bytes as usize);
+        self.read_staging(&staging, bytes, &mut out)?;
         Ok(out)
     }
 
@@ -344,7 +552,41 @@ impl Gpu {
     }
 }
 
-/// The grid for a matvec (`tokens = 1`) or matmul over `rows` rows: rows on x/y, token tiles on z.
+/// The entry point of `kernel` for `shape` (only the matmul families have a `Rows` form).
+pub fn entry_point(kernel: Kernel, shape: MatvecShape) -> &'static str {
+    match (shape, kernel.entry_point()) {
+        (MatvecShape::Rows, "matvec") => "matvec_row",
+        (MatvecShape::Rows, "matmul") => "matmul_row",
+        (_, entry) => entry,
+    }
+}
+
+/// The grid of a matvec / matmul over `params.rows` rows for `shape`, with `params.groups_x` set
+/// to match (the kernels recover the row from it).
+pub fn matmul_launch(
+    shape: MatvecShape,
+    kernel: Kernel,
+    params: &mut crate::MatmulParams,
+) -> (u32, u32, u32) {
+    match shape {
+        MatvecShape::Lanes => {
+            params.groups_x = crate::grid_2d(params.rows).0;
+            matmul_groups(kernel, params.rows, params.tokens)
+        }
+        MatvecShape::Rows => {
+            let (gx, gy) = crate::grid_2d(params.rows.div_ceil(crate::LANES));
+            params.groups_x = gx;
+            let gz = match kernel.entry_point() {
+                "matmul" => params.tokens.div_ceil(crate::TOKEN_TILE).max(1),
+                _ => 1,
+            };
+            (gx, gy, gz)
+        }
+    }
+}
+
+/// The grid for a matvec (`tokens = 1`) or matmul over `rows` rows in the `Lanes` shape: rows on
+/// x/y, token tiles on z.
 pub fn matmul_groups(kernel: Kernel, rows: u32, tokens: u32) -> (u32, u32, u32) {
     let (gx, gy) = crate::grid_2d(rows);
     let gz = match kernel.entry_point() {

@@ -65,6 +65,7 @@ pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
 pub const ACTIVATION: &str = include_str!("../wgsl/activation.wgsl");
 pub const EMBEDDING: &str = include_str!("../wgsl/embedding.wgsl");
 pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
+pub const STREAM_READ: &str = include_str!("../wgsl/stream_read.wgsl");
 
 /// How a storage binding is accessed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +112,11 @@ pub enum Kernel {
     Swiglu,
     Embedding,
     Argmax,
+    StreamRead,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -147,6 +149,7 @@ impl Kernel {
         Kernel::Swiglu,
         Kernel::Embedding,
         Kernel::Argmax,
+        Kernel::StreamRead,
     ];
 
     /// The WGSL file name under `kernels/wgsl/`.
@@ -171,6 +174,7 @@ impl Kernel {
             Kernel::Silu | Kernel::Swiglu => "activation.wgsl",
             Kernel::Embedding => "embedding.wgsl",
             Kernel::Argmax => "argmax.wgsl",
+            Kernel::StreamRead => "stream_read.wgsl",
         }
     }
 
@@ -195,6 +199,7 @@ impl Kernel {
             Kernel::Silu | Kernel::Swiglu => ACTIVATION,
             Kernel::Embedding => EMBEDDING,
             Kernel::Argmax => ARGMAX,
+            Kernel::StreamRead => STREAM_READ,
         }
     }
 
@@ -232,6 +237,7 @@ impl Kernel {
             Kernel::Swiglu => "swiglu",
             Kernel::Embedding => "embedding",
             Kernel::Argmax => "argmax",
+            Kernel::StreamRead => "stream_read",
         }
     }
 
@@ -270,6 +276,7 @@ impl Kernel {
             Kernel::Swiglu => "swiglu",
             Kernel::Embedding => "embedding",
             Kernel::Argmax => "argmax",
+            Kernel::StreamRead => "stream_read",
         }
     }
 
@@ -312,6 +319,8 @@ impl Kernel {
             Kernel::Embedding => &[Read, Read, ReadWrite],
             // v, out
             Kernel::Argmax => &[Read, ReadWrite],
+            // src, out
+            Kernel::StreamRead => &[Read, ReadWrite],
         }
     }
 }

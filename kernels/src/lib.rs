@@ -21,7 +21,7 @@ pub use format::{Dtype, EmbeddingFormat, WeightFormat};
 pub use kernel::{Access, Kernel};
 pub use params::{
     ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, MatmulParams, RmsNormParams,
-    RopeMode, RopeParams, SoftmaxParams,
+    RopeMode, RopeParams, SoftmaxParams, StreamReadParams,
 };
 
 /// Invocations per workgroup of every reduction kernel: the number of lane partial sums.

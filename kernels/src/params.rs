@@ -25,7 +25,10 @@ pub struct MatmulParams {
     pub dtype: u32,
     /// Workgroups along x ([`crate::grid_2d`]); row = x + y · groups_x.
     pub groups_x: u32,
-    pub _pad: [u32; 3],
+    /// 1: add the product to `y` (a residual add fused into the epilogue: `y + Σ`, the same
+    /// rounding as a separate add); 0: overwrite.
+    pub accumulate: u32,
+    pub _pad: [u32; 2],
 }
 
 /// `rmsnorm.wgsl`.
@@ -59,7 +62,10 @@ pub struct RopeParams {
     /// [`RopeMode`] as u32.
     pub mode: u32,
     pub groups_x: u32,
-    pub _pad: [u32; 2],
+    /// Table row of token 0 (a table of every position, indexed by position).
+    pub table_row0: u32,
+    /// Element of `v` where token 0's heads start (rotating in place inside a KV cache).
+    pub v_offset: u32,
 }
 
 /// `softmax.wgsl`.
@@ -121,7 +127,19 @@ pub struct ArgmaxParams {
     pub _pad: u32,
 }
 
+/// `stream_read.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct StreamReadParams {
+    /// u32 words in the source buffer (a multiple of 4).
+    pub words: u32,
+    pub invocations: u32,
+    pub groups_x: u32,
+    pub _pad: u32,
+}
+
 const _: () = assert!(size_of::<MatmulParams>() == 48);
+const _: () = assert!(size_of::<StreamReadParams>() == 16);
 const _: () = assert!(size_of::<RmsNormParams>() == 16);
 const _: () = assert!(size_of::<RopeParams>() == 32);
 const _: () = assert!(size_of::<SoftmaxParams>() == 16);

@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::sync::OnceLock;
 
-use kernels::gpu::{elementwise_groups, matmul_groups, Bind, Gpu};
+use kernels::gpu::{elementwise_groups, matmul_launch, Bind, Gpu, MatvecShape};
 use kernels::reference::{self, AttentionShape, WeightMatrix};
 use kernels::{
     grid_2d, ActivationParams, ArgmaxParams, AttentionParams, Dtype, EmbeddingFormat,
@@ -308,6 +308,7 @@ fn dispatch_rows(
     tokens: usize,
     r0: usize,
     r1: usize,
+    accumulate: bool,
 ) {
     const ALIGN: usize = 16 * 1024;
     let [p, s, b] = c.format.row_ranges(c.k, r0, r1).expect("tile ranges");
@@ -332,28 +333,41 @@ fn dispatch_rows(
         binds.push(window(b_off, b.len()));
     }
     let rows = (r1 - r0) as u32;
-    let params = c
+    let mut params = c
         .format
         .params(rows, c.k as u32, tokens as u32, c.rows as u32, r0 as u32);
-    g.dispatch(
-        kernel,
-        &params,
-        &binds,
-        matmul_groups(kernel, rows, tokens as u32),
-    )
-    .expect("dispatch");
+    params.accumulate = u32::from(accumulate);
+    let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
+    g.dispatch(kernel, &params, &binds, groups)
+        .expect("dispatch");
 }
 
 fn run_matmul(g: &Gpu, c: &Case, x: &[f32], tokens: usize, cuts: &[usize]) -> Vec<f32> {
+    run_matmul_into(g, c, x, tokens, cuts, None)
+}
+
+/// As [`run_matmul`]; with `y0`, `y` starts as `y0` and the product is added to it (the fused
+/// residual epilogue, `MatmulParams::accumulate`).
+fn run_matmul_into(
+    g: &Gpu,
+    c: &Case,
+    x: &[f32],
+    tokens: usize,
+    cuts: &[usize],
+    y0: Option<&[f32]>,
+) -> Vec<f32> {
     let kernel = if tokens == 1 {
         c.format.matvec_kernel()
     } else {
         c.format.matmul_kernel()
     };
     let xb = g.upload_f32("x", x).expect("upload x");
-    let yb = g.zeros("y", (tokens * c.rows * 4) as u64).expect("y");
+    let yb = match y0 {
+        Some(v) => g.upload_f32("y", v).expect("upload y"),
+        None => g.zeros("y", (tokens * c.rows * 4) as u64).expect("y"),
+    };
     for w in cuts.windows(2) {
-        dispatch_rows(g, c, kernel, &xb, &yb, tokens, w[0], w[1]);
+        dispatch_rows(g, c, kernel, &xb, &yb, tokens, w[0], w[1], y0.is_some());
     }
     g.read_f32(&yb, tokens * c.rows).expect("read y")
 }
@@ -412,6 +426,106 @@ fn row_split_dispatch_is_bit_identical_to_whole_matrix() {
             );
         }
     }
+}
+
+/// A second device whose matmul kernels use the other row mapping than the shared one.
+fn other_shape(g: &Gpu) -> Gpu {
+    let other = match g.matvec_shape() {
+        MatvecShape::Lanes => MatvecShape::Rows,
+        MatvecShape::Rows => MatvecShape::Lanes,
+    };
+    Gpu::new_with_shape(Some(other)).expect("a second device on the same adapter")
+}
+
+#[test]
+fn both_matvec_shapes_give_the_same_bits() {
+    let Some(g) = gpu("both_matvec_shapes_give_the_same_bits") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(13);
+    for c in all_cases() {
+        for tokens in [1, 6] {
+            let x = rng.normals(tokens * c.k, 1.0);
+            let a = run_matmul(g, &c, &x, tokens, &[0, c.split, c.rows]);
+            let b = run_matmul(&h, &c, &x, tokens, &[0, c.rows]);
+            assert_bits(
+                &format!(
+                    "{} tokens={tokens}: {:?} vs {:?}",
+                    c.name,
+                    g.matvec_shape(),
+                    h.matvec_shape()
+                ),
+                &a,
+                &b,
+            );
+        }
+    }
+}
+
+#[test]
+fn accumulate_adds_the_product_with_one_rounding() {
+    let Some(g) = gpu("accumulate_adds_the_product_with_one_rounding") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(17);
+    for c in all_cases() {
+        for tokens in [1, 6] {
+            let x = rng.normals(tokens * c.k, 1.0);
+            let y0 = rng.normals(tokens * c.rows, 3.0);
+            let product = run_matmul(g, &c, &x, tokens, &[0, c.rows]);
+            // the host's residual add: y0 + product, one f32 rounding per element
+            let want: Vec<f32> = y0.iter().zip(&product).map(|(a, b)| a + b).collect();
+            for dev in [g, &h] {
+                let got = run_matmul_into(dev, &c, &x, tokens, &[0, c.split, c.rows], Some(&y0));
+                assert_bits(
+                    &format!(
+                        "{} tokens={tokens} accumulate ({:?})",
+                        c.name,
+                        dev.matvec_shape()
+                    ),
+                    &got,
+                    &want,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn stream_read_touches_every_word() {
+    let Some(g) = gpu("stream_read_touches_every_word") else {
+        return;
+    };
+    let words = 4096usize;
+    let mut rng = Rng(19);
+    let src: Vec<u32> = (0..words).map(|_| rng.next() as u32).collect();
+    let invocations = 256u32;
+    let sb = g.upload_u32("src", &src).expect("upload");
+    let out = g.zeros("out", u64::from(invocations) * 4).expect("out");
+    let p = kernels::StreamReadParams {
+        words: words as u32,
+        invocations,
+        groups_x: 1,
+        _pad: 0,
+    };
+    g.dispatch(
+        Kernel::StreamRead,
+        &p,
+        &[(&sb).into(), (&out).into()],
+        (1, 1, 1),
+    )
+    .expect("dispatch");
+    let got = g.read_u32(&out, invocations as usize).expect("read");
+    // invocation i xors the vec4 words i, i + N, …: the xor of all outputs is the xor of all words
+    let all = src.iter().fold(0u32, |a, w| a ^ w);
+    assert_eq!(got.iter().fold(0u32, |a, w| a ^ w), all);
+    let vec4 = |i: usize| src[4 * i] ^ src[4 * i + 1] ^ src[4 * i + 2] ^ src[4 * i + 3];
+    let want0 = (0..words / 4)
+        .step_by(invocations as usize)
+        .fold(0u32, |a, i| a ^ vec4(i));
+    assert_eq!(got[0], want0);
 }
 
 #[test]
@@ -476,7 +590,8 @@ fn rope_matches_both_pairings() {
             rot_dim: rot_dim as u32,
             mode: mode as u32,
             groups_x: groups.0,
-            _pad: [0; 2],
+            table_row0: 0,
+            v_offset: 0,
         };
         g.dispatch(Kernel::Rope, &p, &[(&vb).into(), (&tb).into()], groups)
             .expect("dispatch");

@@ -22,7 +22,7 @@ struct Params {
     block_rows: u32,
     dtype: u32,
     groups_x: u32,
-    _pad0: u32,
+    accumulate: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -71,7 +71,12 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         for (var l = 1u; l < LANES; l++) {
             total = total + partial1[l];
         }
-        y[p.y_offset + r] = total;
+        let at = p.y_offset + r;
+        if (p.accumulate != 0u) {
+            y[at] = y[at] + total;
+        } else {
+            y[at] = total;
+        }
     }
 }
 
@@ -103,7 +108,80 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         for (var j = 0u; j < TOKEN_TILE; j++) {
             let t = t0 + j;
             if (t < p.tokens) {
-                y[t * p.y_stride + p.y_offset + r] = out[j];
+                let at = t * p.y_stride + p.y_offset + r;
+                if (p.accumulate != 0u) {
+                    y[at] = y[at] + out[j];
+                } else {
+                    y[at] = out[j];
+                }
+            }
+        }
+    }
+}
+
+// ---- row-per-invocation entry points (CPU adapters such as lavapipe): one invocation computes
+// ---- one output row and performs exactly the arithmetic of the LANES-wide entry points above:
+// ---- lane l's partial p_l (chunks l, l + LANES, … in increasing order, fma from 0.0), then the
+// ---- lane-order fold (((p0 + p1) + p2) + … + p63). No barrier, no workgroup memory.
+
+@compute @workgroup_size(64)
+fn matvec_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * p.groups_x * 64u;
+    if (r >= p.rows) {
+        return;
+    }
+    let n = chunk_count();
+    var total = 0.0;
+    for (var l = 0u; l < LANES; l++) {
+        var acc = 0.0;
+        for (var c = l; c < n; c += LANES) {
+            acc = chunk_dot(r, c, 0u, acc);
+        }
+        if (l == 0u) {
+            total = acc;
+        } else {
+            total = total + acc;
+        }
+    }
+    let at = p.y_offset + r;
+    if (p.accumulate != 0u) {
+        y[at] = y[at] + total;
+    } else {
+        y[at] = total;
+    }
+}
+
+@compute @workgroup_size(64)
+fn matmul_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * p.groups_x * 64u;
+    let t0 = gid.z * TOKEN_TILE;
+    if (r >= p.rows || t0 >= p.tokens) {
+        return;
+    }
+    let last = p.tokens - 1u;
+    let bases = vec4<u32>(t0 * p.k, min(t0 + 1u, last) * p.k, min(t0 + 2u, last) * p.k,
+                          min(t0 + 3u, last) * p.k);
+    let n = chunk_count();
+    var out = vec4<f32>(0.0);
+    for (var l = 0u; l < LANES; l++) {
+        var acc = vec4<f32>(0.0);
+        for (var c = l; c < n; c += LANES) {
+            acc = chunk_dot4(r, c, bases, acc);
+        }
+        if (l == 0u) {
+            out = acc;
+        } else {
+            out = out + acc;
+        }
+    }
+    for (var j = 0u; j < TOKEN_TILE; j++) {
+        let t = t0 + j;
+        if (t < p.tokens) {
+            let at = t * p.y_stride + p.y_offset + r;
+            if (p.accumulate != 0u) {
+                y[at] = y[at] + out[j];
+            } else {
+                y[at] = out[j];
             }
         }
     }

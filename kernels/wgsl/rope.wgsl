@@ -7,6 +7,9 @@
 // Pairings (`p.mode`): 0 = half-split / NeoX (i, i + rot_dim/2) — HF Llama `rotate_half`;
 //                     1 = interleaved / GPT-J (2i, 2i + 1).
 // a' = fma(a, c, −(b·s)), b' = fma(a, s, b·c). One invocation per (token, head, pair).
+// A recorded forward keeps one table for every position and rotates in place inside the KV cache:
+// token t reads table row `table_row0 + t` and element `v_offset + (t · n_heads + h) · head_dim + d`
+// (both 0 for a table and buffer of exactly `tokens` rows).
 
 struct Params {
     tokens: u32,
@@ -15,8 +18,8 @@ struct Params {
     rot_dim: u32,
     mode: u32,
     groups_x: u32,
-    _pad0: u32,
-    _pad1: u32,
+    table_row0: u32,
+    v_offset: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -33,15 +36,16 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = idx % half;
     let th = idx / half;
     let t = th / p.n_heads;
-    let base = th * p.head_dim;
+    let base = p.v_offset + th * p.head_dim;
     var ia = base + i;
     var ib = base + i + half;
     if (p.mode == 1u) {
         ia = base + 2u * i;
         ib = ia + 1u;
     }
-    let c = table[(t * half + i) * 2u];
-    let s = table[(t * half + i) * 2u + 1u];
+    let row = p.table_row0 + t;
+    let c = table[(row * half + i) * 2u];
+    let s = table[(row * half + i) * 2u + 1u];
     let a = v[ia];
     let b = v[ib];
     v[ia] = fma(a, c, -(b * s));

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::thread::ThreadId;
 
-use kernels::gpu::{elementwise_groups, matmul_groups, Bind, Gpu};
+use kernels::gpu::{elementwise_groups, matmul_launch, Bind, Gpu};
 use kernels::{
     grid_2d, ActivationParams, ArgmaxParams, AttentionParams, EmbeddingFormat, EmbeddingParams,
     Kernel, KernelError, RmsNormParams, RopeMode, RopeParams, SoftmaxParams, WeightFormat,
@@ -79,6 +79,17 @@ pub struct ResidentPart {
     biases: Option<wgpu::Buffer>,
 }
 
+impl ResidentPart {
+    /// The part's weight buffers, bound whole.
+    pub fn row_buffers(&self) -> RowBuffers<'_> {
+        RowBuffers {
+            packed: Bind::from(&self.packed),
+            scales: self.scales.as_ref().map(Bind::from),
+            biases: self.biases.as_ref().map(Bind::from),
+        }
+    }
+}
+
 /// A matrix uploaded once. It is one part unless a buffer would exceed the device's storage
 /// binding limit (128 MiB on lavapipe), in which case it is split by rows into parts that fit.
 pub struct ResidentMatrix {
@@ -101,7 +112,12 @@ pub struct Engine {
 impl Engine {
     /// Acquires the default adapter and a device with its limits.
     pub fn new() -> Result<Self, EngineError> {
-        Gpu::new()
+        Self::new_with_shape(None)
+    }
+
+    /// As [`Engine::new`] with the matvec row mapping forced (`None`: the adapter's default).
+    pub fn new_with_shape(shape: Option<kernels::gpu::MatvecShape>) -> Result<Self, EngineError> {
+        Gpu::new_with_shape(shape)
             .map(|gpu| Self {
                 gpu,
                 pending: Mutex::new(HashMap::new()),
@@ -144,7 +160,7 @@ impl Engine {
             encoder
         };
         if let Some(encoder) = encoder {
-            self.gpu.queue().submit(Some(encoder.finish()));
+            self.gpu.submit(encoder.finish());
         }
         result
     }
@@ -155,7 +171,7 @@ impl Engine {
         let me = std::thread::current().id();
         let mut pending = self.pending();
         if let Some(encoder) = pending.remove(&me) {
-            self.gpu.queue().submit(Some(encoder.finish()));
+            self.gpu.submit(encoder.finish());
             pending.insert(me, self.gpu.encoder("batch"));
         }
     }
@@ -292,22 +308,18 @@ impl Engine {
         format.check_k(k).map_err(kernel_err(kernel))?;
         let rows32 = u32_of("rows", rows)?;
         let tokens32 = u32_of("tokens", tokens)?;
-        let params = format.params(
+        let mut params = format.params(
             rows32,
             u32_of("k", k)?,
             tokens32,
             u32_of("y_stride", y_stride)?,
             u32_of("row0", row0)?,
         );
+        let groups = matmul_launch(self.gpu.matvec_shape(), kernel, &mut params);
         let mut binds = vec![Bind::from(x), Bind::from(y), w.packed];
         binds.extend(w.scales);
         binds.extend(w.biases);
-        self.dispatch(
-            kernel,
-            &params,
-            &binds,
-            matmul_groups(kernel, rows32, tokens32),
-        )
+        self.dispatch(kernel, &params, &binds, groups)
     }
 
     /// y [tokens, m.rows] = x [tokens, m.k] · mᵀ, one dispatch per resident part.
@@ -382,7 +394,8 @@ impl Engine {
             rot_dim: u32_of("rot_dim", rot_dim)?,
             mode: mode as u32,
             groups_x: groups.0,
-            _pad: [0; 2],
+            table_row0: 0,
+            v_offset: 0,
         };
         self.dispatch(Kernel::Rope, &p, &[v.into(), table.into()], groups)
     }

@@ -11,5 +11,4 @@ pub mod npy;
 pub mod reference;
 pub mod registry;
 pub mod run;
-pub mod stream;
 pub mod tokenizer;

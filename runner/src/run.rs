@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use clap::Parser;
 
+use kernels::gpu::GpuStats;
+
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Logits, Runner, WeightMode};
@@ -75,6 +77,34 @@ pub struct RunArgs {
     /// Do not stop at the end-of-sequence token.
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Print the engine's counters per decode step on stderr (submits, dispatches, bytes
+    /// uploaded and read back, buffers and bind groups created, tile reads).
+    #[arg(long)]
+    pub stats: bool,
+    /// How the matmul kernels map rows to invocations: `lanes` (a workgroup per row, for GPUs)
+    /// or `rows` (an invocation per row, for CPU adapters such as lavapipe); both give the same
+    /// bits. Default: by the adapter's type.
+    #[arg(long, value_enum)]
+    pub matvec_shape: Option<ShapeArg>,
+    /// Print one JSON report (schema `minirun-run/1`) on stdout instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--matvec-shape`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShapeArg {
+    Lanes,
+    Rows,
+}
+
+impl From<ShapeArg> for kernels::gpu::MatvecShape {
+    fn from(s: ShapeArg) -> Self {
+        match s {
+            ShapeArg::Lanes => kernels::gpu::MatvecShape::Lanes,
+            ShapeArg::Rows => kernels::gpu::MatvecShape::Rows,
+        }
+    }
 }
 
 /// What a run produced.
@@ -87,6 +117,8 @@ pub struct RunOutput {
     pub prefill_s: f64,
     pub decode_s: f64,
     pub tile_reads: u64,
+    /// Engine counters of each decode step (empty where the adapter does not count).
+    pub steps: Vec<GpuStats>,
 }
 
 /// Runs the model as `args` says on `engine`.
@@ -124,12 +156,7 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
     };
     let capacity = prompt_ids.len() + args.n;
     let mut runner = Runner::new(engine, &model, mode, capacity)?;
-    let g = greedy(
-        |ids| runner.forward(ids, Logits::Last),
-        &prompt_ids,
-        args,
-        tok.eos,
-    )?;
+    let g = greedy(&mut runner, &prompt_ids, args, tok.eos)?;
     Ok(RunOutput {
         text: tok.decode(&g.tokens)?,
         prompt_ids,
@@ -138,6 +165,7 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
         prefill_s: g.prefill_s,
         decode_s: g.decode_s,
         tile_reads: runner.tile_reads(),
+        steps: g.steps,
     })
 }
 
@@ -148,44 +176,167 @@ pub struct Greedy {
     pub logits: Vec<Vec<f32>>,
     pub prefill_s: f64,
     pub decode_s: f64,
+    /// Engine counters of each decode step (after the prefill), when the decoder has them.
+    pub steps: Vec<GpuStats>,
 }
 
-/// The greedy loop both `minirun-run` paths share: prefill `prompt_ids` through `forward` (which
-/// returns the last position's logits), then `args.n` argmax tokens, stopping at `eos` unless
-/// `--ignore-eos`.
+/// A model the greedy loop can drive: logits when they are asked for, and the argmax of the
+/// last position (by default picked on the host from the logits; an engine that picks on the
+/// device overrides [`Decoder::argmax`] and [`Decoder::next`]).
+pub trait Decoder {
+    /// Feeds `ids` and returns the last position's logits.
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError>;
+
+    /// Feeds `ids` and returns the argmax of the last position's logits.
+    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
+        let last = self.logits(ids)?;
+        Ok(kernels::reference::argmax(&last, last.len())
+            .first()
+            .copied()
+            .unwrap_or(0))
+    }
+
+    /// Feeds the token `prev` that [`Decoder::argmax`] or `next` just returned and returns the
+    /// next argmax.
+    fn next(&mut self, prev: u32) -> Result<u32, RunError> {
+        self.argmax(&[prev])
+    }
+
+    /// Engine counters so far, if the decoder runs on one.
+    fn stats(&self) -> Option<GpuStats> {
+        None
+    }
+}
+
+/// A [`Decoder`] from a closure returning the last position's logits.
+pub struct LogitsFn<F>(pub F);
+
+impl<F: FnMut(&[u32]) -> Result<Vec<f32>, RunError>> Decoder for LogitsFn<F> {
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        (self.0)(ids)
+    }
+}
+
+impl Decoder for Runner<'_> {
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        self.forward(ids, Logits::Last)
+    }
+
+    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
+        self.forward_argmax(ids)
+    }
+
+    /// The previous argmax is already the device's input: nothing is uploaded for it.
+    fn next(&mut self, _prev: u32) -> Result<u32, RunError> {
+        self.step_argmax()
+    }
+
+    fn stats(&self) -> Option<GpuStats> {
+        Some(Runner::stats(self))
+    }
+}
+
+/// The greedy loop every `minirun-run` path shares: prefill `prompt_ids`, then up to `args.n`
+/// argmax tokens, stopping at `eos` unless `--ignore-eos`. With `--dump-logits` each step's
+/// logits row is read back and kept; otherwise only the chosen ids cross to the host (on a
+/// decoder that picks on the device).
 pub fn greedy(
-    mut forward: impl FnMut(&[u32]) -> Result<Vec<f32>, RunError>,
+    model: &mut dyn Decoder,
     prompt_ids: &[u32],
     args: &RunArgs,
     eos: Option<u32>,
 ) -> Result<Greedy, RunError> {
     let keep = args.dump_logits.is_some();
+    let pick = |last: &[f32]| {
+        kernels::reference::argmax(last, last.len())
+            .first()
+            .copied()
+            .unwrap_or(0)
+    };
     let mut logits = Vec::new();
+    let mut steps = Vec::new();
     let t0 = Instant::now();
-    let mut last = forward(prompt_ids)?;
+    let mut next = if keep {
+        let last = model.logits(prompt_ids)?;
+        let id = pick(&last);
+        logits.push(last);
+        id
+    } else {
+        model.argmax(prompt_ids)?
+    };
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut tokens = Vec::with_capacity(args.n);
     for step in 0..args.n {
-        let next = kernels::reference::argmax(&last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0);
-        if keep {
-            logits.push(std::mem::take(&mut last));
-        }
         tokens.push(next);
         if (!args.ignore_eos && eos == Some(next)) || step + 1 == args.n {
             break;
         }
-        last = forward(&[next])?;
+        let before = model.stats();
+        next = if keep {
+            let last = model.logits(&[next])?;
+            let id = pick(&last);
+            logits.push(last);
+            id
+        } else {
+            model.next(next)?
+        };
+        if let (Some(a), Some(b)) = (before, model.stats()) {
+            steps.push(b - a);
+        }
     }
     Ok(Greedy {
         tokens,
         logits,
         prefill_s,
         decode_s: t1.elapsed().as_secs_f64(),
+        steps,
     })
+}
+
+/// The largest value of each counter over the decode steps (what a structural check reads).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StepSummary {
+    pub steps: usize,
+    pub max: GpuStats,
+}
+
+impl StepSummary {
+    pub fn of(steps: &[GpuStats]) -> Self {
+        let mut max = GpuStats::default();
+        for s in steps {
+            max.submits = max.submits.max(s.submits);
+            max.dispatches = max.dispatches.max(s.dispatches);
+            max.bytes_uploaded = max.bytes_uploaded.max(s.bytes_uploaded);
+            max.bytes_read_back = max.bytes_read_back.max(s.bytes_read_back);
+            max.maps = max.maps.max(s.maps);
+            max.buffers_created = max.buffers_created.max(s.buffers_created);
+            max.bind_groups_created = max.bind_groups_created.max(s.bind_groups_created);
+            max.device_bytes_allocated = max.device_bytes_allocated.max(s.device_bytes_allocated);
+        }
+        Self {
+            steps: steps.len(),
+            max,
+        }
+    }
+
+    /// One stderr line.
+    pub fn line(&self) -> String {
+        let m = &self.max;
+        if self.steps == 0 {
+            return "stats: no decode step was counted".to_string();
+        }
+        format!(
+            "stats: per decode step (max over {} steps): {} submits, {} dispatches, {} B uploaded, {} B read back, {} buffers and {} bind groups created",
+            self.steps,
+            m.submits,
+            m.dispatches,
+            m.bytes_uploaded,
+            m.bytes_read_back,
+            m.buffers_created,
+            m.bind_groups_created
+        )
+    }
 }
 
 /// The CLI: parse, run, print; returns the exit code.
@@ -200,7 +351,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let result = if args.artifact.is_some() {
         crate::artifact::cli::run_artifact(&args)
     } else {
-        Engine::new()
+        Engine::new_with_shape(args.matvec_shape.map(Into::into))
             .map_err(RunError::from)
             .and_then(|engine| run(&engine, &args))
     };
@@ -211,8 +362,25 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             return EXIT_FAILURE;
         }
     };
-    let _ = writeln!(std::io::stdout(), "{}", out.text);
     let decode_steps = out.tokens.len().saturating_sub(1);
+    let summary = StepSummary::of(&out.steps);
+    if args.json {
+        let report = serde_json::json!({
+            "schema": "minirun-run/1",
+            "text": out.text,
+            "prompt_tokens": out.prompt_ids.len(),
+            "tokens": out.tokens,
+            "prefill_s": out.prefill_s,
+            "decode_s": out.decode_s,
+            "decode_tokens_per_s": decode_steps as f64 / out.decode_s.max(1e-9),
+            "tile_reads": out.tile_reads,
+            "per_step": summary,
+            "steps": out.steps,
+        });
+        let _ = writeln!(std::io::stdout(), "{report}");
+    } else {
+        let _ = writeln!(std::io::stdout(), "{}", out.text);
+    }
     let reads = if args.stream {
         format!("; {} tile reads", out.tile_reads)
     } else {
@@ -228,6 +396,9 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         out.decode_s,
         decode_steps as f64 / out.decode_s.max(1e-9),
     );
+    if args.stats {
+        let _ = writeln!(std::io::stderr(), "{}", summary.line());
+    }
     if let Some(path) = &args.dump_logits {
         let vocab = out.logits.first().map_or(0, Vec::len);
         let flat: Vec<f32> = out.logits.concat();

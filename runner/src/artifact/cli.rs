@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
 use crate::registry::{self, Entry, ModelOptions, Residency};
-use crate::run::{greedy, RunArgs, RunOutput};
+use crate::run::{greedy, LogitsFn, RunArgs, RunOutput};
 
 /// Runs `args` (with `args.artifact` set) with the registered families and returns what
 /// `minirun-run` prints.
@@ -69,15 +69,11 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
         capacity: prompt_ids.len() + args.n,
     };
     let mut model = (entry.open)(&artifact, &opts)?;
-    let g = greedy(
-        |ids| {
-            let mut rows = model.forward(ids, Logits::Last)?;
-            Ok(rows.pop().unwrap_or_default())
-        },
-        &prompt_ids,
-        args,
-        tok.eos,
-    )?;
+    let mut decoder = LogitsFn(|ids: &[u32]| {
+        let mut rows = model.forward(ids, Logits::Last)?;
+        Ok(rows.pop().unwrap_or_default())
+    });
+    let g = greedy(&mut decoder, &prompt_ids, args, tok.eos)?;
     Ok(RunOutput {
         text: tok.decode(&g.tokens)?,
         prompt_ids,
@@ -86,6 +82,7 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
         prefill_s: g.prefill_s,
         decode_s: g.decode_s,
         tile_reads: model.tile_reads(),
+        steps: g.steps,
     })
 }
 

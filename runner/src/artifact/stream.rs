@@ -225,7 +225,7 @@ impl ContainerStreamer {
                     detail: "tile slots missing".into(),
                 })?;
             self.next += 1;
-            engine.gpu().queue().write_buffer(slot, 0, view.bytes);
+            engine.gpu().write(slot, 0, view.bytes);
             let window = |offset: u64, payload: u64| Bind {
                 buffer: slot,
                 offset,

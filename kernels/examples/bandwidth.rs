@@ -1,0 +1,154 @@
+//! Read bandwidth of the adapter and of every dequantize-and-multiply kernel (issue #16 item 2;
+//! ci/bench/runner.sh writes its table into docs/bench/runner.md).
+//!
+//! `cargo run --release -p kernels --example bandwidth -- [MIB] [ITERS]`: a plain streaming read
+//! (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's matvec
+//! over a matrix of about MIB of weights (K = 4096) is reported as GB/s of weight bytes and as a
+//! fraction of that ceiling, for both matvec shapes. Each figure is the median of ITERS timed
+//! submits of 8 back-to-back dispatches, after one warm-up submit (which also compiles).
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Instant;
+
+use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
+use kernels::{grid_2d, Dtype, Kernel, StreamReadParams, WeightFormat};
+
+const K: usize = 4096;
+const PER_SUBMIT: usize = 8;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Seconds per dispatch: the median over `iters` submits of `PER_SUBMIT` dispatches.
+fn time(gpu: &Gpu, iters: usize, mut record: impl FnMut(&mut wgpu::CommandEncoder)) -> f64 {
+    let mut runs = Vec::new();
+    for i in 0..=iters {
+        let mut enc = gpu.encoder("bench");
+        for _ in 0..PER_SUBMIT {
+            record(&mut enc);
+        }
+        let t = Instant::now();
+        gpu.submit(enc.finish());
+        gpu.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        if i > 0 {
+            runs.push(t.elapsed().as_secs_f64() / PER_SUBMIT as f64);
+        }
+    }
+    median(runs)
+}
+
+fn ceiling(gpu: &Gpu, bytes: usize, iters: usize) -> f64 {
+    let src = gpu.upload("src", &vec![0x3cu8; bytes]).unwrap();
+    let invocations = 256 * 256u32;
+    let out = gpu.zeros("out", u64::from(invocations) * 4).unwrap();
+    let (gx, gy) = grid_2d(invocations.div_ceil(256));
+    let p = StreamReadParams {
+        words: (bytes / 4) as u32,
+        invocations,
+        groups_x: gx,
+        _pad: 0,
+    };
+    let s = time(gpu, iters, |enc| {
+        gpu.encode(
+            enc,
+            Kernel::StreamRead,
+            &p,
+            &[(&src).into(), (&out).into()],
+            (gx, gy, 1),
+        )
+        .unwrap();
+    });
+    bytes as f64 / s / 1e9
+}
+
+fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize) -> (usize, f64) {
+    let row = f.packed_len(1, K).unwrap() + f.scales_len(1, K).unwrap_or(0);
+    let mut rows = (bytes / row).max(1);
+    if let WeightFormat::Fp8Block { block_rows, .. } = f {
+        rows = rows.div_ceil(block_rows as usize) * block_rows as usize;
+    }
+    let buf = |n: usize| gpu.upload("w", &vec![0x3cu8; n.max(4)]).unwrap();
+    let packed = buf(f.packed_len(rows, K).unwrap());
+    let scales = buf(f.scales_len(rows, K).unwrap());
+    let biases = buf(f.biases_len(rows, K).unwrap());
+    let x = gpu.upload_f32("x", &vec![0.5f32; K]).unwrap();
+    let y = gpu.zeros("y", (rows * 4) as u64).unwrap();
+    let kernel = f.matvec_kernel();
+    let mut params = f.params(rows as u32, K as u32, 1, rows as u32, 0);
+    let groups = matmul_launch(gpu.matvec_shape(), kernel, &mut params);
+    let mut binds: Vec<Bind<'_>> = vec![(&x).into(), (&y).into(), (&packed).into()];
+    if f.buffer_count() >= 2 {
+        binds.push((&scales).into());
+    }
+    if f.buffer_count() >= 3 {
+        binds.push((&biases).into());
+    }
+    let s = time(gpu, iters, |enc| {
+        gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
+    });
+    let weight_bytes = f.packed_len(rows, K).unwrap()
+        + f.scales_len(rows, K).unwrap()
+        + f.biases_len(rows, K).unwrap();
+    (rows, weight_bytes as f64 / s / 1e9)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mib: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(16);
+    let iters: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);
+    let gpu = Gpu::new().expect("a wgpu adapter");
+    let info = gpu.adapter_info().cloned();
+    let bytes = mib << 20;
+    let ceil = ceiling(&gpu, bytes, iters);
+    println!(
+        "adapter: {} ({:?}, {:?}); default shape {:?}",
+        info.as_ref().map_or("?".into(), |i| i.name.clone()),
+        info.as_ref().map(|i| i.backend),
+        info.as_ref().map(|i| i.device_type),
+        gpu.matvec_shape()
+    );
+    println!("stream_read over {mib} MiB: {ceil:.2} GB/s (the ceiling)\n");
+    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling |");
+    println!("|---|---|---:|---:|---:|---:|");
+    let gpus = [
+        Gpu::new_with_shape(Some(MatvecShape::Lanes)).expect("adapter"),
+        Gpu::new_with_shape(Some(MatvecShape::Rows)).expect("adapter"),
+    ];
+    let formats = [
+        WeightFormat::Q4_0,
+        WeightFormat::Q4_1,
+        WeightFormat::Q5_0,
+        WeightFormat::Q5_1,
+        WeightFormat::Q8_0,
+        WeightFormat::Q4K,
+        WeightFormat::Q5K,
+        WeightFormat::Q6K,
+        WeightFormat::Mxfp4,
+        WeightFormat::Fp8Block {
+            block_rows: 128,
+            group: 128,
+        },
+        WeightFormat::Affine8 {
+            group: 64,
+            scale_dtype: Dtype::Bf16,
+        },
+        WeightFormat::Plain(Dtype::Bf16),
+        WeightFormat::Plain(Dtype::F16),
+        WeightFormat::Plain(Dtype::F32),
+    ];
+    for f in formats {
+        let mut cells = Vec::new();
+        let mut rows = 0;
+        for g in &gpus {
+            let (r, gbs) = matvec(g, f, bytes, iters);
+            rows = r;
+            cells.push(format!("{gbs:.2} | {:.0} %", 100.0 * gbs / ceil));
+        }
+        println!("| {} | {rows} × {K} | {} |", f.name(), cells.join(" | "));
+    }
+}

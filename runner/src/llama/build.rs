@@ -1,0 +1,439 @@
+//! Making the static plan of a [`super::Runner`]: buffers, the operation lists and their bind
+//! groups, once, when the model opens.
+
+use kernels::gpu::Bind;
+use kernels::reference::rope_table;
+
+use super::plan::{Op, ParamBlock, Rows, Shapes, Step, TileUse};
+use super::tiles::{TileReader, SLOT_ALIGN};
+use super::{Activations, Runner, WeightMode, DEFAULT_RING, PREFILL_CHUNK};
+use crate::engine::{Engine, ResidentMatrix};
+use crate::error::RunError;
+use crate::model::{LlamaModel, MatrixRef};
+
+/// Which weights a matrix step binds.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Weights {
+    /// Part `part` of resident matrix `matrix`.
+    Part { matrix: usize, part: usize },
+    /// A ring slot (the step's [`TileUse`]) holding `bytes` bytes of rows.
+    Tile { bytes: usize },
+}
+
+/// A buffer an operation binds, named before the buffers exist.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Binding {
+    X,
+    XLast,
+    H,
+    Q,
+    Attn,
+    Gate,
+    Up,
+    Act,
+    Scores,
+    Logits,
+    Ids,
+    Rope,
+    Embed,
+    Norm(usize),
+    Kv(usize),
+    W(Weights),
+}
+
+type Planned = (Step, Option<TileUse>, Vec<Binding>);
+
+/// The buffers bindings resolve to.
+struct Resolve<'r> {
+    a: &'r Activations,
+    embed: &'r wgpu::Buffer,
+    norms: &'r [wgpu::Buffer],
+    kv: &'r [wgpu::Buffer],
+    resident: &'r [ResidentMatrix],
+    ring: &'r [wgpu::Buffer],
+}
+
+fn missing(what: &str) -> RunError {
+    RunError::Tensor {
+        name: what.to_string(),
+        detail: "missing from the engine plan (bug)".into(),
+    }
+}
+
+impl Resolve<'_> {
+    fn binds(&self, list: &[Binding], tile: Option<TileUse>) -> Result<Vec<Bind<'_>>, RunError> {
+        let a = self.a;
+        let mut out = Vec::with_capacity(list.len() + 2);
+        for b in list {
+            let buffer = match *b {
+                Binding::X => &a.x,
+                Binding::XLast => &a.x_last,
+                Binding::H => &a.h,
+                Binding::Q => &a.q,
+                Binding::Attn => &a.attn,
+                Binding::Gate => &a.gate,
+                Binding::Up => &a.up,
+                Binding::Act => &a.act,
+                Binding::Scores => &a.scores,
+                Binding::Logits => &a.logits,
+                Binding::Ids => &a.ids,
+                Binding::Rope => &a.rope,
+                Binding::Embed => self.embed,
+                Binding::Norm(i) => self.norms.get(i).ok_or_else(|| missing("norm"))?,
+                Binding::Kv(i) => self.kv.get(i).ok_or_else(|| missing("kv cache"))?,
+                Binding::W(Weights::Part { matrix, part }) => {
+                    let p = self
+                        .resident
+                        .get(matrix)
+                        .and_then(|m| m.parts.get(part))
+                        .ok_or_else(|| missing("resident part"))?;
+                    let w = p.row_buffers();
+                    out.push(w.packed);
+                    out.extend(w.scales);
+                    out.extend(w.biases);
+                    continue;
+                }
+                Binding::W(Weights::Tile { bytes }) => {
+                    let slot = tile.map(|t| t.slot).ok_or_else(|| missing("tile"))?;
+                    let buffer = self.ring.get(slot).ok_or_else(|| missing("ring slot"))?;
+                    out.push(Bind {
+                        buffer,
+                        offset: 0,
+                        size: Some(bytes.div_ceil(4) as u64 * 4),
+                    });
+                    continue;
+                }
+            };
+            out.push(Bind::from(buffer));
+        }
+        Ok(out)
+    }
+}
+
+/// Uploads resident matrices or lays out streamed tiles, and lists the matrix steps.
+struct Builder<'a> {
+    engine: &'a Engine,
+    model: &'a LlamaModel,
+    mode: WeightMode,
+    reader: TileReader,
+    ring: Vec<wgpu::Buffer>,
+    resident: Vec<ResidentMatrix>,
+}
+
+impl Builder<'_> {
+    fn slot_bytes(&self) -> u64 {
+        match self.mode {
+            WeightMode::Resident => 0,
+            WeightMode::Streamed { tile_bytes } => {
+                (tile_bytes as u64).div_ceil(SLOT_ALIGN).max(1) * SLOT_ALIGN
+            }
+        }
+    }
+
+    /// The steps of `y (+)= x · mᵀ` (one per resident part or streamed tile).
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        &mut self,
+        out: &mut Vec<Planned>,
+        m: &MatrixRef,
+        x: Binding,
+        y: Binding,
+        kv: bool,
+        accumulate: bool,
+        tokens: Rows,
+    ) -> Result<(), RunError> {
+        let step = |rows, row0| Step::Matmul {
+            format: m.format,
+            rows,
+            row0,
+            k: m.k,
+            y_stride: m.rows,
+            kv,
+            accumulate,
+            tokens,
+        };
+        match self.mode {
+            WeightMode::Resident => {
+                let bytes = self.model.bytes(&m.name)?;
+                let r = self.engine.upload_matrix(
+                    &m.name,
+                    m.format,
+                    m.rows,
+                    m.k,
+                    [bytes, &[], &[]],
+                    None,
+                )?;
+                let matrix = self.resident.len();
+                for (part, p) in r.parts.iter().enumerate() {
+                    let w = Binding::W(Weights::Part { matrix, part });
+                    out.push((step(p.rows, p.row0), None, vec![x, y, w]));
+                }
+                self.resident.push(r);
+            }
+            WeightMode::Streamed { .. } => {
+                let row_bytes = m.format.packed_len(1, m.k)?;
+                let slot = self.slot_bytes() as usize;
+                if m.format.buffer_count() != 1 || row_bytes == 0 || row_bytes > slot {
+                    return Err(RunError::Tensor {
+                        name: m.name.clone(),
+                        detail: format!(
+                            "cannot stream {} rows of {row_bytes} bytes through {slot}-byte slots",
+                            m.format.name()
+                        ),
+                    });
+                }
+                let (path, offset, _) = self.model.location(&m.name)?;
+                let tile_rows = (slot / row_bytes).max(1);
+                let mut row0 = 0;
+                while row0 < m.rows {
+                    let rows = tile_rows.min(m.rows - row0);
+                    let bytes = rows * row_bytes;
+                    let index = self
+                        .reader
+                        .add(path, offset + (row0 * row_bytes) as u64, bytes)?;
+                    let tile = TileUse {
+                        index,
+                        slot: index % self.ring.len().max(1),
+                    };
+                    let w = Binding::W(Weights::Tile { bytes });
+                    out.push((step(rows, row0), Some(tile), vec![x, y, w]));
+                    row0 += rows;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn norm(engine: &Engine, model: &LlamaModel, name: &str) -> Result<wgpu::Buffer, RunError> {
+    Ok(engine.gpu().upload_f32(name, &model.norm(name)?)?)
+}
+
+fn activations(
+    engine: &Engine,
+    model: &LlamaModel,
+    capacity: usize,
+) -> Result<Activations, RunError> {
+    let c = &model.config;
+    let g = engine.gpu();
+    let chunk = PREFILL_CHUNK.min(capacity);
+    let f = |n: usize| (n * 4) as u64;
+    let (dim, qd) = (c.dim, c.n_heads * c.head_dim);
+    let positions: Vec<u32> = (0..capacity)
+        .map(|p| u32::try_from(p).unwrap_or(u32::MAX))
+        .collect();
+    Ok(Activations {
+        chunk,
+        x: g.zeros("x", f(chunk * dim))?,
+        x_last: g.zeros("x last", f(dim))?,
+        h: g.zeros("h", f(chunk * dim))?,
+        q: g.zeros("q", f(chunk * qd))?,
+        attn: g.zeros("attn", f(chunk * qd))?,
+        gate: g.zeros("gate", f(chunk * c.ffn))?,
+        up: g.zeros("up", f(chunk * c.ffn))?,
+        act: g.zeros("swiglu", f(chunk * c.ffn))?,
+        scores: g.zeros("scores", f(chunk * c.n_heads * capacity))?,
+        logits: g.zeros("logits", f(chunk * c.vocab))?,
+        ids: g.zeros("ids", f(chunk))?,
+        rope: g.upload_f32("rope", &rope_table(&positions, c.rot_dim, c.rope_base))?,
+        id_staging: g.staging("token id", 4),
+        logits_staging: g.staging("logits", f(chunk * c.vocab)),
+    })
+}
+
+/// The three tails: final norm, head and (for `Last`) the argmax into `ids[0]`.
+fn tail(x: Binding, rows: Rows, head: &[Planned], out_norm: usize, argmax: bool) -> Vec<Planned> {
+    let mut ops = vec![(
+        Step::Norm(rows),
+        None,
+        vec![x, Binding::Norm(out_norm), Binding::H],
+    )];
+    for (s, t, w) in head {
+        let s = match *s {
+            Step::Matmul {
+                format,
+                rows: r,
+                row0,
+                k,
+                y_stride,
+                kv,
+                accumulate,
+                ..
+            } => Step::Matmul {
+                format,
+                rows: r,
+                row0,
+                k,
+                y_stride,
+                kv,
+                accumulate,
+                tokens: rows,
+            },
+            other => other,
+        };
+        let mut binds = w.clone();
+        if let Some(first) = binds.first_mut() {
+            *first = Binding::H;
+        }
+        ops.push((s, *t, binds));
+    }
+    if argmax {
+        ops.push((Step::Argmax, None, vec![Binding::Logits, Binding::Ids]));
+    }
+    ops
+}
+
+impl<'e> Runner<'e> {
+    /// Loads `model` onto `engine` with a KV cache of `capacity` positions (clamped to the
+    /// model's context).
+    pub fn new(
+        engine: &'e Engine,
+        model: &LlamaModel,
+        mode: WeightMode,
+        capacity: usize,
+    ) -> Result<Self, RunError> {
+        let c = model.config.clone();
+        let capacity = capacity.clamp(1, c.context.max(1));
+        let g = engine.gpu();
+        let a = activations(engine, model, capacity)?;
+        let mut b = Builder {
+            engine,
+            model,
+            mode,
+            reader: TileReader::new(),
+            ring: Vec::new(),
+            resident: Vec::new(),
+        };
+        if let WeightMode::Streamed { .. } = mode {
+            for i in 0..DEFAULT_RING {
+                b.ring
+                    .push(g.zeros(&format!("tile slot {i}"), b.slot_bytes())?);
+            }
+        }
+        let embed = g.upload("token_embd", model.bytes(&model.embedding.name)?)?;
+        let kv_bytes = (capacity * c.n_kv_heads * c.head_dim * 4) as u64;
+        let (mut norms, mut kv) = (Vec::new(), Vec::new());
+        let mut body: Vec<Planned> = vec![(
+            Step::Embed,
+            None,
+            vec![Binding::Ids, Binding::Embed, Binding::X],
+        )];
+        let tok = Rows::Tokens;
+        for l in &model.layers {
+            let (n1, n2, kc, vc) = (norms.len(), norms.len() + 1, kv.len(), kv.len() + 1);
+            norms.push(norm(engine, model, &l.attn_norm)?);
+            norms.push(norm(engine, model, &l.ffn_norm)?);
+            kv.push(g.zeros("k cache", kv_bytes)?);
+            kv.push(g.zeros("v cache", kv_bytes)?);
+            let (k_cache, v_cache) = (Binding::Kv(kc), Binding::Kv(vc));
+            body.push((
+                Step::Norm(tok),
+                None,
+                vec![Binding::X, Binding::Norm(n1), Binding::H],
+            ));
+            b.product(&mut body, &l.q, Binding::H, Binding::Q, false, false, tok)?;
+            b.product(&mut body, &l.k, Binding::H, k_cache, true, false, tok)?;
+            b.product(&mut body, &l.v, Binding::H, v_cache, true, false, tok)?;
+            body.push((Step::RopeQ, None, vec![Binding::Q, Binding::Rope]));
+            body.push((Step::RopeK, None, vec![k_cache, Binding::Rope]));
+            let attn = vec![Binding::Q, k_cache, v_cache, Binding::Attn, Binding::Scores];
+            body.push((Step::Attention, None, attn));
+            b.product(&mut body, &l.o, Binding::Attn, Binding::X, false, true, tok)?;
+            body.push((
+                Step::Norm(tok),
+                None,
+                vec![Binding::X, Binding::Norm(n2), Binding::H],
+            ));
+            b.product(
+                &mut body,
+                &l.gate,
+                Binding::H,
+                Binding::Gate,
+                false,
+                false,
+                tok,
+            )?;
+            b.product(&mut body, &l.up, Binding::H, Binding::Up, false, false, tok)?;
+            let swiglu = vec![Binding::Gate, Binding::Up, Binding::Act];
+            body.push((Step::Swiglu, None, swiglu));
+            b.product(
+                &mut body,
+                &l.down,
+                Binding::Act,
+                Binding::X,
+                false,
+                true,
+                tok,
+            )?;
+        }
+        let out_norm = norms.len();
+        norms.push(norm(engine, model, &model.output_norm)?);
+        let mut head = Vec::new();
+        let out = &model.output;
+        b.product(
+            &mut head,
+            out,
+            Binding::H,
+            Binding::Logits,
+            false,
+            false,
+            Rows::One,
+        )?;
+        let tail_one = tail(Binding::X, Rows::One, &head, out_norm, true);
+        let tail_last = tail(Binding::XLast, Rows::One, &head, out_norm, true);
+        let tail_all = tail(Binding::X, Rows::Tokens, &head, out_norm, false);
+        let lists = [&body, &tail_one, &tail_last, &tail_all];
+        let params = ParamBlock::new(g, lists.iter().flat_map(|l| l.iter().map(|(s, _, _)| s)));
+        let shapes = Shapes {
+            c,
+            capacity,
+            embedding_code: model.embedding_format.code(),
+            shape: g.matvec_shape(),
+        };
+        let ops = {
+            let res = Resolve {
+                a: &a,
+                embed: &embed,
+                norms: &norms,
+                kv: &kv,
+                resident: &b.resident,
+                ring: &b.ring,
+            };
+            let make = |list: &[Planned]| -> Result<Vec<Op>, RunError> {
+                list.iter()
+                    .map(|(step, tile, binds)| {
+                        Op::new(g, &shapes, &params, *step, &res.binds(binds, *tile)?, *tile)
+                    })
+                    .collect()
+            };
+            [
+                make(&body)?,
+                make(&tail_one)?,
+                make(&tail_last)?,
+                make(&tail_all)?,
+            ]
+        };
+        let [body, tail_one, tail_last, tail_all] = ops;
+        let mut reader = b.reader;
+        reader.start(DEFAULT_RING)?;
+        Ok(Runner {
+            engine,
+            shapes,
+            params,
+            body,
+            tail_one,
+            tail_last,
+            tail_all,
+            a,
+            ring: b.ring,
+            reader,
+            weights: b.resident,
+            norms,
+            kv,
+            embed,
+            capacity,
+            pos: 0,
+            host: Vec::new(),
+        })
+    }
+}

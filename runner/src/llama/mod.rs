@@ -1,0 +1,332 @@
+//! The Llama-family forward on the wgpu engine (docs/runner.md "Adapter" and "Engine"): embedding
+//! lookup, per layer RMSNorm → Q/K/V (K and V written straight into the KV cache) → RoPE (in
+//! place, in the cache) → causal GQA attention → output projection with the residual add fused
+//! into its epilogue → RMSNorm → SwiGLU FFN → down projection with the residual add fused, then the
+//! final norm, the (tied) output head and the argmax.
+//!
+//! Everything stays on the device. The buffers are a static plan made when the model opens
+//! (weights, a KV cache for the requested context, activations for a prefill chunk of
+//! [`PREFILL_CHUNK`] tokens, one uniform block); the operations and their bind groups are made
+//! once (`plan::Op`), and a forward only records them into one command encoder and submits it. A
+//! resident greedy decode step is one submit whose only read-back is the 4-byte token id; logits
+//! are read back only by [`Runner::forward`]. Weights are either resident (each matrix uploaded
+//! once) or streamed from the GGUF tile by tile through a ring of device slots that a reader
+//! thread fills ahead of the kernels (`tiles::TileReader`); both give bit-identical logits
+//! (docs/kernels.md, accumulation-order invariant).
+
+mod build;
+mod plan;
+mod tiles;
+
+use kernels::gpu::GpuStats;
+
+use crate::engine::{Engine, ResidentMatrix};
+use crate::error::RunError;
+use crate::model::LlamaConfig;
+use plan::{Op, ParamBlock, Shapes};
+use tiles::TileReader;
+
+/// Tokens one prefill submit covers (activation buffers are sized for it).
+pub const PREFILL_CHUNK: usize = 64;
+
+/// Device tile slots in the streaming ring, and tiles the reader thread reads ahead.
+pub const DEFAULT_RING: usize = 8;
+
+/// How weight matrices reach the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightMode {
+    /// Every matrix uploaded once.
+    Resident,
+    /// Every matrix read from the file per use, in row tiles of at most `tile_bytes`, through a
+    /// ring of [`DEFAULT_RING`] device slots.
+    Streamed { tile_bytes: usize },
+}
+
+/// Which positions' logits a forward computes (the output head is the costliest matvec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    Last,
+    All,
+}
+
+/// The activation buffers of the plan.
+pub(crate) struct Activations {
+    chunk: usize,
+    x: wgpu::Buffer,
+    x_last: wgpu::Buffer,
+    h: wgpu::Buffer,
+    q: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    gate: wgpu::Buffer,
+    up: wgpu::Buffer,
+    act: wgpu::Buffer,
+    scores: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    ids: wgpu::Buffer,
+    rope: wgpu::Buffer,
+    id_staging: wgpu::Buffer,
+    logits_staging: wgpu::Buffer,
+}
+
+/// What a chunk's submit ends with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// No head (a prefill chunk before the last).
+    None,
+    /// The last position's logits and argmax; `read_logits` maps the logits row back.
+    Last { read_logits: bool },
+    /// Every position's logits, mapped back.
+    All,
+}
+
+/// A model on the engine with its KV cache.
+pub struct Runner<'e> {
+    engine: &'e Engine,
+    shapes: Shapes,
+    params: ParamBlock,
+    body: Vec<Op>,
+    /// Final norm of `x` (a one-token chunk), head, argmax.
+    tail_one: Vec<Op>,
+    /// Final norm of `x_last` (the last row of a longer chunk), head, argmax.
+    tail_last: Vec<Op>,
+    /// Final norm of every row, head over every row.
+    tail_all: Vec<Op>,
+    a: Activations,
+    ring: Vec<wgpu::Buffer>,
+    reader: TileReader,
+    // owned so they live as long as the bind groups that name them
+    #[allow(dead_code)]
+    weights: Vec<ResidentMatrix>,
+    #[allow(dead_code)]
+    norms: Vec<wgpu::Buffer>,
+    #[allow(dead_code)]
+    kv: Vec<wgpu::Buffer>,
+    #[allow(dead_code)]
+    embed: wgpu::Buffer,
+    capacity: usize,
+    pos: usize,
+    /// Read-back scratch (host side, reused).
+    host: Vec<u8>,
+}
+
+impl Runner<'_> {
+    pub fn config(&self) -> &LlamaConfig {
+        &self.shapes.c
+    }
+
+    /// Positions already in the KV cache.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Positions the KV cache holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tile reads so far (0 for a resident run).
+    pub fn tile_reads(&self) -> u64 {
+        self.reader.reads
+    }
+
+    /// What crossed the wgpu API on this engine so far (subtract two snapshots for one step).
+    pub fn stats(&self) -> GpuStats {
+        self.engine.gpu().stats()
+    }
+
+    /// Forgets the KV cache (the buffers are overwritten from position 0).
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
+
+    fn check(&self, ids: &[u32]) -> Result<(), RunError> {
+        if self.pos + ids.len() > self.capacity {
+            return Err(RunError::ContextFull {
+                capacity: self.capacity,
+            });
+        }
+        let vocab = self.shapes.c.vocab;
+        if let Some((position, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab)
+        {
+            return Err(RunError::Kernel(kernels::KernelError::TokenId {
+                id,
+                position,
+                vocab,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Feeds `ids` at the next positions (prefill when several, decode when one) and returns the
+    /// logits [n, vocab] of the last position or of every position.
+    pub fn forward(&mut self, ids: &[u32], which: Logits) -> Result<Vec<f32>, RunError> {
+        self.check(ids)?;
+        let chunks = ids.chunks(self.a.chunk).count();
+        let mut out = Vec::new();
+        for (i, chunk) in ids.chunks(self.a.chunk).enumerate() {
+            let tail = match which {
+                Logits::All => Tail::All,
+                Logits::Last if i + 1 == chunks => Tail::Last { read_logits: true },
+                Logits::Last => Tail::None,
+            };
+            self.engine
+                .gpu()
+                .write(&self.a.ids, 0, bytemuck::cast_slice(chunk));
+            self.chunk(chunk.len(), tail)?;
+            out.extend(
+                self.host
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Feeds `ids` and returns the argmax of the last position's logits; only the 4-byte id is
+    /// read back.
+    pub fn forward_argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
+        self.check(ids)?;
+        let chunks = ids.chunks(self.a.chunk).count();
+        for (i, chunk) in ids.chunks(self.a.chunk).enumerate() {
+            self.engine
+                .gpu()
+                .write(&self.a.ids, 0, bytemuck::cast_slice(chunk));
+            let last = i + 1 == chunks;
+            let tail = if last {
+                Tail::Last { read_logits: false }
+            } else {
+                Tail::None
+            };
+            self.chunk(chunk.len(), tail)?;
+        }
+        self.chosen_id()
+    }
+
+    /// One greedy decode step fed by the token the previous argmax chose, which never left the
+    /// device: one submit, nothing uploaded but the position-dependent parameters, 4 bytes read.
+    pub fn step_argmax(&mut self) -> Result<u32, RunError> {
+        if self.pos + 1 > self.capacity {
+            return Err(RunError::ContextFull {
+                capacity: self.capacity,
+            });
+        }
+        self.chunk(1, Tail::Last { read_logits: false })?;
+        self.chosen_id()
+    }
+
+    fn chosen_id(&self) -> Result<u32, RunError> {
+        let id = self
+            .host
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(kernels::ARGMAX_NONE);
+        if id as usize >= self.shapes.c.vocab {
+            return Err(RunError::Tensor {
+                name: "logits".into(),
+                detail: "no comparable logit (all NaN): the argmax has no token".into(),
+            });
+        }
+        Ok(id)
+    }
+
+    /// Records and submits one chunk of `t` tokens whose ids are already in `ids`, then reads
+    /// back what `tail` asks for into `self.host`.
+    fn chunk(&mut self, t: usize, tail: Tail) -> Result<(), RunError> {
+        let g = self.engine.gpu();
+        let pos = self.pos;
+        self.params.update(g, &self.shapes, t, pos)?;
+        let mut enc = g.encoder("forward");
+        self.record(&mut enc, Part::Body, t, pos)?;
+        let dim4 = (self.shapes.c.dim * 4) as u64;
+        let vocab4 = (self.shapes.c.vocab * 4) as u64;
+        let read = match tail {
+            Tail::None => 0,
+            Tail::All => {
+                self.record(&mut enc, Part::All, t, pos)?;
+                vocab4 * t as u64
+            }
+            Tail::Last { read_logits } => {
+                if t == 1 {
+                    self.record(&mut enc, Part::One, t, pos)?;
+                } else {
+                    let from = dim4 * (t as u64 - 1);
+                    enc.copy_buffer_to_buffer(&self.a.x, from, &self.a.x_last, 0, dim4);
+                    self.record(&mut enc, Part::Last, t, pos)?;
+                }
+                if read_logits {
+                    vocab4
+                } else {
+                    enc.copy_buffer_to_buffer(&self.a.ids, 0, &self.a.id_staging, 0, 4);
+                    4
+                }
+            }
+        };
+        let staging = match tail {
+            Tail::Last { read_logits: false } => &self.a.id_staging,
+            _ => {
+                if read > 0 {
+                    enc.copy_buffer_to_buffer(&self.a.logits, 0, &self.a.logits_staging, 0, read);
+                }
+                &self.a.logits_staging
+            }
+        };
+        g.submit(enc.finish());
+        self.pos += t;
+        self.host.clear();
+        if read > 0 {
+            g.read_staging(staging, read, &mut self.host)?;
+        }
+        Ok(())
+    }
+
+    /// Records the operations of `part` into `enc` in one compute pass. A streamed tile whose ring
+    /// slot recorded work still reads first submits that work (and opens a new encoder).
+    fn record(
+        &mut self,
+        enc: &mut wgpu::CommandEncoder,
+        part: Part,
+        t: usize,
+        pos: usize,
+    ) -> Result<(), RunError> {
+        let g = self.engine.gpu();
+        let (reader, ring, shapes) = (&mut self.reader, &self.ring, &self.shapes);
+        let ops = match part {
+            Part::Body => &self.body,
+            Part::One => &self.tail_one,
+            Part::Last => &self.tail_last,
+            Part::All => &self.tail_all,
+        };
+        let desc = wgpu::ComputePassDescriptor {
+            label: Some("forward"),
+            timestamp_writes: None,
+        };
+        let mut pass = enc.begin_compute_pass(&desc).forget_lifetime();
+        for op in ops {
+            if let Some(tile) = op.tile {
+                if tile.slot == 0 && tile.index > 0 {
+                    drop(pass);
+                    let full = std::mem::replace(enc, g.encoder("forward"));
+                    g.submit(full.finish());
+                    pass = enc.begin_compute_pass(&desc).forget_lifetime();
+                }
+                let bytes = reader.take(tile.index)?;
+                let slot = ring.get(tile.slot).ok_or_else(|| RunError::Tensor {
+                    name: "tile ring".into(),
+                    detail: format!("no slot {}", tile.slot),
+                })?;
+                g.write(slot, 0, &bytes.bytes);
+                reader.give_back(bytes.bytes);
+            }
+            op.record(g, shapes, &mut pass, t, pos)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Part {
+    Body,
+    One,
+    Last,
+    All,
+}

@@ -1,0 +1,326 @@
+//! The recorded forward's static parts (docs/runner.md "Engine"): one uniform parameter block,
+//! the list of operations with their bind groups (made once when the model opens), and the
+//! parameters of each operation as a function of the chunk length `t` and the first position.
+//!
+//! Operations of the same kind and shape share one parameter slot (every layer's attention, for
+//! instance), so a decode step rewrites only the few slots that depend on the position: RoPE's
+//! table row and the KV-cache write offset, and attention's `pos0`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kernels::gpu::{elementwise_groups, matmul_launch, Compiled, Gpu, MatvecShape};
+use kernels::{
+    grid_2d, ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, Kernel,
+    RmsNormParams, RopeParams, WeightFormat,
+};
+
+use crate::error::RunError;
+use crate::model::LlamaConfig;
+
+/// How many rows an operation covers: the chunk's tokens, or one (the last position's head).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rows {
+    Tokens,
+    One,
+}
+
+/// What one operation computes; equal steps have equal parameters and share a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    Embed,
+    Norm(Rows),
+    /// `rows` weight rows from `row0` of a matrix with `y_stride` rows; `kv` writes into the KV
+    /// cache at the chunk's first position; `accumulate` adds to `y` (a fused residual add).
+    Matmul {
+        format: WeightFormat,
+        rows: usize,
+        row0: usize,
+        k: usize,
+        y_stride: usize,
+        kv: bool,
+        accumulate: bool,
+        tokens: Rows,
+    },
+    RopeQ,
+    RopeK,
+    Attention,
+    Swiglu,
+    Argmax,
+}
+
+/// A step's parameter bytes and its workgroup grid.
+pub type Launch = (Vec<u8>, (u32, u32, u32));
+
+/// The shapes every step's parameters are made from.
+pub struct Shapes {
+    pub c: LlamaConfig,
+    pub capacity: usize,
+    pub embedding_code: u32,
+    pub shape: MatvecShape,
+}
+
+fn u32_of(what: &'static str, v: usize) -> Result<u32, RunError> {
+    u32::try_from(v).map_err(|_| RunError::Tensor {
+        name: what.to_string(),
+        detail: format!("{v} does not fit the kernels' u32 indexing"),
+    })
+}
+
+impl Shapes {
+    fn kv(&self) -> usize {
+        self.c.n_kv_heads * self.c.head_dim
+    }
+
+    /// The kernel a step runs for a chunk of `t` tokens.
+    pub fn kernel(&self, step: &Step, t: usize) -> Kernel {
+        match step {
+            Step::Embed => Kernel::Embedding,
+            Step::Norm(_) => Kernel::RmsNorm,
+            Step::Matmul { format, tokens, .. } => {
+                if *tokens == Rows::One || t == 1 {
+                    format.matvec_kernel()
+                } else {
+                    format.matmul_kernel()
+                }
+            }
+            Step::RopeQ | Step::RopeK => Kernel::Rope,
+            Step::Attention => Kernel::Attention,
+            Step::Swiglu => Kernel::Swiglu,
+            Step::Argmax => Kernel::Argmax,
+        }
+    }
+
+    /// The parameter bytes and the grid of `step` for `t` tokens at positions `pos ..`.
+    pub fn params(&self, step: &Step, t: usize, pos: usize) -> Result<Launch, RunError> {
+        let c = &self.c;
+        let t32 = u32_of("tokens", t)?;
+        let rows_of = |r: Rows| if r == Rows::One { 1 } else { t32 };
+        Ok(match *step {
+            Step::Embed => {
+                let (gx, gy) = grid_2d(t32);
+                let p = EmbeddingParams {
+                    dim: u32_of("dim", c.dim)?,
+                    tokens: t32,
+                    vocab: u32_of("vocab", c.vocab)?,
+                    dtype: self.embedding_code,
+                    groups_x: gx,
+                    _pad: [0; 3],
+                };
+                (bytemuck::bytes_of(&p).to_vec(), (gx, gy, 1))
+            }
+            Step::Norm(r) => {
+                let (gx, gy) = grid_2d(rows_of(r));
+                let p = RmsNormParams {
+                    n: u32_of("dim", c.dim)?,
+                    tokens: rows_of(r),
+                    eps: c.eps,
+                    groups_x: gx,
+                };
+                (bytemuck::bytes_of(&p).to_vec(), (gx, gy, 1))
+            }
+            Step::Matmul {
+                format,
+                rows,
+                row0,
+                k,
+                y_stride,
+                kv,
+                accumulate,
+                tokens,
+            } => {
+                let y_offset = row0 + if kv { pos * self.kv() } else { 0 };
+                let kernel = self.kernel(step, t);
+                let mut p = format.params(
+                    u32_of("rows", rows)?,
+                    u32_of("k", k)?,
+                    rows_of(tokens),
+                    u32_of("y_stride", y_stride)?,
+                    u32_of("y_offset", y_offset)?,
+                );
+                p.accumulate = u32::from(accumulate);
+                let groups = matmul_launch(self.shape, kernel, &mut p);
+                (bytemuck::bytes_of(&p).to_vec(), groups)
+            }
+            Step::RopeQ | Step::RopeK => {
+                let (heads, v_offset) = match step {
+                    Step::RopeK => (c.n_kv_heads, pos * self.kv()),
+                    _ => (c.n_heads, 0),
+                };
+                let pairs = t * heads * (c.rot_dim / 2);
+                let groups = elementwise_groups(u32_of("rope pairs", pairs)?);
+                let p = RopeParams {
+                    tokens: t32,
+                    n_heads: u32_of("heads", heads)?,
+                    head_dim: u32_of("head_dim", c.head_dim)?,
+                    rot_dim: u32_of("rot_dim", c.rot_dim)?,
+                    mode: c.rope_mode as u32,
+                    groups_x: groups.0,
+                    table_row0: u32_of("position", pos)?,
+                    v_offset: u32_of("kv offset", v_offset)?,
+                };
+                (bytemuck::bytes_of(&p).to_vec(), groups)
+            }
+            Step::Attention => {
+                let p = AttentionParams {
+                    n_heads: u32_of("heads", c.n_heads)?,
+                    n_kv_heads: u32_of("kv heads", c.n_kv_heads)?,
+                    head_dim: u32_of("head_dim", c.head_dim)?,
+                    tokens: t32,
+                    pos0: u32_of("position", pos)?,
+                    capacity: u32_of("capacity", self.capacity)?,
+                    scale: 1.0 / (c.head_dim as f32).sqrt(),
+                    _pad: 0,
+                };
+                (bytemuck::bytes_of(&p).to_vec(), (p.n_heads, t32, 1))
+            }
+            Step::Swiglu => {
+                let n = u32_of("ffn elements", t * c.ffn)?;
+                let groups = elementwise_groups(n);
+                let p = ActivationParams {
+                    n,
+                    groups_x: groups.0,
+                    _pad: [0; 2],
+                };
+                (bytemuck::bytes_of(&p).to_vec(), groups)
+            }
+            Step::Argmax => {
+                let p = ArgmaxParams {
+                    n: u32_of("vocab", c.vocab)?,
+                    rows: 1,
+                    groups_x: 1,
+                    _pad: 0,
+                };
+                (bytemuck::bytes_of(&p).to_vec(), (1, 1, 1))
+            }
+        })
+    }
+}
+
+/// The uniform buffer every operation's parameters live in, one aligned slot per distinct
+/// [`Step`], and a host mirror so only slots whose bytes change are written.
+pub struct ParamBlock {
+    pub buffer: wgpu::Buffer,
+    slots: HashMap<Step, (u64, u64)>,
+    mirror: HashMap<Step, Vec<u8>>,
+}
+
+/// Largest parameter struct (`MatmulParams`).
+const SLOT_BYTES: u64 = 48;
+
+impl ParamBlock {
+    /// One slot for each distinct step of `steps`.
+    pub fn new<'s>(gpu: &Gpu, steps: impl Iterator<Item = &'s Step>) -> Self {
+        let align = u64::from(gpu.device().limits().min_uniform_buffer_offset_alignment).max(16);
+        let stride = SLOT_BYTES.div_ceil(align) * align;
+        let mut slots = HashMap::new();
+        for s in steps {
+            let next = slots.len() as u64 * stride;
+            slots.entry(*s).or_insert((next, SLOT_BYTES));
+        }
+        let size = (slots.len() as u64 * stride).max(stride);
+        let buffer = gpu.uniform("params", &vec![0u8; size as usize]);
+        Self {
+            buffer,
+            slots,
+            mirror: HashMap::new(),
+        }
+    }
+
+    /// The binding of `step`'s slot.
+    pub fn binding(&self, step: &Step) -> Result<wgpu::BindingResource<'_>, RunError> {
+        let (offset, size) = self
+            .slots
+            .get(step)
+            .copied()
+            .ok_or_else(|| RunError::Tensor {
+                name: format!("{step:?}"),
+                detail: "no parameter slot (engine plan bug)".into(),
+            })?;
+        Ok(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &self.buffer,
+            offset,
+            size: wgpu::BufferSize::new(size),
+        }))
+    }
+
+    /// Writes the parameters of every step for `t` tokens at `pos` whose bytes changed.
+    pub fn update(
+        &mut self,
+        gpu: &Gpu,
+        shapes: &Shapes,
+        t: usize,
+        pos: usize,
+    ) -> Result<(), RunError> {
+        for (step, (offset, _)) in &self.slots {
+            let (mut bytes, _) = shapes.params(step, t, pos)?;
+            bytes.resize(SLOT_BYTES as usize, 0);
+            if self.mirror.get(step) != Some(&bytes) {
+                gpu.write(&self.buffer, *offset, &bytes);
+                self.mirror.insert(*step, bytes);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A streamed operation's tile: its index in the per-forward schedule and its ring slot.
+#[derive(Debug, Clone, Copy)]
+pub struct TileUse {
+    pub index: usize,
+    pub slot: usize,
+}
+
+/// One recorded operation: the pipelines for a one-token and a many-token chunk, and their bind
+/// groups (the same buffers; two groups because each pipeline has its own layout).
+pub struct Op {
+    pub step: Step,
+    pipelines: [Arc<Compiled>; 2],
+    groups: [wgpu::BindGroup; 2],
+    pub tile: Option<TileUse>,
+}
+
+impl Op {
+    /// Creates the pipelines and bind groups of `step` over `buffers`.
+    pub fn new(
+        gpu: &Gpu,
+        shapes: &Shapes,
+        params: &ParamBlock,
+        step: Step,
+        buffers: &[kernels::gpu::Bind<'_>],
+        tile: Option<TileUse>,
+    ) -> Result<Self, RunError> {
+        let make = |t: usize| -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
+            let kernel = shapes.kernel(&step, t);
+            let group = gpu.bind_group(kernel, &params.binding(&step)?, buffers)?;
+            Ok((gpu.compiled(kernel), group))
+        };
+        let (p1, g1) = make(1)?;
+        let (p2, g2) = if shapes.kernel(&step, 1) == shapes.kernel(&step, 2) {
+            (Arc::clone(&p1), g1.clone())
+        } else {
+            make(2)?
+        };
+        Ok(Self {
+            step,
+            pipelines: [p1, p2],
+            groups: [g1, g2],
+            tile,
+        })
+    }
+
+    /// Records this operation for a chunk of `t` tokens at `pos` into `pass`.
+    pub fn record(
+        &self,
+        gpu: &Gpu,
+        shapes: &Shapes,
+        pass: &mut wgpu::ComputePass<'_>,
+        t: usize,
+        pos: usize,
+    ) -> Result<(), RunError> {
+        let i = usize::from(t > 1);
+        let (_, groups) = shapes.params(&self.step, t, pos)?;
+        gpu.dispatch_in(pass, &self.pipelines[i], &self.groups[i], groups);
+        Ok(())
+    }
+}
