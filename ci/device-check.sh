@@ -15,6 +15,8 @@ echo "=== build (release: runner, kernels)"
 timeout 240 cargo build --release -p runner --bins --tests -q
 echo "=== matvec GB/s (engine bench)"
 timeout 60 cargo test --release -p runner --test engine -- --ignored bench_q4_1_output_matrix --nocapture 2>&1 | grep -E "q4_1|adapter|test result" || true
+echo "=== read ceiling and every quantized matvec's GB/s, both row mappings (kernels/examples/bandwidth.rs)"
+timeout 120 cargo run --release -q -p kernels --example bandwidth -- 256 5 2>/dev/null || true
 echo "=== tests on the adapter (kernels, engine, SmolLM2 streamed == resident; the long V4 suites stay on CI)"
 timeout 120 cargo test --release -p kernels -q 2>&1 | grep -E "test result|FAILED|panicked" || true
 timeout 120 cargo test --release -p runner -q --test engine --test smollm2_stream 2>&1 | grep -E "test result|FAILED|panicked" || true
@@ -22,7 +24,7 @@ if [ -f "$model" ]; then
     bin=${CARGO_TARGET_DIR:-target}/release/minirun-run
     for mode in --resident --stream; do
         echo "=== minirun-run $mode"
-        timeout 60 "$bin" --model "$model" -p "The capital of France is" -n 64 --greedy --ignore-eos $mode >/dev/null
+        timeout 60 "$bin" --model "$model" -p "The capital of France is" -n 128 --greedy --ignore-eos --stats $mode >/dev/null
     done
 else
     echo "SKIPPED minirun-run: $model not found"
