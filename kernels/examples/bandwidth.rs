@@ -4,7 +4,8 @@
 //! `cargo run --release -p kernels --example bandwidth -- [MIB] [ITERS]`: a plain streaming read
 //! (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's matvec
 //! over a matrix of about MIB of weights (K = 4096) is reported as GB/s of weight bytes and as a
-//! fraction of that ceiling, for both matvec shapes. Each figure is the median of ITERS timed
+//! fraction of that ceiling, for both matvec shapes, and for the row shape with its input as a
+//! uniform block (what the runner uses for one-token matvecs on a CPU adapter). Each figure is the median of ITERS timed
 //! submits of 8 back-to-back dispatches, after one warm-up submit (which also compiles).
 
 #![allow(clippy::unwrap_used)]
@@ -66,7 +67,7 @@ fn ceiling(gpu: &Gpu, bytes: usize, iters: usize) -> f64 {
     bytes as f64 / s / 1e9
 }
 
-fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize) -> (usize, f64) {
+fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize, uniform_x: bool) -> (usize, f64) {
     let row = f.packed_len(1, K).unwrap() + f.scales_len(1, K).unwrap_or(0);
     let mut rows = (bytes / row).max(1);
     if let WeightFormat::Fp8Block { block_rows, .. } = f {
@@ -76,7 +77,9 @@ fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize) -> (usize, f64
     let packed = buf(f.packed_len(rows, K).unwrap());
     let scales = buf(f.scales_len(rows, K).unwrap());
     let biases = buf(f.biases_len(rows, K).unwrap());
-    let x = gpu.upload_f32("x", &vec![0.5f32; K]).unwrap();
+    let x = gpu
+        .upload_f32("x", &vec![0.5f32; kernels::UNIFORM_X_ELEMENTS.max(K)])
+        .unwrap();
     let y = gpu.zeros("y", (rows * 4) as u64).unwrap();
     let kernel = f.matvec_kernel();
     let mut params = f.params(rows as u32, K as u32, 1, rows as u32, 0);
@@ -88,9 +91,26 @@ fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize) -> (usize, f64
     if f.buffer_count() >= 3 {
         binds.push((&biases).into());
     }
-    let s = time(gpu, iters, |enc| {
-        gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
-    });
+    let s = if uniform_x {
+        let compiled = gpu.compiled_uniform_x(kernel).unwrap();
+        binds[0] = Bind {
+            buffer: &x,
+            offset: 0,
+            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+        };
+        let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
+        let group = gpu
+            .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
+            .unwrap();
+        time(gpu, iters, |enc| {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            gpu.dispatch_in(&mut pass, &compiled, &group, groups);
+        })
+    } else {
+        time(gpu, iters, |enc| {
+            gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
+        })
+    };
     let weight_bytes = f.packed_len(rows, K).unwrap()
         + f.scales_len(rows, K).unwrap()
         + f.biases_len(rows, K).unwrap();
@@ -113,8 +133,8 @@ fn main() {
         gpu.matvec_shape()
     );
     println!("stream_read over {mib} MiB: {ceil:.2} GB/s (the ceiling)\n");
-    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling |");
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling | Rows + uniform x GB/s | / ceiling |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let gpus = [
         Gpu::new_with_shape(Some(MatvecShape::Lanes)).expect("adapter"),
         Gpu::new_with_shape(Some(MatvecShape::Rows)).expect("adapter"),
@@ -144,8 +164,8 @@ fn main() {
     for f in formats {
         let mut cells = Vec::new();
         let mut rows = 0;
-        for g in &gpus {
-            let (r, gbs) = matvec(g, f, bytes, iters);
+        for (g, ux) in [(&gpus[0], false), (&gpus[1], false), (&gpus[1], true)] {
+            let (r, gbs) = matvec(g, f, bytes, iters, ux);
             rows = r;
             cells.push(format!("{gbs:.2} | {:.0} %", 100.0 * gbs / ceil));
         }

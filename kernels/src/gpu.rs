@@ -19,6 +19,13 @@ use wgpu::util::DeviceExt;
 use crate::error::KernelError;
 use crate::kernel::{Access, Kernel};
 
+/// Usage of every storage buffer: also bindable as a uniform block (the uniform-x matvec) and
+/// copyable both ways.
+const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::UNIFORM)
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
 /// A compiled kernel: its bind-group layout and pipeline.
 pub struct Compiled {
     layout: wgpu::BindGroupLayout,
@@ -114,7 +121,7 @@ pub struct Gpu {
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     shape: MatvecShape,
-    pipelines: Mutex<HashMap<Kernel, Arc<Compiled>>>,
+    pipelines: Mutex<HashMap<(Kernel, bool), Arc<Compiled>>>,
     counters: Counters,
 }
 
@@ -245,20 +252,36 @@ impl Gpu {
     /// The compiled pipeline of `kernel` (for this device's [`MatvecShape`]), compiling it on
     /// first use.
     pub fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
+        self.compile(kernel, None)
+    }
+
+    /// The pipeline of a matmul `kernel` whose input vectors (binding 1) are a 64 KiB uniform
+    /// block ([`crate::X_UNIFORM`]); `None` for other kernels.
+    pub fn compiled_uniform_x(&self, kernel: Kernel) -> Option<Arc<Compiled>> {
+        let source = kernel.uniform_x_source()?;
+        Some(self.compile(kernel, Some(source)))
+    }
+
+    fn compile(&self, kernel: Kernel, uniform_x: Option<String>) -> Arc<Compiled> {
         let shape = self.shape;
+        let key = (kernel, uniform_x.is_some());
         let mut cache = match self.pipelines.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some(c) = cache.get(&kernel) {
+        if let Some(c) = cache.get(&key) {
             return Arc::clone(c);
         }
         let entry = entry_point(kernel, shape);
+        let source = match &uniform_x {
+            Some(s) => s.clone(),
+            None => kernel.source().to_string(),
+        };
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(kernel.file()),
-                source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
             });
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
             binding: 0,
@@ -271,13 +294,18 @@ impl Gpu {
             count: None,
         }];
         for (i, access) in kernel.storage().iter().enumerate() {
+            let ty = if i == 0 && uniform_x.is_some() {
+                wgpu::BufferBindingType::Uniform
+            } else {
+                wgpu::BufferBindingType::Storage {
+                    read_only: *access == Access::Read,
+                }
+            };
             entries.push(wgpu::BindGroupLayoutEntry {
                 binding: i as u32 + 1,
                 visibility: wgpu::ShaderStages::COMPUTE,
                 ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage {
-                        read_only: *access == Access::Read,
-                    },
+                    ty,
                     has_dynamic_offset: false,
                     min_binding_size: None,
                 },
@@ -308,7 +336,7 @@ impl Gpu {
                 cache: None,
             });
         let compiled = Arc::new(Compiled { layout, pipeline });
-        cache.insert(kernel, Arc::clone(&compiled));
+        cache.insert(key, Arc::clone(&compiled));
         compiled
     }
 
@@ -327,9 +355,7 @@ impl Gpu {
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some(label),
                 contents: &data,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
+                usage: STORAGE_USAGE,
             }))
     }
 
@@ -349,9 +375,7 @@ impl Gpu {
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
+            usage: STORAGE_USAGE,
             mapped_at_creation: false,
         }))
     }
@@ -434,6 +458,18 @@ impl Gpu {
         params: &wgpu::BindingResource<'_>,
         buffers: &[Bind<'_>],
     ) -> Result<wgpu::BindGroup, KernelError> {
+        self.bind_group_for(&self.compiled(kernel), kernel, params, buffers)
+    }
+
+    /// As [`Gpu::bind_group`], for a pipeline made by [`Gpu::compiled`] or
+    /// [`Gpu::compiled_uniform_x`].
+    pub fn bind_group_for(
+        &self,
+        compiled: &Compiled,
+        kernel: Kernel,
+        params: &wgpu::BindingResource<'_>,
+        buffers: &[Bind<'_>],
+    ) -> Result<wgpu::BindGroup, KernelError> {
         let expected = kernel.storage().len();
         if buffers.len() != expected {
             return Err(KernelError::Bindings {
@@ -442,7 +478,6 @@ impl Gpu {
                 actual: buffers.len(),
             });
         }
-        let compiled = self.compiled(kernel);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: params.clone(),

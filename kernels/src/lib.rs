@@ -18,7 +18,7 @@ pub mod reference;
 
 pub use error::KernelError;
 pub use format::{Dtype, EmbeddingFormat, WeightFormat};
-pub use kernel::{Access, Kernel};
+pub use kernel::{Access, Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 pub use params::{
     ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, MatmulParams, RmsNormParams,
     RopeMode, RopeParams, SoftmaxParams, StreamReadParams,

@@ -463,6 +463,69 @@ fn both_matvec_shapes_give_the_same_bits() {
     }
 }
 
+/// One matvec of case `c` through the uniform-x pipeline (binding 1 a 64 KiB uniform block).
+fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32]) -> Vec<f32> {
+    let kernel = c.format.matvec_kernel();
+    let compiled = g.compiled_uniform_x(kernel).expect("a matmul kernel");
+    let mut padded = x.to_vec();
+    padded.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
+    let xb = g.upload_f32("x", &padded).expect("x");
+    let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");
+    let buf = |b: &[u8]| g.upload("w", b).expect("w");
+    let (pb, sb, bb) = (buf(&c.packed), buf(&c.scales), buf(&c.biases));
+    let mut binds = vec![
+        Bind {
+            buffer: &xb,
+            offset: 0,
+            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+        },
+        Bind::from(&yb),
+        Bind::from(&pb),
+    ];
+    if c.format.buffer_count() >= 2 {
+        binds.push(Bind::from(&sb));
+    }
+    if c.format.buffer_count() >= 3 {
+        binds.push(Bind::from(&bb));
+    }
+    let mut params = c
+        .format
+        .params(c.rows as u32, c.k as u32, 1, c.rows as u32, 0);
+    let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
+    let ub = g.uniform("params", bytemuck::bytes_of(&params));
+    let group = g
+        .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
+        .expect("bind group");
+    let mut enc = g.encoder("uniform x");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        g.dispatch_in(&mut pass, &compiled, &group, groups);
+    }
+    g.submit(enc.finish());
+    g.read_f32(&yb, c.rows).expect("read y")
+}
+
+#[test]
+fn uniform_x_matvec_gives_the_same_bits() {
+    let Some(g) = gpu("uniform_x_matvec_gives_the_same_bits") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(23);
+    for c in all_cases() {
+        let x = rng.normals(c.k, 1.0);
+        let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+        for dev in [g, &h] {
+            let got = run_matvec_uniform_x(dev, &c, &x);
+            assert_bits(
+                &format!("{} uniform x ({:?})", c.name, dev.matvec_shape()),
+                &got,
+                &want,
+            );
+        }
+    }
+}
+
 #[test]
 fn accumulate_adds_the_product_with_one_rounding() {
     let Some(g) = gpu("accumulate_adds_the_product_with_one_rounding") else {

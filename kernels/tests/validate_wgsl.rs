@@ -136,6 +136,25 @@ fn kernel_table_matches_the_files() {
     }
 }
 
+/// The uniform-x form of every matmul module (binding 1 a 64 KiB uniform block) is valid WGSL and
+/// differs from the storage form only in that declaration; other kernels have none.
+#[test]
+fn uniform_x_modules_validate() {
+    for kernel in Kernel::ALL {
+        match kernel.uniform_x_source() {
+            Some(source) => {
+                assert!(kernel.is_matmul(), "{}", kernel.name());
+                assert_eq!(
+                    source.replacen(kernels::X_UNIFORM, kernels::X_STORAGE, 1),
+                    kernel.source()
+                );
+                validate(kernel.file(), &source);
+            }
+            None => assert!(!kernel.is_matmul(), "{}: no uniform-x form", kernel.name()),
+        }
+    }
+}
+
 /// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and
 /// the CPU reference both rely on one accumulation order, so no prefix may carry a copy of it and
 /// every matmul kernel's module ends with exactly the shared body.

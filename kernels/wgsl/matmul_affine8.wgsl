@@ -54,11 +54,11 @@ fn chunk_count() -> u32 {
 }
 
 fn chunk_dot(r: u32, c: u32, xb: u32, acc: f32) -> f32 {
-    return fma(weight(r, c), x[xb + c], acc);
+    return fma(weight(r, c), xv(xb + c), acc);
 }
 
 fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc: vec4<f32>) -> vec4<f32> {
-    let xv = vec4<f32>(x[b.x + c], x[b.y + c], x[b.z + c], x[b.w + c]);
+    let xv = vec4<f32>(xv(b.x + c), xv(b.y + c), xv(b.z + c), xv(b.w + c));
     return fma(vec4<f32>(weight(r, c)), xv, acc);
 }
 

@@ -31,7 +31,12 @@ const LANES: u32 = 64u;
 const TOKEN_TILE: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
+// binding 1, the input vectors, read through xv(i) (kernels::X_STORAGE; a matvec on a CPU adapter
+// may bind it as a 64 KiB uniform block instead, kernels::X_UNIFORM: the same values)
 @group(0) @binding(1) var<storage, read> x: array<f32>;
+fn xv(i: u32) -> f32 {
+    return x[i];
+}
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 var<workgroup> partial1: array<f32, 64>;

@@ -25,10 +25,10 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     let k0 = xb + blk * 32u + 4u * w;
     var acc = acc_in;
     for (var i = 0u; i < 4u; i++) {
-        acc = fma(fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y), x[k0 + i], acc);
+        acc = fma(fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y), xv(k0 + i), acc);
     }
     for (var i = 0u; i < 4u; i++) {
-        acc = fma(fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y), x[k0 + 16u + i], acc);
+        acc = fma(fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y), xv(k0 + 16u + i), acc);
     }
     return acc;
 }
@@ -44,12 +44,12 @@ fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
     for (var i = 0u; i < 4u; i++) {
         let wv = fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y);
         let k = k0 + i;
-        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+        acc = fma(vec4<f32>(wv), vec4<f32>(xv(b.x + k), xv(b.y + k), xv(b.z + k), xv(b.w + k)), acc);
     }
     for (var i = 0u; i < 4u; i++) {
         let wv = fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y);
         let k = k0 + 16u + i;
-        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+        acc = fma(vec4<f32>(wv), vec4<f32>(xv(b.x + k), xv(b.y + k), xv(b.z + k), xv(b.w + k)), acc);
     }
     return acc;
 }

@@ -26,7 +26,7 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     let k0 = xb + blk * 32u + j0;
     var acc = acc_in;
     for (var i = 0u; i < 8u; i++) {
-        acc = fma(d * q8_at(base + 2u + j0 + i), x[k0 + i], acc);
+        acc = fma(d * q8_at(base + 2u + j0 + i), xv(k0 + i), acc);
     }
     return acc;
 }
@@ -41,7 +41,7 @@ fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
     for (var i = 0u; i < 8u; i++) {
         let wv = d * q8_at(base + 2u + j0 + i);
         let k = k0 + i;
-        acc = fma(vec4<f32>(wv), vec4<f32>(x[b.x + k], x[b.y + k], x[b.z + k], x[b.w + k]), acc);
+        acc = fma(vec4<f32>(wv), vec4<f32>(xv(b.x + k), xv(b.y + k), xv(b.z + k), xv(b.w + k)), acc);
     }
     return acc;
 }

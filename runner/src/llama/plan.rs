@@ -264,6 +264,38 @@ impl ParamBlock {
     }
 }
 
+/// The uniform-x pipeline and the 64 KiB window of `x` for a one-token matvec on a CPU adapter,
+/// where it is faster (docs/kernels.md "Uniform input"), when K fits the block and the input
+/// buffer is at least that large.
+fn uniform_x<'b>(
+    gpu: &Gpu,
+    shapes: &Shapes,
+    step: &Step,
+    t: usize,
+    buffers: &[kernels::gpu::Bind<'b>],
+) -> Option<(Arc<Compiled>, kernels::gpu::Bind<'b>)> {
+    let Step::Matmul { k, .. } = *step else {
+        return None;
+    };
+    let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
+    let x = *buffers.first()?;
+    if t != 1 || shapes.shape != MatvecShape::Rows || k > kernels::UNIFORM_X_ELEMENTS {
+        return None;
+    }
+    if x.offset != 0 || x.buffer.size() < window {
+        return None;
+    }
+    let compiled = gpu.compiled_uniform_x(shapes.kernel(step, t))?;
+    Some((
+        compiled,
+        kernels::gpu::Bind {
+            buffer: x.buffer,
+            offset: 0,
+            size: Some(window),
+        },
+    ))
+}
+
 /// A streamed operation's tile: its index in the per-forward schedule and its ring slot.
 #[derive(Debug, Clone, Copy)]
 pub struct TileUse {
@@ -292,7 +324,14 @@ impl Op {
     ) -> Result<Self, RunError> {
         let make = |t: usize| -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
             let kernel = shapes.kernel(&step, t);
-            let group = gpu.bind_group(kernel, &params.binding(&step)?, buffers)?;
+            let binding = params.binding(&step)?;
+            if let Some((compiled, x)) = uniform_x(gpu, shapes, &step, t, buffers) {
+                let mut binds = buffers.to_vec();
+                binds[0] = x;
+                let group = gpu.bind_group_for(&compiled, kernel, &binding, &binds)?;
+                return Ok((compiled, group));
+            }
+            let group = gpu.bind_group(kernel, &binding, buffers)?;
             Ok((gpu.compiled(kernel), group))
         };
         let (p1, g1) = make(1)?;
