@@ -419,14 +419,6 @@ impl Gpu {
         buffers: &[Bind<'_>],
         groups: (u32, u32, u32),
     ) -> Result<(), KernelError> {
-        let expected = kernel.storage().len();
-        if buffers.len() != expected {
-            return Err(KernelError::Bindings {
-                kernel: kernel.name(),
-                expected,
-                actual: buffers.len(),
-            });
-        }
         let compiled = self.compiled(kernel);
         let uniform = self.uniform(kernel.name(), bytemuck::bytes_of(params));
         let bind_group = self.bind_group(kernel, &uniform.as_entire_binding(), buffers)?;

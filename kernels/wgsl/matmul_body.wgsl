@@ -50,6 +50,15 @@ fn packed_half(h: u32) -> u32 {
     return (packed[h >> 1u] >> ((h & 1u) * 16u)) & 0xffffu;
 }
 
+// Writes one output: y[at] = v, or y[at] + v (one rounding) when the residual add is fused.
+fn store(at: u32, v: f32) {
+    if (p.accumulate != 0u) {
+        y[at] = y[at] + v;
+    } else {
+        y[at] = v;
+    }
+}
+
 fn f16_from_bits(h: u32) -> f32 {
     return unpack2x16float(h).x;
 }
@@ -76,12 +85,7 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         for (var l = 1u; l < LANES; l++) {
             total = total + partial1[l];
         }
-        let at = p.y_offset + r;
-        if (p.accumulate != 0u) {
-            y[at] = y[at] + total;
-        } else {
-            y[at] = total;
-        }
+        store(p.y_offset + r, total);
     }
 }
 
@@ -113,12 +117,7 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
         for (var j = 0u; j < TOKEN_TILE; j++) {
             let t = t0 + j;
             if (t < p.tokens) {
-                let at = t * p.y_stride + p.y_offset + r;
-                if (p.accumulate != 0u) {
-                    y[at] = y[at] + out[j];
-                } else {
-                    y[at] = out[j];
-                }
+                store(t * p.y_stride + p.y_offset + r, out[j]);
             }
         }
     }
@@ -148,12 +147,7 @@ fn matvec_row(@builtin(global_invocation_id) gid: vec3<u32>) {
             total = total + acc;
         }
     }
-    let at = p.y_offset + r;
-    if (p.accumulate != 0u) {
-        y[at] = y[at] + total;
-    } else {
-        y[at] = total;
-    }
+    store(p.y_offset + r, total);
 }
 
 @compute @workgroup_size(64)
@@ -182,12 +176,7 @@ fn matmul_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var j = 0u; j < TOKEN_TILE; j++) {
         let t = t0 + j;
         if (t < p.tokens) {
-            let at = t * p.y_stride + p.y_offset + r;
-            if (p.accumulate != 0u) {
-                y[at] = y[at] + out[j];
-            } else {
-                y[at] = out[j];
-            }
+            store(t * p.y_stride + p.y_offset + r, out[j]);
         }
     }
 }

@@ -249,28 +249,7 @@ fn tail(x: Binding, rows: Rows, head: &[Planned], out_norm: usize, argmax: bool)
         vec![x, Binding::Norm(out_norm), Binding::H],
     )];
     for (s, t, w) in head {
-        let s = match *s {
-            Step::Matmul {
-                format,
-                rows: r,
-                row0,
-                k,
-                y_stride,
-                kv,
-                accumulate,
-                ..
-            } => Step::Matmul {
-                format,
-                rows: r,
-                row0,
-                k,
-                y_stride,
-                kv,
-                accumulate,
-                tokens: rows,
-            },
-            other => other,
-        };
+        let s = s.with_tokens(rows);
         let mut binds = w.clone();
         if let Some(first) = binds.first_mut() {
             *first = Binding::H;

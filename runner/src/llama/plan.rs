@@ -49,6 +49,34 @@ pub enum Step {
     Argmax,
 }
 
+impl Step {
+    /// The same step over `tokens` rows of input (the head's Last and All forms).
+    pub fn with_tokens(self, tokens: Rows) -> Step {
+        match self {
+            Step::Matmul {
+                format,
+                rows,
+                row0,
+                k,
+                y_stride,
+                kv,
+                accumulate,
+                ..
+            } => Step::Matmul {
+                format,
+                rows,
+                row0,
+                k,
+                y_stride,
+                kv,
+                accumulate,
+                tokens,
+            },
+            other => other,
+        }
+    }
+}
+
 /// A step's parameter bytes and its workgroup grid.
 pub type Launch = (Vec<u8>, (u32, u32, u32));
 
