@@ -1,0 +1,239 @@
+//! GPU-vs-CPU tests of every dequantize-and-multiply family (docs/kernels.md): the CPU reference
+//! within the matmul tolerance, and bit-identity of a row-split (streamed) dispatch with the whole
+//! matrix (resident), of the two row mappings, of the uniform-x matvec, and of the fused residual
+//! add with a host add; plus the streaming-read kernel.
+//!
+//! With no adapter these tests fail when `MINIRUN_REQUIRE_ADAPTER=1` (CI); otherwise each prints a
+//! visible `SKIPPED` line on stderr and returns.
+
+#![allow(clippy::panic)] // a test reports failure by panicking
+
+mod support;
+
+use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
+use kernels::reference::{self, WeightMatrix};
+use kernels::Kernel;
+use support::{all_cases, assert_bits, assert_close, gpu, run_matmul, run_matmul_into, Case, Rng};
+
+/// Matmul families: |gpu − cpu| ≤ MATMUL_REL · Σ_k |w·x| of the row (covers an adapter that does
+/// not fuse `fma`; docs/kernels.md §tolerances).
+const MATMUL_REL: f32 = 1e-6;
+
+#[test]
+fn matvec_and_matmul_match_the_cpu_reference() {
+    let Some(g) = gpu("matvec_and_matmul_match_the_cpu_reference") else {
+        return;
+    };
+    let mut rng = Rng(7);
+    for c in all_cases() {
+        let w = WeightMatrix::new(c.format, c.rows, c.k, &c.packed, &c.scales, &c.biases)
+            .expect("case is well formed");
+        let tokens = 5;
+        let x = rng.normals(tokens * c.k, 1.0);
+        let dense = w.dequantize();
+        let scale_of = |t: usize, r: usize| -> f32 {
+            (0..c.k)
+                .map(|k| (dense[r * c.k + k] * x[t * c.k + k]).abs())
+                .sum()
+        };
+        let want1 = reference::matvec(&w, &x[..c.k]).expect("reference");
+        let got1 = run_matmul(g, &c, &x[..c.k], 1, &[0, c.rows]);
+        assert_close(&format!("matvec {}", c.name), &got1, &want1, |r| {
+            MATMUL_REL * scale_of(0, r)
+        });
+        let want = reference::matmul(&w, &x, tokens).expect("reference");
+        let got = run_matmul(g, &c, &x, tokens, &[0, c.rows]);
+        assert_close(&format!("matmul {}", c.name), &got, &want, |i| {
+            MATMUL_REL * scale_of(i / c.rows, i % c.rows)
+        });
+        // per token, the prefill kernel gives the decode kernel's bits
+        assert_bits(
+            &format!("matmul token 0 vs matvec {}", c.name),
+            &got[..c.rows],
+            &got1,
+        );
+    }
+}
+
+#[test]
+fn row_split_dispatch_is_bit_identical_to_whole_matrix() {
+    let Some(g) = gpu("row_split_dispatch_is_bit_identical_to_whole_matrix") else {
+        return;
+    };
+    let mut rng = Rng(11);
+    for c in all_cases() {
+        for tokens in [1, 6] {
+            let x = rng.normals(tokens * c.k, 1.0);
+            let whole = run_matmul(g, &c, &x, tokens, &[0, c.rows]);
+            let split = run_matmul(g, &c, &x, tokens, &[0, c.split, c.rows]);
+            assert_bits(
+                &format!("{} tokens={tokens} split at {}", c.name, c.split),
+                &split,
+                &whole,
+            );
+        }
+    }
+}
+
+/// A second device whose matmul kernels use the other row mapping than the shared one.
+fn other_shape(g: &Gpu) -> Gpu {
+    let other = match g.matvec_shape() {
+        MatvecShape::Lanes => MatvecShape::Rows,
+        MatvecShape::Rows => MatvecShape::Lanes,
+    };
+    Gpu::new_with_shape(Some(other)).expect("a second device on the same adapter")
+}
+
+#[test]
+fn both_matvec_shapes_give_the_same_bits() {
+    let Some(g) = gpu("both_matvec_shapes_give_the_same_bits") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(13);
+    for c in all_cases() {
+        for tokens in [1, 6] {
+            let x = rng.normals(tokens * c.k, 1.0);
+            let a = run_matmul(g, &c, &x, tokens, &[0, c.split, c.rows]);
+            let b = run_matmul(&h, &c, &x, tokens, &[0, c.rows]);
+            assert_bits(
+                &format!(
+                    "{} tokens={tokens}: {:?} vs {:?}",
+                    c.name,
+                    g.matvec_shape(),
+                    h.matvec_shape()
+                ),
+                &a,
+                &b,
+            );
+        }
+    }
+}
+
+/// One matvec of case `c` through the uniform-x pipeline (binding 1 a 64 KiB uniform block).
+fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32]) -> Vec<f32> {
+    let kernel = c.format.matvec_kernel();
+    let compiled = g.compiled_uniform_x(kernel).expect("a matmul kernel");
+    let mut padded = x.to_vec();
+    padded.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
+    let xb = g.upload_f32("x", &padded).expect("x");
+    let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");
+    let buf = |b: &[u8]| g.upload("w", b).expect("w");
+    let (pb, sb, bb) = (buf(&c.packed), buf(&c.scales), buf(&c.biases));
+    let mut binds = vec![
+        Bind {
+            buffer: &xb,
+            offset: 0,
+            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+        },
+        Bind::from(&yb),
+        Bind::from(&pb),
+    ];
+    if c.format.buffer_count() >= 2 {
+        binds.push(Bind::from(&sb));
+    }
+    if c.format.buffer_count() >= 3 {
+        binds.push(Bind::from(&bb));
+    }
+    let mut params = c
+        .format
+        .params(c.rows as u32, c.k as u32, 1, c.rows as u32, 0);
+    let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
+    let ub = g.uniform("params", bytemuck::bytes_of(&params));
+    let group = g
+        .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
+        .expect("bind group");
+    let mut enc = g.encoder("uniform x");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        g.dispatch_in(&mut pass, &compiled, &group, groups);
+    }
+    g.submit(enc.finish());
+    g.read_f32(&yb, c.rows).expect("read y")
+}
+
+#[test]
+fn uniform_x_matvec_gives_the_same_bits() {
+    let Some(g) = gpu("uniform_x_matvec_gives_the_same_bits") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(23);
+    for c in all_cases() {
+        let x = rng.normals(c.k, 1.0);
+        let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+        for dev in [g, &h] {
+            let got = run_matvec_uniform_x(dev, &c, &x);
+            assert_bits(
+                &format!("{} uniform x ({:?})", c.name, dev.matvec_shape()),
+                &got,
+                &want,
+            );
+        }
+    }
+}
+
+#[test]
+fn accumulate_adds_the_product_with_one_rounding() {
+    let Some(g) = gpu("accumulate_adds_the_product_with_one_rounding") else {
+        return;
+    };
+    let h = other_shape(g);
+    let mut rng = Rng(17);
+    for c in all_cases() {
+        for tokens in [1, 6] {
+            let x = rng.normals(tokens * c.k, 1.0);
+            let y0 = rng.normals(tokens * c.rows, 3.0);
+            let product = run_matmul(g, &c, &x, tokens, &[0, c.rows]);
+            // the host's residual add: y0 + product, one f32 rounding per element
+            let want: Vec<f32> = y0.iter().zip(&product).map(|(a, b)| a + b).collect();
+            for dev in [g, &h] {
+                let got = run_matmul_into(dev, &c, &x, tokens, &[0, c.split, c.rows], Some(&y0));
+                assert_bits(
+                    &format!(
+                        "{} tokens={tokens} accumulate ({:?})",
+                        c.name,
+                        dev.matvec_shape()
+                    ),
+                    &got,
+                    &want,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn stream_read_touches_every_word() {
+    let Some(g) = gpu("stream_read_touches_every_word") else {
+        return;
+    };
+    let words = 4096usize;
+    let mut rng = Rng(19);
+    let src: Vec<u32> = (0..words).map(|_| rng.next() as u32).collect();
+    let invocations = 256u32;
+    let sb = g.upload_u32("src", &src).expect("upload");
+    let out = g.zeros("out", u64::from(invocations) * 4).expect("out");
+    let p = kernels::StreamReadParams {
+        words: words as u32,
+        invocations,
+        groups_x: 1,
+        _pad: 0,
+    };
+    g.dispatch(
+        Kernel::StreamRead,
+        &p,
+        &[(&sb).into(), (&out).into()],
+        (1, 1, 1),
+    )
+    .expect("dispatch");
+    let got = g.read_u32(&out, invocations as usize).expect("read");
+    // invocation i xors the vec4 words i, i + N, …: the xor of all outputs is the xor of all words
+    let all = src.iter().fold(0u32, |a, w| a ^ w);
+    assert_eq!(got.iter().fold(0u32, |a, w| a ^ w), all);
+    let vec4 = |i: usize| src[4 * i] ^ src[4 * i + 1] ^ src[4 * i + 2] ^ src[4 * i + 3];
+    let want0 = (0..words / 4)
+        .step_by(invocations as usize)
+        .fold(0u32, |a, i| a ^ vec4(i));
+    assert_eq!(got[0], want0);
+}
