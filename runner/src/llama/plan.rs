@@ -51,29 +51,11 @@ pub enum Step {
 
 impl Step {
     /// The same step over `tokens` rows of input (the head's Last and All forms).
-    pub fn with_tokens(self, tokens: Rows) -> Step {
-        match self {
-            Step::Matmul {
-                format,
-                rows,
-                row0,
-                k,
-                y_stride,
-                kv,
-                accumulate,
-                ..
-            } => Step::Matmul {
-                format,
-                rows,
-                row0,
-                k,
-                y_stride,
-                kv,
-                accumulate,
-                tokens,
-            },
-            other => other,
+    pub fn with_tokens(mut self, rows: Rows) -> Step {
+        if let Step::Matmul { tokens, .. } = &mut self {
+            *tokens = rows;
         }
+        self
     }
 }
 
