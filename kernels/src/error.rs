@@ -52,6 +52,12 @@ pub enum KernelError {
         expected: usize,
         actual: usize,
     },
+    #[error("{label}: expected {expected} bindings, got {actual}")]
+    GeneratedBindings {
+        label: String,
+        expected: usize,
+        actual: usize,
+    },
     #[error("gpu readback failed: {0}")]
     Readback(String),
 }

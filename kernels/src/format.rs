@@ -338,7 +338,8 @@ impl WeightFormat {
             dtype,
             groups_x: crate::grid_2d(rows).0,
             accumulate: 0,
-            _pad: [0; 2],
+            zero: 0,
+            position: 0,
         }
     }
 }

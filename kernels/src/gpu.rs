@@ -17,6 +17,7 @@ use bytemuck::Pod;
 use wgpu::util::DeviceExt;
 
 use crate::error::KernelError;
+use crate::generated::BindingKind;
 use crate::kernel::{Access, Kernel};
 
 /// Usage of every storage buffer: also bindable as a uniform block (the uniform-x matvec) and
@@ -115,13 +116,25 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// Which module of a kernel a pipeline runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Variant {
+    /// The kernel's own module (input vectors in a storage buffer).
+    Storage,
+    /// A matmul module with binding 1 as a 64 KiB uniform block ([`crate::X_UNIFORM`]).
+    UniformX,
+    /// The unrolled one-token matvec for rows of this many elements ([`crate::unrolled`]).
+    Unrolled(usize),
+}
+
 /// A device, its queue and the pipelines compiled on it.
 pub struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     shape: MatvecShape,
-    pipelines: Mutex<HashMap<(Kernel, bool), Arc<Compiled>>>,
+    pipelines: Mutex<HashMap<(Kernel, Variant), Arc<Compiled>>>,
+    generated: Mutex<HashMap<String, Arc<Compiled>>>,
     counters: Counters,
 }
 
@@ -188,6 +201,7 @@ impl Gpu {
             info: None,
             shape: MatvecShape::Lanes,
             pipelines: Mutex::new(HashMap::new()),
+            generated: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         }
     }
@@ -252,92 +266,168 @@ impl Gpu {
     /// The compiled pipeline of `kernel` (for this device's [`MatvecShape`]), compiling it on
     /// first use.
     pub fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
-        self.compile(kernel, None)
+        let mut cache = self.cache();
+        let key = (kernel, Variant::Storage);
+        if let Some(c) = cache.get(&key) {
+            return Arc::clone(c);
+        }
+        let compiled = Arc::new(self.build(kernel, Variant::Storage, kernel.source()));
+        cache.insert(key, Arc::clone(&compiled));
+        compiled
     }
 
     /// The pipeline of a matmul `kernel` whose input vectors (binding 1) are a 64 KiB uniform
     /// block ([`crate::X_UNIFORM`]); `None` for other kernels.
     pub fn compiled_uniform_x(&self, kernel: Kernel) -> Option<Arc<Compiled>> {
-        let source = kernel.uniform_x_source()?;
-        Some(self.compile(kernel, Some(source)))
+        self.compile(kernel, Variant::UniformX, || kernel.uniform_x_source())
     }
 
-    fn compile(&self, kernel: Kernel, uniform_x: Option<String>) -> Arc<Compiled> {
-        let shape = self.shape;
-        let key = (kernel, uniform_x.is_some());
-        let mut cache = match self.pipelines.lock() {
+    /// The unrolled one-token matvec of `kernel` for rows of `k` elements ([`crate::unrolled`];
+    /// binding 1 a 64 KiB uniform block, the other bindings and the grid those of `matvec_row`);
+    /// `None` where there is no such form. Compiled once per (kernel, K).
+    pub fn compiled_unrolled(&self, kernel: Kernel, k: usize) -> Option<Arc<Compiled>> {
+        self.compile(kernel, Variant::Unrolled(k), || {
+            crate::unrolled::source(kernel, k)
+        })
+    }
+
+    fn compile(
+        &self,
+        kernel: Kernel,
+        variant: Variant,
+        source: impl FnOnce() -> Option<String>,
+    ) -> Option<Arc<Compiled>> {
+        let key = (kernel, variant);
+        let mut cache = self.cache();
+        if let Some(c) = cache.get(&key) {
+            return Some(Arc::clone(c));
+        }
+        let compiled = Arc::new(self.build(kernel, variant, &source()?));
+        cache.insert(key, Arc::clone(&compiled));
+        Some(compiled)
+    }
+
+    /// The pipeline of a generated module (compiled once per label).
+    pub fn compiled_generated(&self, g: &crate::generated::Generated) -> Arc<Compiled> {
+        let mut cache = match self.generated.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some(c) = cache.get(&key) {
+        if let Some(c) = cache.get(&g.label) {
             return Arc::clone(c);
         }
-        let entry = entry_point(kernel, shape);
-        let source = match &uniform_x {
-            Some(s) => s.clone(),
-            None => kernel.source().to_string(),
-        };
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(kernel.file()),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = g
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| layout_entry(i as u32, *kind))
+            .collect();
+        let compiled = Arc::new(self.pipeline(&g.label, &g.source, g.entry, &entries));
+        cache.insert(g.label.clone(), Arc::clone(&compiled));
+        compiled
+    }
+
+    /// A bind group for a generated module: `binds[i]` at binding i (binding 0 included).
+    pub fn bind_group_generated(
+        &self,
+        compiled: &Compiled,
+        g: &crate::generated::Generated,
+        binds: &[Bind<'_>],
+    ) -> Result<wgpu::BindGroup, KernelError> {
+        if binds.len() != g.bindings.len() {
+            return Err(KernelError::GeneratedBindings {
+                label: g.label.clone(),
+                expected: g.bindings.len(),
+                actual: binds.len(),
             });
-        let mut entries = vec![wgpu::BindGroupLayoutEntry {
-            binding: 0,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        }];
+        }
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = binds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: b.buffer,
+                    offset: b.offset,
+                    size: b.size.and_then(wgpu::BufferSize::new),
+                }),
+            })
+            .collect();
+        bump(&self.counters.bind_groups_created, 1);
+        Ok(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&g.label),
+            layout: &compiled.layout,
+            entries: &entries,
+        }))
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<(Kernel, Variant), Arc<Compiled>>> {
+        match self.pipelines.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Compiles `source` as `kernel`'s pipeline in `variant` (its layout from
+    /// [`Kernel::storage`], binding 1 a uniform block unless `variant` is `Storage`).
+    fn build(&self, kernel: Kernel, variant: Variant, source: &str) -> Compiled {
+        let entry = match variant {
+            Variant::Unrolled(_) => crate::unrolled::ENTRY,
+            _ => entry_point(kernel, self.shape),
+        };
+        let uniform_x = variant != Variant::Storage;
+        let mut entries = vec![layout_entry(0, BindingKind::Uniform)];
         for (i, access) in kernel.storage().iter().enumerate() {
-            let ty = if i == 0 && uniform_x.is_some() {
-                wgpu::BufferBindingType::Uniform
+            let kind = if i == 0 && uniform_x {
+                BindingKind::Uniform
             } else {
-                wgpu::BufferBindingType::Storage {
+                BindingKind::Storage {
                     read_only: *access == Access::Read,
                 }
             };
-            entries.push(wgpu::BindGroupLayoutEntry {
-                binding: i as u32 + 1,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            });
+            entries.push(layout_entry(i as u32 + 1, kind));
         }
+        self.pipeline(kernel.name(), source, entry, &entries)
+    }
+
+    /// Compiles `source`'s `entry` with one bind group of `entries`.
+    fn pipeline(
+        &self,
+        label: &str,
+        source: &str,
+        entry: &str,
+        entries: &[wgpu::BindGroupLayoutEntry],
+    ) -> Compiled {
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(source.to_string().into()),
+            });
         let layout = self
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(kernel.name()),
-                entries: &entries,
+                label: Some(label),
+                entries,
             });
         let pipeline_layout = self
             .device
             .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(kernel.name()),
+                label: Some(label),
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
         let pipeline = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(kernel.name()),
+                label: Some(label),
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(entry),
                 compilation_options: wgpu::PipelineCompilationOptions::default(),
                 cache: None,
             });
-        let compiled = Arc::new(Compiled { layout, pipeline });
-        cache.insert(key, Arc::clone(&compiled));
-        compiled
+        Compiled { layout, pipeline }
     }
 
     /// A storage buffer holding `bytes`, zero padded to a multiple of 4 (the kernels read u32
@@ -576,6 +666,24 @@ impl Gpu {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
+    }
+}
+
+/// The layout entry of binding `binding` of kind `kind` (compute stage).
+fn layout_entry(binding: u32, kind: BindingKind) -> wgpu::BindGroupLayoutEntry {
+    let ty = match kind {
+        BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
+        BindingKind::Storage { read_only } => wgpu::BufferBindingType::Storage { read_only },
+    };
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
     }
 }
 

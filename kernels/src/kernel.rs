@@ -3,65 +3,84 @@
 
 // Every dequantize-and-multiply family shares one multiply body, `wgsl/matmul_body.wgsl` (one
 // accumulation order, so a streamed and a resident run perform the same arithmetic); each
-// `MATMUL_*` below is its format prefix followed by that text.
+// `MATMUL_*` below is its format prefix, then `wgsl/matmul_common.wgsl` (parameters, bindings,
+// decode helpers), then that body. `crate::unrolled` builds the unrolled one-token matvec from the
+// same prefix and common part.
 pub const MATMUL_PLAIN: &str = concat!(
     include_str!("../wgsl/matmul_plain.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_FP8_BLOCK: &str = concat!(
     include_str!("../wgsl/matmul_fp8_block.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_MXFP4: &str = concat!(
     include_str!("../wgsl/matmul_mxfp4.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_AFFINE8: &str = concat!(
     include_str!("../wgsl/matmul_affine8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q8_0: &str = concat!(
     include_str!("../wgsl/matmul_q8_0.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q4_1: &str = concat!(
     include_str!("../wgsl/matmul_q4_1.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q4_0: &str = concat!(
     include_str!("../wgsl/matmul_q4_0.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_0: &str = concat!(
     include_str!("../wgsl/matmul_q5_0.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_1: &str = concat!(
     include_str!("../wgsl/matmul_q5_1.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q4_K: &str = concat!(
     include_str!("../wgsl/matmul_q4_k.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q5_K: &str = concat!(
     include_str!("../wgsl/matmul_q5_k.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
 pub const MATMUL_Q6_K: &str = concat!(
     include_str!("../wgsl/matmul_q6_k.wgsl"),
     include_str!("../wgsl/matmul_chunk8.wgsl"),
+    include_str!("../wgsl/matmul_common.wgsl"),
     include_str!("../wgsl/matmul_body.wgsl")
 );
+/// The parameters, bindings and helpers every matmul module shares.
+pub const MATMUL_COMMON: &str = include_str!("../wgsl/matmul_common.wgsl");
+/// The entry points (and accumulation order) every matmul module ends with.
+pub const MATMUL_BODY: &str = include_str!("../wgsl/matmul_body.wgsl");
 pub const RMSNORM: &str = include_str!("../wgsl/rmsnorm.wgsl");
 pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
+pub const ATTENTION_DECODE: &str = include_str!("../wgsl/attention_decode.wgsl");
 pub const ACTIVATION: &str = include_str!("../wgsl/activation.wgsl");
 pub const EMBEDDING: &str = include_str!("../wgsl/embedding.wgsl");
 pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
@@ -128,6 +147,7 @@ pub enum Kernel {
     Rope,
     Softmax,
     Attention,
+    AttnSoftmax,
     Silu,
     Swiglu,
     Embedding,
@@ -136,7 +156,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 33] = [
+    pub const ALL: [Kernel; 34] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -165,6 +185,7 @@ impl Kernel {
         Kernel::Rope,
         Kernel::Softmax,
         Kernel::Attention,
+        Kernel::AttnSoftmax,
         Kernel::Silu,
         Kernel::Swiglu,
         Kernel::Embedding,
@@ -191,6 +212,7 @@ impl Kernel {
             Kernel::Rope => "rope.wgsl",
             Kernel::Softmax => "softmax.wgsl",
             Kernel::Attention => "attention.wgsl",
+            Kernel::AttnSoftmax => "attention_decode.wgsl",
             Kernel::Silu | Kernel::Swiglu => "activation.wgsl",
             Kernel::Embedding => "embedding.wgsl",
             Kernel::Argmax => "argmax.wgsl",
@@ -216,6 +238,7 @@ impl Kernel {
             Kernel::Rope => ROPE,
             Kernel::Softmax => SOFTMAX,
             Kernel::Attention => ATTENTION,
+            Kernel::AttnSoftmax => ATTENTION_DECODE,
             Kernel::Silu | Kernel::Swiglu => ACTIVATION,
             Kernel::Embedding => EMBEDDING,
             Kernel::Argmax => ARGMAX,
@@ -253,6 +276,7 @@ impl Kernel {
             Kernel::Rope => "rope",
             Kernel::Softmax => "softmax",
             Kernel::Attention => "attention",
+            Kernel::AttnSoftmax => "attn_softmax",
             Kernel::Silu => "silu",
             Kernel::Swiglu => "swiglu",
             Kernel::Embedding => "embedding",
@@ -264,6 +288,28 @@ impl Kernel {
     /// Whether this is a dequantize-and-multiply kernel (x, y, weights…).
     pub fn is_matmul(self) -> bool {
         self.file().starts_with("matmul_")
+    }
+
+    /// Elements per chunk of the accumulation order (docs/kernels.md): 8 for the block formats,
+    /// one for the element-wise ones (plain, fp8, affine).
+    pub fn chunk_elements(self) -> usize {
+        match self {
+            Kernel::MatvecPlain
+            | Kernel::MatmulPlain
+            | Kernel::MatvecFp8Block
+            | Kernel::MatmulFp8Block
+            | Kernel::MatvecAffine8
+            | Kernel::MatmulAffine8 => 1,
+            _ => 8,
+        }
+    }
+
+    /// A matmul module's format prefix (with the chunk interface, where it has one) and the
+    /// shared common part, without the body; `None` for other kernels.
+    pub fn matmul_parts(self) -> Option<(&'static str, &'static str)> {
+        let head = self.source().strip_suffix(MATMUL_BODY)?;
+        let prefix = head.strip_suffix(MATMUL_COMMON)?;
+        Some((prefix, MATMUL_COMMON))
     }
 
     /// The module with binding 1 as a uniform block ([`X_UNIFORM`]), for matmul kernels.
@@ -304,6 +350,7 @@ impl Kernel {
             Kernel::Rope => "rope",
             Kernel::Softmax => "softmax",
             Kernel::Attention => "attention",
+            Kernel::AttnSoftmax => "attn_softmax",
             Kernel::Silu => "silu",
             Kernel::Swiglu => "swiglu",
             Kernel::Embedding => "embedding",
@@ -345,6 +392,8 @@ impl Kernel {
             Kernel::Softmax => &[ReadWrite],
             // q, k_cache, v_cache, out, scratch
             Kernel::Attention => &[Read, Read, Read, ReadWrite, ReadWrite],
+            // scratch (scores in, e_s out), totals
+            Kernel::AttnSoftmax => &[ReadWrite, ReadWrite],
             // a, b, y (silu does not read b but binds it so both share one layout)
             Kernel::Silu | Kernel::Swiglu => &[Read, Read, ReadWrite],
             // ids, table, out

@@ -9,12 +9,15 @@
 //! the row and K, never on the dispatch (docs/kernels.md), which is what lets a streamed
 //! (row-tiled) run and a resident run produce bit-identical results.
 
+pub mod attention;
 mod error;
 mod format;
+pub mod generated;
 pub mod gpu;
 mod kernel;
 mod params;
 pub mod reference;
+pub mod unrolled;
 
 pub use error::KernelError;
 pub use format::{Dtype, EmbeddingFormat, WeightFormat};

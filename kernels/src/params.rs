@@ -28,7 +28,13 @@ pub struct MatmulParams {
     /// 1: add the product to `y` (a residual add fused into the epilogue: `y + Σ`, the same
     /// rounding as a separate add); 0: overwrite.
     pub accumulate: u32,
-    pub _pad: [u32; 2],
+    /// Always 0. The unrolled matvec xors each partial sum's bits with it before adding it to the
+    /// total: the compiler cannot see through that, so it cannot reassociate a partial's
+    /// additions into the total's (which would change the bits; `crate::unrolled`).
+    pub zero: u32,
+    /// The token position of a one-token step (the RoPE table row of the fused Q/K/V kernel,
+    /// `crate::unrolled::qkv_rope`); 0 otherwise.
+    pub position: u32,
 }
 
 /// `rmsnorm.wgsl`.

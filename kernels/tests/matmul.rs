@@ -110,10 +110,23 @@ fn both_matvec_shapes_give_the_same_bits() {
     }
 }
 
-/// One matvec of case `c` through the uniform-x pipeline (binding 1 a 64 KiB uniform block).
-fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32]) -> Vec<f32> {
+/// The pipelines whose input vectors are a 64 KiB uniform block.
+#[derive(Clone, Copy, Debug)]
+enum UniformX {
+    /// The kernel's own entry point (`matvec` or `matvec_row`) with binding 1 uniform.
+    Looped,
+    /// The unrolled matvec generated for the case's K (always the row grid).
+    Unrolled,
+}
+
+/// One matvec of case `c` through a uniform-x pipeline (binding 1 a 64 KiB uniform block).
+fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32], form: UniformX) -> Vec<f32> {
     let kernel = c.format.matvec_kernel();
-    let compiled = g.compiled_uniform_x(kernel).expect("a matmul kernel");
+    let (compiled, shape) = match form {
+        UniformX::Looped => (g.compiled_uniform_x(kernel), g.matvec_shape()),
+        UniformX::Unrolled => (g.compiled_unrolled(kernel, c.k), MatvecShape::Rows),
+    };
+    let compiled = compiled.unwrap_or_else(|| panic!("{}: no {form:?} form", c.name));
     let mut padded = x.to_vec();
     padded.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
     let xb = g.upload_f32("x", &padded).expect("x");
@@ -138,7 +151,7 @@ fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32]) -> Vec<f32> {
     let mut params = c
         .format
         .params(c.rows as u32, c.k as u32, 1, c.rows as u32, 0);
-    let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
+    let groups = matmul_launch(shape, kernel, &mut params);
     let ub = g.uniform("params", bytemuck::bytes_of(&params));
     let group = g
         .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
@@ -163,13 +176,73 @@ fn uniform_x_matvec_gives_the_same_bits() {
         let x = rng.normals(c.k, 1.0);
         let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
         for dev in [g, &h] {
-            let got = run_matvec_uniform_x(dev, &c, &x);
+            let got = run_matvec_uniform_x(dev, &c, &x, UniformX::Looped);
             assert_bits(
                 &format!("{} uniform x ({:?})", c.name, dev.matvec_shape()),
                 &got,
                 &want,
             );
         }
+    }
+}
+
+/// Rows long enough that every lane partial sums several chunks (the shapes where straight-line
+/// code could be reassociated across chunks; kernels::unrolled guards against it).
+fn long_row_cases() -> Vec<Case> {
+    use kernels::{Dtype, WeightFormat};
+    let mut rng = Rng(31);
+    let fp8 = WeightFormat::Fp8Block {
+        block_rows: 16,
+        group: 32,
+    };
+    let affine = WeightFormat::Affine8 {
+        group: 64,
+        scale_dtype: Dtype::Bf16,
+    };
+    [
+        (WeightFormat::Plain(Dtype::F32), 300),
+        (WeightFormat::Plain(Dtype::Bf16), 300),
+        (fp8, 320),
+        (affine, 320),
+        (WeightFormat::Mxfp4, 1536),
+        (WeightFormat::Q8_0, 1568),
+        (WeightFormat::Q4_1, 1568),
+        (WeightFormat::Q4_0, 1536),
+        (WeightFormat::Q5_0, 1536),
+        (WeightFormat::Q5_1, 1536),
+        (WeightFormat::Q4K, 1536),
+        (WeightFormat::Q5K, 1536),
+        (WeightFormat::Q6K, 1536),
+    ]
+    .into_iter()
+    .map(|(f, k)| support::case(f, 19, k, 7, &mut rng))
+    .collect()
+}
+
+/// The unrolled matvec (kernels::unrolled, the one-token decode kernel on CPU adapters) performs
+/// the looped kernels' order, so it gives their bits, for every format.
+#[test]
+fn unrolled_matvec_gives_the_same_bits() {
+    let Some(g) = gpu("unrolled_matvec_gives_the_same_bits") else {
+        return;
+    };
+    let mut rng = Rng(29);
+    let mut checked = Vec::new();
+    for c in all_cases().into_iter().chain(long_row_cases()) {
+        if g.compiled_unrolled(c.format.matvec_kernel(), c.k).is_none() {
+            continue;
+        }
+        let x = rng.normals(c.k, 1.0);
+        let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+        let got = run_matvec_uniform_x(g, &c, &x, UniformX::Unrolled);
+        assert_bits(&format!("{} unrolled", c.name), &got, &want);
+        checked.push(c.name.clone());
+    }
+    for f in ["q4_1", "q8_0"] {
+        assert!(
+            checked.iter().filter(|n| n.starts_with(f)).count() >= 3,
+            "{checked:?}"
+        );
     }
 }
 

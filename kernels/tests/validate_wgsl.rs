@@ -1,7 +1,8 @@
 //! Parses and validates every `.wgsl` module under `kernels/wgsl/` with naga (no GPU needed): each
-//! `matmul_*.wgsl` format prefix with the shared `matmul_body.wgsl` appended (as the kernel table
-//! builds it), every other file as it is; and checks that the kernel table covers every file and
-//! names entry points that exist.
+//! `matmul_*.wgsl` format prefix with the shared `matmul_common.wgsl` and `matmul_body.wgsl`
+//! appended (as the kernel table builds it), every other file as it is, and the unrolled matvec
+//! modules generated from them; and checks that the kernel table covers every file and names entry
+//! points that exist.
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
@@ -12,19 +13,21 @@ use kernels::Kernel;
 
 /// The multiply body every `matmul_*.wgsl` prefix is completed with.
 const BODY: &str = "matmul_body.wgsl";
+/// The parameters, bindings and helpers between a prefix and the body.
+const COMMON: &str = "matmul_common.wgsl";
 /// The 8-weight chunk interface appended to the prefixes that define `chunk_weights` only.
 const CHUNK8: &str = "matmul_chunk8.wgsl";
 
 /// Shared parts, not kernels of their own.
 fn is_shared(name: &str) -> bool {
-    name == BODY || name == CHUNK8
+    name == BODY || name == CHUNK8 || name == COMMON
 }
 
-fn chunk8_text() -> String {
+fn shared_text(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("wgsl")
-        .join(CHUNK8);
-    std::fs::read_to_string(path).expect("matmul_chunk8.wgsl exists")
+        .join(name);
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// The complete module a file is part of: a matmul prefix with the body appended (and the chunk
@@ -32,11 +35,12 @@ fn chunk8_text() -> String {
 fn module_source(name: &str, source: &str, body: &str) -> String {
     if name.starts_with("matmul_") && !is_shared(name) {
         let mid = if source.contains("fn chunk_weights(") && !source.contains("fn chunk_dot(") {
-            chunk8_text()
+            shared_text(CHUNK8)
         } else {
             String::new()
         };
-        format!("{source}{mid}{body}")
+        let common = shared_text(COMMON);
+        format!("{source}{mid}{common}{body}")
     } else {
         source.to_string()
     }
@@ -155,6 +159,37 @@ fn uniform_x_modules_validate() {
     }
 }
 
+/// The unrolled matvec module of every matvec kernel (kernels::unrolled) validates at the K values
+/// of the real models (SmolLM2: 576, 1536; DeepSeek V4-shaped: 4096, 7168) and a small one.
+#[test]
+fn unrolled_modules_validate() {
+    let mut made = 0;
+    for kernel in Kernel::ALL.iter().filter(|k| k.is_matmul()) {
+        for k in [256, 576, 1536, 4096, 7168] {
+            match kernels::unrolled::source(*kernel, k) {
+                Some(source) => {
+                    assert_eq!(kernel.entry_point(), "matvec", "{}", kernel.name());
+                    let module = validate(kernel.file(), &source);
+                    assert!(module
+                        .entry_points
+                        .iter()
+                        .any(|e| e.name == kernels::unrolled::ENTRY));
+                    made += 1;
+                }
+                None => assert!(
+                    kernel.entry_point() != "matvec"
+                        || !kernel.source().contains("fn four_chunks_dot(")
+                        || k / kernel.chunk_elements() > kernels::unrolled::MAX_CHUNKS,
+                    "{} K={k}: no unrolled form",
+                    kernel.name()
+                ),
+            }
+        }
+    }
+    // Q4_1 and Q8_0 (SmolLM2's formats) at every K
+    assert!(made >= 2 * 5, "{made} modules");
+}
+
 /// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and
 /// the CPU reference both rely on one accumulation order, so no prefix may carry a copy of it and
 /// every matmul kernel's module ends with exactly the shared body.
@@ -183,7 +218,7 @@ fn matmul_families_share_one_body() {
         .filter(|k| k.file().starts_with("matmul_"))
     {
         assert!(
-            kernel.source().ends_with(body.as_str()),
+            kernel.source().ends_with(body.as_str()) && kernel.matmul_parts().is_some(),
             "{}: module does not end with the shared body",
             kernel.name()
         );

@@ -16,21 +16,43 @@ fn chunk_count() -> u32 {
     return p.k / 8u;
 }
 
+// One qs word of a block: elements k .. k+3 (low nibbles), then k+16 .. k+19 (high nibbles), in
+// that order, each fma(fma(d, q, m), x, acc). Written out (no loop) so that an unrolled matvec
+// (kernels/src/unrolled.rs) reads every x with a constant index.
+fn word_dot(q: u32, dm: vec2<f32>, k: u32, acc_in: f32) -> f32 {
+    var acc = acc_in;
+    acc = fma(fma(dm.x, f32(q & 0xfu), dm.y), xv(k), acc);
+    acc = fma(fma(dm.x, f32((q >> 8u) & 0xfu), dm.y), xv(k + 1u), acc);
+    acc = fma(fma(dm.x, f32((q >> 16u) & 0xfu), dm.y), xv(k + 2u), acc);
+    acc = fma(fma(dm.x, f32((q >> 24u) & 0xfu), dm.y), xv(k + 3u), acc);
+    acc = fma(fma(dm.x, f32((q >> 4u) & 0xfu), dm.y), xv(k + 16u), acc);
+    acc = fma(fma(dm.x, f32((q >> 12u) & 0xfu), dm.y), xv(k + 17u), acc);
+    acc = fma(fma(dm.x, f32((q >> 20u) & 0xfu), dm.y), xv(k + 18u), acc);
+    acc = fma(fma(dm.x, f32(q >> 28u), dm.y), xv(k + 19u), acc);
+    return acc;
+}
+
 fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     let blk = c >> 2u;
     let w = c & 3u;
     let word = (r * (p.k / 32u) + blk) * 5u;
     let dm = unpack2x16float(packed[word]);
-    let q = packed[word + 1u + w];
-    let k0 = xb + blk * 32u + 4u * w;
-    var acc = acc_in;
-    for (var i = 0u; i < 4u; i++) {
-        acc = fma(fma(dm.x, f32((q >> (8u * i)) & 0xfu), dm.y), xv(k0 + i), acc);
-    }
-    for (var i = 0u; i < 4u; i++) {
-        acc = fma(fma(dm.x, f32((q >> (8u * i + 4u)) & 0xfu), dm.y), xv(k0 + 16u + i), acc);
-    }
-    return acc;
+    return word_dot(packed[word + 1u + w], dm, xb + blk * 32u + 4u * w, acc_in);
+}
+
+// Chunks c0 .. c0+3 (c0 % 4 == 0: one whole block), each into its own partial, in chunk_dot's
+// order; d and m are read once.
+fn four_chunks_dot(r: u32, c0: u32, acc: vec4<f32>) -> vec4<f32> {
+    let blk = c0 >> 2u;
+    let word = (r * (p.k / 32u) + blk) * 5u;
+    let dm = unpack2x16float(packed[word]);
+    let k = blk * 32u;
+    return vec4<f32>(
+        word_dot(packed[word + 1u], dm, k, acc.x),
+        word_dot(packed[word + 2u], dm, k + 4u, acc.y),
+        word_dot(packed[word + 3u], dm, k + 8u, acc.z),
+        word_dot(packed[word + 4u], dm, k + 12u, acc.w),
+    );
 }
 
 fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {

@@ -31,6 +31,86 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     return acc;
 }
 
+// Bytes b .. b+3 of the packed stream as one word, from the word w0 holding byte b and the next
+// word w1; s = 8 · (b mod 4).
+fn funnel(w0: u32, w1: u32, s: u32) -> u32 {
+    return select((w0 >> s) | (w1 << (32u - s)), w0, s == 0u);
+}
+
+// Byte i (0..3) of word u as a signed 8-bit value.
+fn q8_in(u: u32, i: u32) -> f32 {
+    return f32(bitcast<i32>(u << (24u - 8u * i)) >> 24u);
+}
+
+// Chunks c0 .. c0+3 (c0 % 4 == 0: one whole block), each into its own partial, in chunk_dot's
+// order. The 34 bytes are read as ten words and realigned (a block starts on an even byte), so
+// each word is read once instead of each byte. Written out (no loop) so that an unrolled matvec
+// (kernels/src/unrolled.rs) reads every x with a constant index.
+fn four_chunks_dot(r: u32, c0: u32, acc: vec4<f32>) -> vec4<f32> {
+    let blk = c0 >> 2u;
+    let b = (r * (p.k / 32u) + blk) * 34u;
+    let i0 = b >> 2u;
+    let s = (b & 3u) * 8u;
+    let w0 = packed[i0 + 0u];
+    let w1 = packed[i0 + 1u];
+    let w2 = packed[i0 + 2u];
+    let w3 = packed[i0 + 3u];
+    let w4 = packed[i0 + 4u];
+    let w5 = packed[i0 + 5u];
+    let w6 = packed[i0 + 6u];
+    let w7 = packed[i0 + 7u];
+    let w8 = packed[i0 + 8u];
+    let w9 = packed[i0 + 9u];
+    let u0 = funnel(w0, w1, s);
+    let u1 = funnel(w1, w2, s);
+    let u2 = funnel(w2, w3, s);
+    let u3 = funnel(w3, w4, s);
+    let u4 = funnel(w4, w5, s);
+    let u5 = funnel(w5, w6, s);
+    let u6 = funnel(w6, w7, s);
+    let u7 = funnel(w7, w8, s);
+    let u8 = funnel(w8, w9, s);
+    let d = f16_from_bits(u0 & 0xffffu);
+    let k = blk * 32u;
+    var a0 = acc[0];
+    a0 = fma(d * q8_in(u0, 2u), xv(k + 0u), a0);
+    a0 = fma(d * q8_in(u0, 3u), xv(k + 1u), a0);
+    a0 = fma(d * q8_in(u1, 0u), xv(k + 2u), a0);
+    a0 = fma(d * q8_in(u1, 1u), xv(k + 3u), a0);
+    a0 = fma(d * q8_in(u1, 2u), xv(k + 4u), a0);
+    a0 = fma(d * q8_in(u1, 3u), xv(k + 5u), a0);
+    a0 = fma(d * q8_in(u2, 0u), xv(k + 6u), a0);
+    a0 = fma(d * q8_in(u2, 1u), xv(k + 7u), a0);
+    var a1 = acc[1];
+    a1 = fma(d * q8_in(u2, 2u), xv(k + 8u), a1);
+    a1 = fma(d * q8_in(u2, 3u), xv(k + 9u), a1);
+    a1 = fma(d * q8_in(u3, 0u), xv(k + 10u), a1);
+    a1 = fma(d * q8_in(u3, 1u), xv(k + 11u), a1);
+    a1 = fma(d * q8_in(u3, 2u), xv(k + 12u), a1);
+    a1 = fma(d * q8_in(u3, 3u), xv(k + 13u), a1);
+    a1 = fma(d * q8_in(u4, 0u), xv(k + 14u), a1);
+    a1 = fma(d * q8_in(u4, 1u), xv(k + 15u), a1);
+    var a2 = acc[2];
+    a2 = fma(d * q8_in(u4, 2u), xv(k + 16u), a2);
+    a2 = fma(d * q8_in(u4, 3u), xv(k + 17u), a2);
+    a2 = fma(d * q8_in(u5, 0u), xv(k + 18u), a2);
+    a2 = fma(d * q8_in(u5, 1u), xv(k + 19u), a2);
+    a2 = fma(d * q8_in(u5, 2u), xv(k + 20u), a2);
+    a2 = fma(d * q8_in(u5, 3u), xv(k + 21u), a2);
+    a2 = fma(d * q8_in(u6, 0u), xv(k + 22u), a2);
+    a2 = fma(d * q8_in(u6, 1u), xv(k + 23u), a2);
+    var a3 = acc[3];
+    a3 = fma(d * q8_in(u6, 2u), xv(k + 24u), a3);
+    a3 = fma(d * q8_in(u6, 3u), xv(k + 25u), a3);
+    a3 = fma(d * q8_in(u7, 0u), xv(k + 26u), a3);
+    a3 = fma(d * q8_in(u7, 1u), xv(k + 27u), a3);
+    a3 = fma(d * q8_in(u7, 2u), xv(k + 28u), a3);
+    a3 = fma(d * q8_in(u7, 3u), xv(k + 29u), a3);
+    a3 = fma(d * q8_in(u8, 0u), xv(k + 30u), a3);
+    a3 = fma(d * q8_in(u8, 1u), xv(k + 31u), a3);
+    return vec4<f32>(a0, a1, a2, a3);
+}
+
 fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
     let blk = c >> 2u;
     let base = (r * (p.k / 32u) + blk) * 34u;

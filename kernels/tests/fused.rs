@@ -1,0 +1,187 @@
+//! The fused one-token kernels of kernels::unrolled against the separate kernels they replace:
+//! `qkv_rope` = three matvecs + RoPE of Q and K (K and V written into the caches), and `gate_up`
+//! = two matvecs + SwiGLU. Same bits, for both RoPE pairings and both GGUF formats that have an
+//! unrolled form.
+
+#![allow(clippy::panic)] // a test reports failure by panicking
+
+mod support;
+
+use kernels::generated::Generated;
+use kernels::gpu::{elementwise_groups, Bind, Gpu};
+use kernels::reference;
+use kernels::unrolled::{gate_up, qkv_rope, QkvLayout};
+use kernels::{ActivationParams, Kernel, MatmulParams, RopeMode, RopeParams, WeightFormat};
+use support::{assert_bits, case, gpu, run_matmul, Case, Rng};
+
+const K: usize = 128;
+
+#[allow(clippy::too_many_arguments)]
+/// Runs generated module `g` over `c`'s packed rows with `params`, binding x as a 64 KiB uniform
+/// window and `extra` after the weights; `outs` are read back afterwards.
+fn run_generated(
+    gpu: &Gpu,
+    g: &Generated,
+    c: &Case,
+    x: &[f32],
+    params: &MatmulParams,
+    y: &wgpu::Buffer,
+    extra: &[&wgpu::Buffer],
+    groups: u32,
+) {
+    let mut xp = x.to_vec();
+    xp.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
+    let xb = gpu.upload_f32("x", &xp).expect("x");
+    let wb = gpu.upload("w", &c.packed).expect("w");
+    let pb = gpu.uniform("params", bytemuck::bytes_of(params));
+    let mut binds: Vec<Bind<'_>> = vec![
+        (&pb).into(),
+        Bind {
+            buffer: &xb,
+            offset: 0,
+            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+        },
+        y.into(),
+        (&wb).into(),
+    ];
+    binds.extend(extra.iter().map(|b| Bind::from(*b)));
+    let compiled = gpu.compiled_generated(g);
+    let group = gpu
+        .bind_group_generated(&compiled, g, &binds)
+        .expect("bind group");
+    let mut enc = gpu.encoder("fused");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        gpu.dispatch_in(&mut pass, &compiled, &group, (groups, 1, 1));
+    }
+    gpu.submit(enc.finish());
+}
+
+#[allow(clippy::too_many_arguments)]
+/// RoPE (`rope.wgsl`) of `heads` heads at `v_offset` of `v`, table row `pos`, on the device.
+fn rope(
+    g: &Gpu,
+    v: &[f32],
+    table: &wgpu::Buffer,
+    heads: usize,
+    hd: usize,
+    mode: RopeMode,
+    pos: usize,
+    v_offset: usize,
+) -> Vec<f32> {
+    let vb = g.upload_f32("v", v).expect("v");
+    let groups = elementwise_groups((heads * hd / 2) as u32);
+    let p = RopeParams {
+        tokens: 1,
+        n_heads: heads as u32,
+        head_dim: hd as u32,
+        rot_dim: hd as u32,
+        mode: mode as u32,
+        groups_x: groups.0,
+        table_row0: pos as u32,
+        v_offset: v_offset as u32,
+    };
+    g.dispatch(Kernel::Rope, &p, &[(&vb).into(), table.into()], groups)
+        .expect("rope");
+    g.read_f32(&vb, v.len()).expect("read")
+}
+
+#[test]
+fn qkv_rope_gives_the_bits_of_separate_kernels() {
+    let Some(g) = gpu("qkv_rope_gives_the_bits_of_separate_kernels") else {
+        return;
+    };
+    let mut rng = Rng(43);
+    let (hd, nq, nkv, capacity, pos) = (16, 64, 32, 8, 5);
+    let table = reference::rope_table(&(0..capacity as u32).collect::<Vec<_>>(), hd, 10000.0);
+    let tb = g.upload_f32("table", &table).expect("table");
+    for format in [WeightFormat::Q4_1, WeightFormat::Q8_0] {
+        for mode in [RopeMode::Interleaved, RopeMode::HalfSplit] {
+            let c = case(format, nq + 2 * nkv, K, 1, &mut rng);
+            let x = rng.normals(K, 1.0);
+            // separate: one matvec over the combined rows, then RoPE of Q and of K in the cache
+            let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+            let q_want = rope(g, &y[..nq], &tb, nq / hd, hd, mode, pos, 0);
+            let mut kc = vec![0f32; capacity * nkv];
+            kc[pos * nkv..(pos + 1) * nkv].copy_from_slice(&y[nq..nq + nkv]);
+            let k_want = rope(g, &kc, &tb, nkv / hd, hd, mode, pos, pos * nkv);
+            let v_want = &y[nq + nkv..];
+            // fused
+            let l = QkvLayout {
+                n_q: nq,
+                n_kv: nkv,
+                head_dim: hd,
+                rope: mode,
+            };
+            let module = qkv_rope(format.matvec_kernel(), K, &l).expect("a module");
+            let pairs = (nq + 2 * nkv) / 2;
+            let mut p = format.params(pairs as u32, K as u32, 1, 0, (pos * nkv) as u32);
+            p.position = pos as u32;
+            let qb = g.zeros("q", (nq * 4) as u64).expect("q");
+            let kb = g.zeros("k cache", (capacity * nkv * 4) as u64).expect("k");
+            let vb = g.zeros("v cache", (capacity * nkv * 4) as u64).expect("v");
+            run_generated(
+                g,
+                &module,
+                &c,
+                &x,
+                &p,
+                &qb,
+                &[&kb, &vb, &tb],
+                pairs.div_ceil(64) as u32,
+            );
+            let what = format!("{} {mode:?}", c.name);
+            assert_bits(
+                &format!("{what} q"),
+                &g.read_f32(&qb, nq).expect("q"),
+                &q_want,
+            );
+            let k_got = g.read_f32(&kb, capacity * nkv).expect("k");
+            assert_bits(&format!("{what} k"), &k_got, &k_want);
+            let v_got = g.read_f32(&vb, capacity * nkv).expect("v");
+            assert_bits(
+                &format!("{what} v"),
+                &v_got[pos * nkv..(pos + 1) * nkv],
+                v_want,
+            );
+        }
+    }
+}
+
+#[test]
+fn gate_up_gives_the_bits_of_separate_kernels() {
+    let Some(g) = gpu("gate_up_gives_the_bits_of_separate_kernels") else {
+        return;
+    };
+    let mut rng = Rng(47);
+    let ffn = 96;
+    for format in [WeightFormat::Q4_1, WeightFormat::Q8_0] {
+        let c = case(format, 2 * ffn, K, 1, &mut rng);
+        let x = rng.normals(K, 1.0);
+        let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+        let (ab, bb) = (
+            g.upload_f32("gate", &y[..ffn]).expect("gate"),
+            g.upload_f32("up", &y[ffn..]).expect("up"),
+        );
+        let out = g.zeros("swiglu", (ffn * 4) as u64).expect("out");
+        let groups = elementwise_groups(ffn as u32);
+        let p = ActivationParams {
+            n: ffn as u32,
+            groups_x: groups.0,
+            _pad: [0; 2],
+        };
+        g.dispatch(
+            Kernel::Swiglu,
+            &p,
+            &[(&ab).into(), (&bb).into(), (&out).into()],
+            groups,
+        )
+        .expect("swiglu");
+        let want = g.read_f32(&out, ffn).expect("read");
+        let module = gate_up(format.matvec_kernel(), K, ffn).expect("a module");
+        let p = format.params(ffn as u32, K as u32, 1, 0, 0);
+        let yb = g.zeros("act", (ffn * 4) as u64).expect("act");
+        run_generated(g, &module, &c, &x, &p, &yb, &[], ffn.div_ceil(64) as u32);
+        assert_bits(&c.name, &g.read_f32(&yb, ffn).expect("act"), &want);
+    }
+}
