@@ -4,7 +4,7 @@
 use kernels::gpu::Bind;
 use kernels::reference::rope_table;
 
-use super::plan::{Op, ParamBlock, Rows, Shapes, Step, TileUse};
+use super::plan::{fused_module, Op, ParamBlock, Rows, Shapes, Step, TileUse, When};
 use super::tiles::{TileReader, SLOT_ALIGN};
 use super::{Activations, Runner, WeightMode, DEFAULT_RING, PREFILL_CHUNK};
 use crate::engine::{Engine, ResidentMatrix};
@@ -18,6 +18,13 @@ pub(super) enum Weights {
     Part { matrix: usize, part: usize },
     /// A ring slot (the step's [`TileUse`]) holding `bytes` bytes of rows.
     Tile { bytes: usize },
+    /// `bytes` bytes from `offset` of the one part of resident matrix `matrix` (one tensor of a
+    /// combined matrix).
+    Window {
+        matrix: usize,
+        offset: u64,
+        bytes: u64,
+    },
 }
 
 /// A buffer an operation binds, named before the buffers exist.
@@ -32,6 +39,7 @@ pub(super) enum Binding {
     Up,
     Act,
     Scores,
+    Totals,
     Logits,
     Ids,
     Rope,
@@ -41,7 +49,16 @@ pub(super) enum Binding {
     W(Weights),
 }
 
-type Planned = (Step, Option<TileUse>, Vec<Binding>);
+type Planned = (Step, When, Option<TileUse>, Vec<Binding>);
+
+/// One product `y (+)= x · mᵀ` of a layer.
+struct Product<'m> {
+    m: &'m MatrixRef,
+    x: Binding,
+    y: Binding,
+    kv: bool,
+    accumulate: bool,
+}
 
 /// The buffers bindings resolve to.
 struct Resolve<'r> {
@@ -75,6 +92,7 @@ impl Resolve<'_> {
                 Binding::Up => &a.up,
                 Binding::Act => &a.act,
                 Binding::Scores => &a.scores,
+                Binding::Totals => &a.totals,
                 Binding::Logits => &a.logits,
                 Binding::Ids => &a.ids,
                 Binding::Rope => &a.rope,
@@ -91,6 +109,23 @@ impl Resolve<'_> {
                     out.push(w.packed);
                     out.extend(w.scales);
                     out.extend(w.biases);
+                    continue;
+                }
+                Binding::W(Weights::Window {
+                    matrix,
+                    offset,
+                    bytes,
+                }) => {
+                    let p = self
+                        .resident
+                        .get(matrix)
+                        .and_then(|m| m.parts.first())
+                        .ok_or_else(|| missing("resident window"))?;
+                    out.push(Bind {
+                        offset,
+                        size: Some(bytes.div_ceil(4) * 4),
+                        ..p.row_buffers().packed
+                    });
                     continue;
                 }
                 Binding::W(Weights::Tile { bytes }) => {
@@ -118,6 +153,9 @@ struct Builder<'a> {
     reader: TileReader,
     ring: Vec<wgpu::Buffer>,
     resident: Vec<ResidentMatrix>,
+    /// Whether one-token fused kernels may be planned (a CPU adapter, resident weights, inputs
+    /// large enough for the uniform window).
+    fuse: bool,
 }
 
 impl Builder<'_> {
@@ -166,7 +204,7 @@ impl Builder<'_> {
                 let matrix = self.resident.len();
                 for (part, p) in r.parts.iter().enumerate() {
                     let w = Binding::W(Weights::Part { matrix, part });
-                    out.push((step(p.rows, p.row0), None, vec![x, y, w]));
+                    out.push((step(p.rows, p.row0), When::Always, None, vec![x, y, w]));
                 }
                 self.resident.push(r);
             }
@@ -196,10 +234,98 @@ impl Builder<'_> {
                         slot: index % self.ring.len().max(1),
                     };
                     let w = Binding::W(Weights::Tile { bytes });
-                    out.push((step(rows, row0), Some(tile), vec![x, y, w]));
+                    out.push((step(rows, row0), When::Always, Some(tile), vec![x, y, w]));
                     row0 += rows;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Plans `mats` (one layer's Q, K, V, or gate and up: one format, one K) as one combined
+    /// resident matrix served by the fused one-token kernel `fused` (its step and bindings, the
+    /// weights named `Weights::Part { matrix, 0 }`), plus one op per matrix over its window of the
+    /// combined buffer for longer chunks. `false`, with nothing planned, where fusion does not
+    /// apply: streamed weights, a GPU adapter, mixed formats, no such kernel, a tensor that does
+    /// not end on a binding-offset boundary, or a combined matrix over the binding limit.
+    fn fused(
+        &mut self,
+        out: &mut Vec<Planned>,
+        c: &crate::model::LlamaConfig,
+        fused: (Step, Vec<Binding>),
+        mats: &[Product<'_>],
+    ) -> Result<bool, RunError> {
+        let Some(first) = mats.first() else {
+            return Ok(false);
+        };
+        let (format, k) = (first.m.format, first.m.k);
+        let gpu = self.engine.gpu();
+        let align = u64::from(gpu.device().limits().min_storage_buffer_offset_alignment).max(4);
+        let mut sizes = Vec::new();
+        for p in mats {
+            sizes.push(p.m.format.packed_len(p.m.rows, p.m.k)? as u64);
+        }
+        let total: u64 = sizes.iter().sum();
+        let ok = self.fuse
+            && format.buffer_count() == 1
+            && mats.iter().all(|p| p.m.format == format && p.m.k == k)
+            && sizes.iter().all(|b| b % align == 0)
+            && total <= gpu.max_binding()
+            && fused_module(c, &fused.0).is_some();
+        if !ok {
+            return Ok(false);
+        }
+        let mut combined = Vec::with_capacity(total as usize);
+        for p in mats {
+            combined.extend_from_slice(self.model.bytes(&p.m.name)?);
+        }
+        let rows = mats.iter().map(|p| p.m.rows).sum();
+        let name = format!("{} (combined)", first.m.name);
+        let r = self
+            .engine
+            .upload_matrix(&name, format, rows, k, [&combined, &[], &[]], None)?;
+        if r.parts.len() != 1 {
+            return Err(RunError::Tensor {
+                name,
+                detail: "a combined matrix must be one buffer (engine plan bug)".into(),
+            });
+        }
+        let matrix = self.resident.len();
+        self.resident.push(r);
+        let (step, mut binds) = fused;
+        for b in &mut binds {
+            if let Binding::W(_) = b {
+                *b = Binding::W(Weights::Part { matrix, part: 0 });
+            }
+        }
+        out.push((step, When::One, None, binds));
+        let mut offset = 0;
+        for (p, bytes) in mats.iter().zip(sizes) {
+            let step = Step::Matmul {
+                format,
+                rows: p.m.rows,
+                row0: 0,
+                k,
+                y_stride: p.m.rows,
+                kv: p.kv,
+                accumulate: p.accumulate,
+                tokens: Rows::Tokens,
+            };
+            let w = Binding::W(Weights::Window {
+                matrix,
+                offset,
+                bytes,
+            });
+            out.push((step, When::Many, None, vec![p.x, p.y, w]));
+            offset += bytes;
+        }
+        Ok(true)
+    }
+
+    /// Plans `mats` one product each, for every chunk length.
+    fn products(&mut self, out: &mut Vec<Planned>, mats: &[Product<'_>]) -> Result<(), RunError> {
+        for p in mats {
+            self.product(out, p.m, p.x, p.y, p.kv, p.accumulate, Rows::Tokens)?;
         }
         Ok(())
     }
@@ -233,6 +359,7 @@ fn activations(
         up: g.zeros("up", f(chunk * c.ffn))?,
         act: g.zeros("swiglu", f(chunk * c.ffn))?,
         scores: g.zeros("scores", f(chunk * c.n_heads * capacity))?,
+        totals: g.zeros("softmax totals", f(c.n_heads))?,
         logits: g.zeros("logits", f(chunk * c.vocab))?,
         ids: g.zeros("ids", f(chunk))?,
         rope: g.upload_f32("rope", &rope_table(&positions, c.rot_dim, c.rope_base))?,
@@ -245,21 +372,108 @@ fn activations(
 fn tail(x: Binding, rows: Rows, head: &[Planned], out_norm: usize, argmax: bool) -> Vec<Planned> {
     let mut ops = vec![(
         Step::Norm(rows),
+        When::Always,
         None,
         vec![x, Binding::Norm(out_norm), Binding::H],
     )];
-    for (s, t, w) in head {
+    for (s, when, t, w) in head {
         let s = s.with_tokens(rows);
         let mut binds = w.clone();
         if let Some(first) = binds.first_mut() {
             *first = Binding::H;
         }
-        ops.push((s, *t, binds));
+        ops.push((s, *when, *t, binds));
     }
     if argmax {
-        ops.push((Step::Argmax, None, vec![Binding::Logits, Binding::Ids]));
+        ops.push((
+            Step::Argmax,
+            When::Always,
+            None,
+            vec![Binding::Logits, Binding::Ids],
+        ));
     }
     ops
+}
+
+/// Where one layer's per-layer buffers are in the plan's lists.
+struct LayerSlots {
+    attn_norm: usize,
+    ffn_norm: usize,
+    k_cache: Binding,
+    v_cache: Binding,
+}
+
+/// Plans one decoder layer (module docs): on a CPU adapter with resident weights the one-token
+/// chunk runs Q/K/V with RoPE and gate/up with SwiGLU as fused kernels, longer chunks the
+/// separate ones.
+fn layer(
+    b: &mut Builder<'_>,
+    body: &mut Vec<Planned>,
+    c: &crate::model::LlamaConfig,
+    l: &crate::model::LayerRefs,
+    s: &LayerSlots,
+) -> Result<(), RunError> {
+    use Binding::{Act, Attn, Gate, Rope, Up, H, Q, X};
+    let always = When::Always;
+    let (k_cache, v_cache) = (s.k_cache, s.v_cache);
+    let prod = |m, x, y, kv, accumulate| Product {
+        m,
+        x,
+        y,
+        kv,
+        accumulate,
+    };
+    let norm = |n| {
+        (
+            Step::Norm(Rows::Tokens),
+            always,
+            None,
+            vec![X, Binding::Norm(n), H],
+        )
+    };
+    body.push(norm(s.attn_norm));
+    let qkv = [
+        prod(&l.q, H, Q, false, false),
+        prod(&l.k, H, k_cache, true, false),
+        prod(&l.v, H, v_cache, true, false),
+    ];
+    let pairs = (l.q.rows + l.k.rows + l.v.rows) / 2;
+    let fused = Step::QkvRope {
+        format: l.q.format,
+        k: l.q.k,
+        pairs,
+    };
+    let w = Binding::W(Weights::Tile { bytes: 0 });
+    let fused_binds = vec![H, Q, w, k_cache, v_cache, Rope];
+    let rope = if b.fused(body, c, (fused, fused_binds), &qkv)? {
+        When::Many
+    } else {
+        b.products(body, &qkv)?;
+        always
+    };
+    body.push((Step::RopeQ, rope, None, vec![Q, Rope]));
+    body.push((Step::RopeK, rope, None, vec![k_cache, Rope]));
+    let attn = vec![Q, k_cache, v_cache, Attn, Binding::Scores, Binding::Totals];
+    body.push((Step::Attention, always, None, attn));
+    b.product(body, &l.o, Attn, X, false, true, Rows::Tokens)?;
+    body.push(norm(s.ffn_norm));
+    let gate_up = [
+        prod(&l.gate, H, Gate, false, false),
+        prod(&l.up, H, Up, false, false),
+    ];
+    let fused = Step::GateUp {
+        format: l.gate.format,
+        k: l.gate.k,
+        ffn: l.gate.rows,
+    };
+    let swiglu = if b.fused(body, c, (fused, vec![H, Act, w]), &gate_up)? {
+        When::Many
+    } else {
+        b.products(body, &gate_up)?;
+        always
+    };
+    body.push((Step::Swiglu, swiglu, None, vec![Gate, Up, Act]));
+    b.product(body, &l.down, Act, X, false, true, Rows::Tokens)
 }
 
 impl<'e> Runner<'e> {
@@ -275,6 +489,7 @@ impl<'e> Runner<'e> {
         let capacity = capacity.clamp(1, c.context.max(1));
         let g = engine.gpu();
         let a = activations(engine, model, capacity)?;
+        let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
         let mut b = Builder {
             engine,
             model,
@@ -282,6 +497,9 @@ impl<'e> Runner<'e> {
             reader: TileReader::new(),
             ring: Vec::new(),
             resident: Vec::new(),
+            fuse: mode == WeightMode::Resident
+                && g.matvec_shape() == kernels::gpu::MatvecShape::Rows
+                && a.h.size() >= window,
         };
         if let WeightMode::Streamed { .. } = mode {
             for i in 0..DEFAULT_RING {
@@ -294,56 +512,22 @@ impl<'e> Runner<'e> {
         let (mut norms, mut kv) = (Vec::new(), Vec::new());
         let mut body: Vec<Planned> = vec![(
             Step::Embed,
+            When::Always,
             None,
             vec![Binding::Ids, Binding::Embed, Binding::X],
         )];
-        let tok = Rows::Tokens;
         for l in &model.layers {
-            let (n1, n2, kc, vc) = (norms.len(), norms.len() + 1, kv.len(), kv.len() + 1);
+            let slots = LayerSlots {
+                attn_norm: norms.len(),
+                ffn_norm: norms.len() + 1,
+                k_cache: Binding::Kv(kv.len()),
+                v_cache: Binding::Kv(kv.len() + 1),
+            };
             norms.push(norm(engine, model, &l.attn_norm)?);
             norms.push(norm(engine, model, &l.ffn_norm)?);
             kv.push(g.zeros("k cache", kv_bytes)?);
             kv.push(g.zeros("v cache", kv_bytes)?);
-            let (k_cache, v_cache) = (Binding::Kv(kc), Binding::Kv(vc));
-            body.push((
-                Step::Norm(tok),
-                None,
-                vec![Binding::X, Binding::Norm(n1), Binding::H],
-            ));
-            b.product(&mut body, &l.q, Binding::H, Binding::Q, false, false, tok)?;
-            b.product(&mut body, &l.k, Binding::H, k_cache, true, false, tok)?;
-            b.product(&mut body, &l.v, Binding::H, v_cache, true, false, tok)?;
-            body.push((Step::RopeQ, None, vec![Binding::Q, Binding::Rope]));
-            body.push((Step::RopeK, None, vec![k_cache, Binding::Rope]));
-            let attn = vec![Binding::Q, k_cache, v_cache, Binding::Attn, Binding::Scores];
-            body.push((Step::Attention, None, attn));
-            b.product(&mut body, &l.o, Binding::Attn, Binding::X, false, true, tok)?;
-            body.push((
-                Step::Norm(tok),
-                None,
-                vec![Binding::X, Binding::Norm(n2), Binding::H],
-            ));
-            b.product(
-                &mut body,
-                &l.gate,
-                Binding::H,
-                Binding::Gate,
-                false,
-                false,
-                tok,
-            )?;
-            b.product(&mut body, &l.up, Binding::H, Binding::Up, false, false, tok)?;
-            let swiglu = vec![Binding::Gate, Binding::Up, Binding::Act];
-            body.push((Step::Swiglu, None, swiglu));
-            b.product(
-                &mut body,
-                &l.down,
-                Binding::Act,
-                Binding::X,
-                false,
-                true,
-                tok,
-            )?;
+            layer(&mut b, &mut body, &c, l, &slots)?;
         }
         let out_norm = norms.len();
         norms.push(norm(engine, model, &model.output_norm)?);
@@ -362,7 +546,7 @@ impl<'e> Runner<'e> {
         let tail_last = tail(Binding::XLast, Rows::One, &head, out_norm, true);
         let tail_all = tail(Binding::X, Rows::Tokens, &head, out_norm, false);
         let lists = [&body, &tail_one, &tail_last, &tail_all];
-        let params = ParamBlock::new(g, lists.iter().flat_map(|l| l.iter().map(|(s, _, _)| s)));
+        let params = ParamBlock::new(g, lists.iter().flat_map(|l| l.iter().map(|(s, _, _, _)| s)));
         let shapes = Shapes {
             c,
             capacity,
@@ -380,8 +564,9 @@ impl<'e> Runner<'e> {
             };
             let make = |list: &[Planned]| -> Result<Vec<Op>, RunError> {
                 list.iter()
-                    .map(|(step, tile, binds)| {
-                        Op::new(g, &shapes, &params, *step, &res.binds(binds, *tile)?, *tile)
+                    .map(|(step, when, tile, binds)| {
+                        let buffers = res.binds(binds, *tile)?;
+                        Op::new(g, &shapes, &params, (*step, *when), &buffers, *tile)
                     })
                     .collect()
             };

@@ -61,6 +61,8 @@ pub(crate) struct Activations {
     up: wgpu::Buffer,
     act: wgpu::Buffer,
     scores: wgpu::Buffer,
+    /// Σ e_s per head of the one-token decode attention.
+    totals: wgpu::Buffer,
     logits: wgpu::Buffer,
     ids: wgpu::Buffer,
     rope: wgpu::Buffer,
@@ -302,6 +304,9 @@ impl Runner<'_> {
         };
         let mut pass = enc.begin_compute_pass(&desc).forget_lifetime();
         for op in ops {
+            if !op.when.serves(t) {
+                continue;
+            }
             if let Some(tile) = op.tile {
                 if tile.slot == 0 && tile.index > 0 {
                     drop(pass);

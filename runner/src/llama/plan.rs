@@ -47,6 +47,40 @@ pub enum Step {
     Attention,
     Swiglu,
     Argmax,
+    /// One-token Q/K/V projections of one combined matrix with RoPE fused, K and V written into
+    /// the caches (`kernels::unrolled::qkv_rope`; `pairs` RoPE pairs of rows).
+    QkvRope {
+        format: WeightFormat,
+        k: usize,
+        pairs: usize,
+    },
+    /// One-token gate and up projections of one combined matrix with SwiGLU fused
+    /// (`kernels::unrolled::gate_up`).
+    GateUp {
+        format: WeightFormat,
+        k: usize,
+        ffn: usize,
+    },
+}
+
+/// Which chunks an operation is recorded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Always,
+    /// One-token chunks (decode) only: a fused form of operations that `Many` ones perform.
+    One,
+    /// Chunks of more than one token only.
+    Many,
+}
+
+impl When {
+    pub fn serves(self, t: usize) -> bool {
+        match self {
+            When::Always => true,
+            When::One => t == 1,
+            When::Many => t > 1,
+        }
+    }
 }
 
 impl Step {
@@ -94,6 +128,7 @@ impl Shapes {
                     format.matmul_kernel()
                 }
             }
+            Step::QkvRope { format, .. } | Step::GateUp { format, .. } => format.matvec_kernel(),
             Step::RopeQ | Step::RopeK => Kernel::Rope,
             Step::Attention => Kernel::Attention,
             Step::Swiglu => Kernel::Swiglu,
@@ -194,6 +229,25 @@ impl Shapes {
                 };
                 (bytemuck::bytes_of(&p).to_vec(), groups)
             }
+            Step::QkvRope { format, k, pairs } => {
+                let kernel = format.matvec_kernel();
+                let mut p = format.params(
+                    u32_of("pairs", pairs)?,
+                    u32_of("k", k)?,
+                    1,
+                    0,
+                    u32_of("kv offset", pos * self.kv())?,
+                );
+                p.position = u32_of("position", pos)?;
+                let groups = matmul_launch(MatvecShape::Rows, kernel, &mut p);
+                (bytemuck::bytes_of(&p).to_vec(), groups)
+            }
+            Step::GateUp { format, k, ffn } => {
+                let kernel = format.matvec_kernel();
+                let mut p = format.params(u32_of("ffn", ffn)?, u32_of("k", k)?, 1, 0, 0);
+                let groups = matmul_launch(MatvecShape::Rows, kernel, &mut p);
+                (bytemuck::bytes_of(&p).to_vec(), groups)
+            }
             Step::Argmax => {
                 let p = ArgmaxParams {
                     n: u32_of("vocab", c.vocab)?,
@@ -254,6 +308,23 @@ impl ParamBlock {
         }))
     }
 
+    /// `step`'s slot as a buffer window (for generated modules, which bind it like any buffer).
+    pub fn bind(&self, step: &Step) -> Result<kernels::gpu::Bind<'_>, RunError> {
+        let (offset, size) = self
+            .slots
+            .get(step)
+            .copied()
+            .ok_or_else(|| RunError::Tensor {
+                name: format!("{step:?}"),
+                detail: "no parameter slot (engine plan bug)".into(),
+            })?;
+        Ok(kernels::gpu::Bind {
+            buffer: &self.buffer,
+            offset,
+            size: Some(size),
+        })
+    }
+
     /// Writes the parameters of every step for `t` tokens at `pos` whose bytes changed.
     pub fn update(
         &mut self,
@@ -274,9 +345,10 @@ impl ParamBlock {
     }
 }
 
-/// The uniform-x pipeline and the 64 KiB window of `x` for a one-token matvec on a CPU adapter,
-/// where it is faster (docs/kernels.md "Uniform input"), when K fits the block and the input
-/// buffer is at least that large.
+/// The uniform-x pipeline (unrolled for K where it can be, docs/kernels.md "Unrolled matvec")
+/// and the 64 KiB window of `x` for a one-token matvec on a CPU adapter, where it is faster
+/// (docs/kernels.md "Uniform input"), when K fits the block and the input buffer is at least
+/// that large.
 fn uniform_x<'b>(
     gpu: &Gpu,
     shapes: &Shapes,
@@ -295,7 +367,12 @@ fn uniform_x<'b>(
     if x.offset != 0 || x.buffer.size() < window {
         return None;
     }
-    let compiled = gpu.compiled_uniform_x(shapes.kernel(step, t))?;
+    let kernel = shapes.kernel(step, t);
+    // the unrolled matvec for this K where the format has one (kernels::unrolled), else the
+    // looped row kernel with the same uniform input; both give the bits of the storage form
+    let compiled = gpu
+        .compiled_unrolled(kernel, k)
+        .or_else(|| gpu.compiled_uniform_x(kernel))?;
     Some((
         compiled,
         kernels::gpu::Bind {
@@ -313,13 +390,128 @@ pub struct TileUse {
     pub slot: usize,
 }
 
+/// How a dispatch of the one-token decode attention sizes its grid.
+#[derive(Debug, Clone, Copy)]
+enum DecodeGrid {
+    /// One invocation per position 0 ..= pos (workgroups of 64).
+    Positions,
+    /// One workgroup per query head.
+    Heads,
+    /// One invocation per KV head and 4 dimensions (workgroups of 64).
+    Values,
+}
+
 /// One recorded operation: the pipelines for a one-token and a many-token chunk, and their bind
-/// groups (the same buffers; two groups because each pipeline has its own layout).
+/// groups (the same buffers; two groups because each pipeline has its own layout). Attention's
+/// one-token form on a CPU adapter is instead the three generated decode kernels
+/// (`kernels::attention`), which give the same bits.
 pub struct Op {
     pub step: Step,
     pipelines: [Arc<Compiled>; 2],
     groups: [wgpu::BindGroup; 2],
+    decode: Vec<(Arc<Compiled>, wgpu::BindGroup, DecodeGrid)>,
     pub tile: Option<TileUse>,
+    pub when: When,
+}
+
+/// The generated module of a fused step (`None` for other steps, or where it cannot be made).
+pub fn fused_module(c: &LlamaConfig, step: &Step) -> Option<kernels::generated::Generated> {
+    match *step {
+        Step::QkvRope { format, k, .. } => {
+            if c.rot_dim != c.head_dim {
+                return None;
+            }
+            let layout = kernels::unrolled::QkvLayout {
+                n_q: c.n_heads * c.head_dim,
+                n_kv: c.n_kv_heads * c.head_dim,
+                head_dim: c.head_dim,
+                rope: c.rope_mode,
+            };
+            kernels::unrolled::qkv_rope(format.matvec_kernel(), k, &layout)
+        }
+        Step::GateUp { format, k, ffn } => {
+            kernels::unrolled::gate_up(format.matvec_kernel(), k, ffn)
+        }
+        _ => None,
+    }
+}
+
+/// A fused step's pipeline and bind group over `buffers` = x, y, weights, then the module's
+/// extra buffers (x bound as a 64 KiB uniform window).
+fn fused_op(
+    gpu: &Gpu,
+    shapes: &Shapes,
+    params: &ParamBlock,
+    step: &Step,
+    buffers: &[kernels::gpu::Bind<'_>],
+) -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
+    let bug = |detail: &str| RunError::Tensor {
+        name: format!("{step:?}"),
+        detail: format!("{detail} (engine plan bug)"),
+    };
+    let module = fused_module(&shapes.c, step).ok_or_else(|| bug("no fused module"))?;
+    let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
+    let x = buffers.first().ok_or_else(|| bug("no input"))?;
+    if x.offset != 0 || x.buffer.size() < window {
+        return Err(bug("input smaller than the uniform window"));
+    }
+    let mut binds = vec![params.bind(step)?];
+    binds.push(kernels::gpu::Bind {
+        size: Some(window),
+        ..*x
+    });
+    binds.extend_from_slice(buffers.get(1..).unwrap_or(&[]));
+    let compiled = gpu.compiled_generated(&module);
+    let group = gpu.bind_group_generated(&compiled, &module, &binds)?;
+    Ok((compiled, group))
+}
+
+/// The decode attention's dispatches over `buffers` = q, k cache, v cache, out, scores, totals;
+/// empty where the adapter or the shape does not take them (then `attention.wgsl` serves one
+/// token too).
+fn decode_attention(
+    gpu: &Gpu,
+    shapes: &Shapes,
+    params: &ParamBlock,
+    buffers: &[kernels::gpu::Bind<'_>],
+) -> Result<Vec<(Arc<Compiled>, wgpu::BindGroup, DecodeGrid)>, RunError> {
+    let c = &shapes.c;
+    let shape = kernels::attention::HeadShape {
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+    };
+    let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
+    let [q, k, v, out, scores, totals] = buffers else {
+        return Ok(Vec::new());
+    };
+    let fits = q.offset == 0 && q.buffer.size() >= window && shapes.capacity.div_ceil(64) <= 65_535;
+    let (Some(sg), Some(vg)) = (
+        kernels::attention::scores(&shape),
+        kernels::attention::values(&shape),
+    ) else {
+        return Ok(Vec::new());
+    };
+    if shapes.shape != MatvecShape::Rows || !fits {
+        return Ok(Vec::new());
+    }
+    let pres = params.binding(&Step::Attention)?;
+    let pb = params.bind(&Step::Attention)?;
+    let qw = kernels::gpu::Bind {
+        size: Some(window),
+        ..*q
+    };
+    let cs = gpu.compiled_generated(&sg);
+    let gs = gpu.bind_group_generated(&cs, &sg, &[pb, qw, *k, *scores])?;
+    let soft = gpu.compiled(Kernel::AttnSoftmax);
+    let gsm = gpu.bind_group(Kernel::AttnSoftmax, &pres, &[*scores, *totals])?;
+    let cv = gpu.compiled_generated(&vg);
+    let gv = gpu.bind_group_generated(&cv, &vg, &[pb, *scores, *v, *totals, *out])?;
+    Ok(vec![
+        (cs, gs, DecodeGrid::Positions),
+        (soft, gsm, DecodeGrid::Heads),
+        (cv, gv, DecodeGrid::Values),
+    ])
 }
 
 impl Op {
@@ -328,10 +520,27 @@ impl Op {
         gpu: &Gpu,
         shapes: &Shapes,
         params: &ParamBlock,
-        step: Step,
+        (step, when): (Step, When),
         buffers: &[kernels::gpu::Bind<'_>],
         tile: Option<TileUse>,
     ) -> Result<Self, RunError> {
+        if let Step::QkvRope { .. } | Step::GateUp { .. } = step {
+            let (p, g) = fused_op(gpu, shapes, params, &step, buffers)?;
+            return Ok(Self {
+                step,
+                pipelines: [Arc::clone(&p), p],
+                groups: [g.clone(), g],
+                decode: Vec::new(),
+                tile,
+                when,
+            });
+        }
+        let (buffers, decode) = if step == Step::Attention {
+            let decode = decode_attention(gpu, shapes, params, buffers)?;
+            (buffers.get(..5).unwrap_or(buffers), decode)
+        } else {
+            (buffers, Vec::new())
+        };
         let make = |t: usize| -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
             let kernel = shapes.kernel(&step, t);
             let binding = params.binding(&step)?;
@@ -354,7 +563,9 @@ impl Op {
             step,
             pipelines: [p1, p2],
             groups: [g1, g2],
+            decode,
             tile,
+            when,
         })
     }
 
@@ -367,6 +578,21 @@ impl Op {
         t: usize,
         pos: usize,
     ) -> Result<(), RunError> {
+        if !self.when.serves(t) {
+            return Ok(());
+        }
+        if t == 1 && !self.decode.is_empty() {
+            let c = &shapes.c;
+            for (pipeline, group, grid) in &self.decode {
+                let n = match grid {
+                    DecodeGrid::Positions => (pos + 1).div_ceil(64),
+                    DecodeGrid::Heads => c.n_heads,
+                    DecodeGrid::Values => (c.n_kv_heads * c.head_dim / 4).div_ceil(64),
+                };
+                gpu.dispatch_in(pass, pipeline, group, (u32_of("workgroups", n)?, 1, 1));
+            }
+            return Ok(());
+        }
         let i = usize::from(t > 1);
         let (_, groups) = shapes.params(&self.step, t, pos)?;
         gpu.dispatch_in(pass, &self.pipelines[i], &self.groups[i], groups);
