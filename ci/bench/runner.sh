@@ -10,8 +10,8 @@
 # llama.cpp on the CPU with 2 threads (llama-cpp-python 0.3.36 in ci/.cache/venv-llamacpp, built
 # by ci/oracles/smollm2_llamacpp.sh), and llama.cpp's Vulkan backend on the same adapter when
 # ci/.cache/venv-llamacpp-vulkan holds llama-cpp-python 0.2.90 built with -DGGML_VULKAN=ON
-# (../shared/design/runner-engines.md says how); an engine whose venv is absent is reported as
-# "not run". Needs the release binaries (cargo build --release -p runner -p kernels --examples).
+# (ci/oracles/llamacpp_vulkan.sh builds it); an engine whose venv is absent is reported as
+# "not run". About 3 minutes a round, most of it the Vulkan peer (~1 token/s). Needs the release binaries (cargo build --release -p runner -p kernels --examples).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CARGO_TARGET_DIR:=$PWD/target}"
@@ -85,6 +85,7 @@ names = {
     "llamacpp-vulkan": "llama.cpp 0.2.90 Vulkan, all layers offloaded",
 }
 cpu = rows["llamacpp-cpu"]
+vk = rows["llamacpp-vulkan"]
 bw = open(os.path.join(tmp, "bandwidth.md")).read()
 adapter = bw.splitlines()[0]
 ceiling = float(bw.splitlines()[1].split(":")[1].split()[0])
@@ -97,19 +98,21 @@ lines = [
     f"{decode} greedy decode steps. Model file {size / 1e6:.1f} MB; a decode step reads about that many "
     "weight bytes. Machine: 2 cores, no GPU; " + adapter + ".",
     "",
-    "| engine | prefill tok/s | decode tok/s (min–max) | × llama.cpp CPU decode | implied GB/s | peak RSS MiB |",
-    "|---|---:|---:|---:|---:|---:|",
+    "| engine | prefill tok/s | decode tok/s (min–max) | × llama.cpp CPU decode | × llama.cpp Vulkan decode | implied GB/s | peak RSS MiB |",
+    "|---|---:|---:|---:|---:|---:|---:|",
 ]
 for e, name in names.items():
     r = rows[e]
     if r is None:
-        lines.append(f"| {name} | not run | | | | |")
+        lines.append(f"| {name} | not run | | | | | |")
         continue
     ratio = f"{r[1] / cpu[1]:.3f}×" if cpu else "–"
-    lines.append(f"| {name} | {r[0]:.1f} | {r[1]:.2f} ({r[3]:.2f}–{r[4]:.2f}) | {ratio} | {r[1] * size / 1e9:.2f} | {r[2]:.0f} |")
+    vratio = f"{r[1] / vk[1]:.1f}×" if vk else "–"
+    lines.append(f"| {name} | {r[0]:.1f} | {r[1]:.2f} ({r[3]:.2f}–{r[4]:.2f}) | {ratio} | {vratio} | {r[1] * size / 1e9:.2f} | {r[2]:.0f} |")
 lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:.2f} GB/s**.", "",
           "Quantized matvec throughput (`cargo run --release -p kernels --example bandwidth -- 32 5`, "
-          "K = 4096, ~32 MiB of weights, median of 5 submits of 8 dispatches), both row mappings:", ""]
+          "K = 4096, ~32 MiB of weights, median of 5 submits of 8 dispatches), both row mappings, the "
+          "uniform-input form and the unrolled module (— where the format has none):", ""]
 lines += bw.splitlines()[3:]
 open(out, "w").write("\n".join(lines) + "\n")
 print(open(out).read())

@@ -5,7 +5,8 @@
 //! (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's matvec
 //! over a matrix of about MIB of weights (K = 4096) is reported as GB/s of weight bytes and as a
 //! fraction of that ceiling, for both matvec shapes, and for the row shape with its input as a
-//! uniform block (what the runner uses for one-token matvecs on a CPU adapter). Each figure is the median of ITERS timed
+//! uniform block, and the unrolled module where the format has one (what the runner uses for
+//! one-token matvecs on a CPU adapter). Each figure is the median of ITERS timed
 //! submits of 8 back-to-back dispatches, after one warm-up submit (which also compiles).
 
 #![allow(clippy::unwrap_used)]
@@ -67,7 +68,22 @@ fn ceiling(gpu: &Gpu, bytes: usize, iters: usize) -> f64 {
     bytes as f64 / s / 1e9
 }
 
-fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize, uniform_x: bool) -> (usize, f64) {
+/// How the matvec is run: the kernel's storage-input entry point, its uniform-input form, or the
+/// unrolled module (`kernels::unrolled`, where the format has one).
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    Storage,
+    UniformX,
+    Unrolled,
+}
+
+fn matvec(
+    gpu: &Gpu,
+    f: WeightFormat,
+    bytes: usize,
+    iters: usize,
+    form: Form,
+) -> Option<(usize, f64)> {
     let row = f.packed_len(1, K).unwrap() + f.scales_len(1, K).unwrap_or(0);
     let mut rows = (bytes / row).max(1);
     if let WeightFormat::Fp8Block { block_rows, .. } = f {
@@ -91,13 +107,27 @@ fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize, uniform_x: boo
     if f.buffer_count() >= 3 {
         binds.push((&biases).into());
     }
-    let s = if uniform_x {
+    let window = Bind {
+        buffer: &x,
+        offset: 0,
+        size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+    };
+    let s = if form == Form::Unrolled {
+        let module = kernels::unrolled::source(kernel, K)?;
+        let groups = kernels::unrolled::launch(kernel, K, &mut params);
+        let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
+        let mut all = vec![(&ub).into(), window];
+        all.extend_from_slice(&binds[1..]);
+        all.push((&packed).into());
+        let compiled = gpu.compiled_generated(&module);
+        let group = gpu.bind_group_generated(&compiled, &module, &all).unwrap();
+        time(gpu, iters, |enc| {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            gpu.dispatch_in(&mut pass, &compiled, &group, groups);
+        })
+    } else if form == Form::UniformX {
         let compiled = gpu.compiled_uniform_x(kernel).unwrap();
-        binds[0] = Bind {
-            buffer: &x,
-            offset: 0,
-            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
-        };
+        binds[0] = window;
         let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
         let group = gpu
             .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
@@ -114,7 +144,7 @@ fn matvec(gpu: &Gpu, f: WeightFormat, bytes: usize, iters: usize, uniform_x: boo
     let weight_bytes = f.packed_len(rows, K).unwrap()
         + f.scales_len(rows, K).unwrap()
         + f.biases_len(rows, K).unwrap();
-    (rows, weight_bytes as f64 / s / 1e9)
+    Some((rows, weight_bytes as f64 / s / 1e9))
 }
 
 fn main() {
@@ -133,8 +163,8 @@ fn main() {
         gpu.matvec_shape()
     );
     println!("stream_read over {mib} MiB: {ceil:.2} GB/s (the ceiling)\n");
-    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling | Rows + uniform x GB/s | / ceiling |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling | Rows + uniform x GB/s | / ceiling | unrolled GB/s | / ceiling |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let gpus = [
         Gpu::new_with_shape(Some(MatvecShape::Lanes)).expect("adapter"),
         Gpu::new_with_shape(Some(MatvecShape::Rows)).expect("adapter"),
@@ -164,10 +194,20 @@ fn main() {
     for f in formats {
         let mut cells = Vec::new();
         let mut rows = 0;
-        for (g, ux) in [(&gpus[0], false), (&gpus[1], false), (&gpus[1], true)] {
-            let (r, gbs) = matvec(g, f, bytes, iters, ux);
-            rows = r;
-            cells.push(format!("{gbs:.2} | {:.0} %", 100.0 * gbs / ceil));
+        let runs = [
+            (&gpus[0], Form::Storage),
+            (&gpus[1], Form::Storage),
+            (&gpus[1], Form::UniformX),
+            (&gpus[1], Form::Unrolled),
+        ];
+        for (g, form) in runs {
+            match matvec(g, f, bytes, iters, form) {
+                Some((r, gbs)) => {
+                    rows = r;
+                    cells.push(format!("{gbs:.2} | {:.0} %", 100.0 * gbs / ceil));
+                }
+                None => cells.push("— | —".into()),
+            }
         }
         println!("| {} | {rows} × {K} | {} |", f.name(), cells.join(" | "));
     }

@@ -129,10 +129,10 @@ fn attn_scores(@builtin(global_invocation_id) gid: vec3<u32>) {
         source: w,
         entry: "attn_scores",
         bindings: vec![
-            BindingKind::Uniform,
-            BindingKind::Uniform,
-            BindingKind::Storage { read_only: true },
-            BindingKind::Storage { read_only: false },
+            (0, BindingKind::Uniform),
+            (1, BindingKind::Uniform),
+            (2, BindingKind::Storage { read_only: true }),
+            (3, BindingKind::Storage { read_only: false }),
         ],
     })
 }
@@ -200,11 +200,11 @@ fn attn_values(@builtin(global_invocation_id) gid: vec3<u32>) {
         source: w,
         entry: "attn_values",
         bindings: vec![
-            BindingKind::Uniform,
-            BindingKind::Storage { read_only: true },
-            BindingKind::Storage { read_only: true },
-            BindingKind::Storage { read_only: true },
-            BindingKind::Storage { read_only: false },
+            (0, BindingKind::Uniform),
+            (1, BindingKind::Storage { read_only: true }),
+            (2, BindingKind::Storage { read_only: true }),
+            (3, BindingKind::Storage { read_only: true }),
+            (4, BindingKind::Storage { read_only: false }),
         ],
     })
 }

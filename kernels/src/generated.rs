@@ -2,7 +2,7 @@
 //! its WGSL text, entry point and binding kinds, compiled by [`crate::gpu::Gpu::compiled_generated`]
 //! once per label.
 
-/// The kind of one binding of a generated module (bindings are numbered 0, 1, … in order).
+/// The kind of one binding of a generated module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BindingKind {
     /// A uniform block (parameters, or an input read as a 64 KiB window).
@@ -18,5 +18,6 @@ pub struct Generated {
     pub label: String,
     pub source: String,
     pub entry: &'static str,
-    pub bindings: Vec<BindingKind>,
+    /// (binding number, kind) of every binding, in the order buffers are given for it.
+    pub bindings: Vec<(u32, BindingKind)>,
 }

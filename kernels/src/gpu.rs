@@ -123,8 +123,6 @@ enum Variant {
     Storage,
     /// A matmul module with binding 1 as a 64 KiB uniform block ([`crate::X_UNIFORM`]).
     UniformX,
-    /// The unrolled one-token matvec for rows of this many elements ([`crate::unrolled`]).
-    Unrolled(usize),
 }
 
 /// A device, its queue and the pipelines compiled on it.
@@ -282,15 +280,6 @@ impl Gpu {
         self.compile(kernel, Variant::UniformX, || kernel.uniform_x_source())
     }
 
-    /// The unrolled one-token matvec of `kernel` for rows of `k` elements ([`crate::unrolled`];
-    /// binding 1 a 64 KiB uniform block, the other bindings and the grid those of `matvec_row`);
-    /// `None` where there is no such form. Compiled once per (kernel, K).
-    pub fn compiled_unrolled(&self, kernel: Kernel, k: usize) -> Option<Arc<Compiled>> {
-        self.compile(kernel, Variant::Unrolled(k), || {
-            crate::unrolled::source(kernel, k)
-        })
-    }
-
     fn compile(
         &self,
         kernel: Kernel,
@@ -319,15 +308,14 @@ impl Gpu {
         let entries: Vec<wgpu::BindGroupLayoutEntry> = g
             .bindings
             .iter()
-            .enumerate()
-            .map(|(i, kind)| layout_entry(i as u32, *kind))
+            .map(|(binding, kind)| layout_entry(*binding, *kind))
             .collect();
         let compiled = Arc::new(self.pipeline(&g.label, &g.source, g.entry, &entries));
         cache.insert(g.label.clone(), Arc::clone(&compiled));
         compiled
     }
 
-    /// A bind group for a generated module: `binds[i]` at binding i (binding 0 included).
+    /// A bind group for a generated module: `binds[i]` at the binding its `bindings[i]` names.
     pub fn bind_group_generated(
         &self,
         compiled: &Compiled,
@@ -343,9 +331,9 @@ impl Gpu {
         }
         let entries: Vec<wgpu::BindGroupEntry<'_>> = binds
             .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
+            .zip(&g.bindings)
+            .map(|(b, (binding, _))| wgpu::BindGroupEntry {
+                binding: *binding,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: b.buffer,
                     offset: b.offset,
@@ -371,10 +359,7 @@ impl Gpu {
     /// Compiles `source` as `kernel`'s pipeline in `variant` (its layout from
     /// [`Kernel::storage`], binding 1 a uniform block unless `variant` is `Storage`).
     fn build(&self, kernel: Kernel, variant: Variant, source: &str) -> Compiled {
-        let entry = match variant {
-            Variant::Unrolled(_) => crate::unrolled::ENTRY,
-            _ => entry_point(kernel, self.shape),
-        };
+        let entry = entry_point(kernel, self.shape);
         let uniform_x = variant != Variant::Storage;
         let mut entries = vec![layout_entry(0, BindingKind::Uniform)];
         for (i, access) in kernel.storage().iter().enumerate() {

@@ -1,19 +1,23 @@
-//! The unrolled one-token matvec (docs/kernels.md "Unrolled matvec"): for a CPU adapter, a
-//! row-per-invocation matvec generated for one K, whose accumulation order is written out as
-//! straight-line code.
+//! Unrolled one-token kernels for CPU adapters (docs/kernels.md "Unrolled matvec"): a
+//! row-per-invocation matvec generated for one format and K, and the fused Q/K/V + RoPE and
+//! gate/up + SwiGLU kernels built from the same code, each with its accumulation order written
+//! out as straight-line code.
 //!
 //! Why: Mesa's llvmpipe (lavapipe) reads a buffer with one scalar load and a broadcast only when
-//! the index is a constant (or derived from push constants alone); any index that depends on a
-//! loop variable becomes a gather, and a storage-buffer gather is a per-lane loop. With K fixed
-//! when the pipeline is made, every chunk index is a constant, so every read of the input vector
-//! (a uniform block, [`crate::X_UNIFORM`]) is one load shared by all rows, and no loop is left.
+//! the index is a constant (or derived from push constants alone); an index that depends on a
+//! loop variable becomes a gather, and a storage-buffer gather is a per-lane loop whose cost is per
+//! load, not per byte. So every x read here has a constant index into the 64 KiB uniform block
+//! ([`crate::X_UNIFORM`], one load shared by all rows), and the weights are read in memory order
+//! as `vec4` (or `vec2`) words, each word once, and handed to the format's `block_dot`.
 //!
 //! The order is exactly the one of `matvec_row` in `wgsl/matmul_body.wgsl`: lane l's partial sums
-//! the chunks l, l + 64, … with `chunk_dot` from 0.0, and the 64 partials are added in lane order.
-//! The generated code computes four consecutive partials at a time (chunks 4j .. 4j + 3, then the
-//! same + 64, …), which lets a format read each 32-element block once (`four_chunks_dot`, where
-//! the format prefix defines it), and folds them into the total in lane order, so the bits are
-//! those of `matvec_row` (asserted for every format by `tests/matmul.rs`).
+//! the chunks l, l + 64, … from 0.0 and the 64 partials are added in lane order. A block of 32
+//! elements is chunks 4b .. 4b+3, i.e. partials 4(b mod 16) .. +3, so walking the blocks in
+//! memory order updates partial group b mod 16 (a `vec4` of four partials), and each partial still
+//! sees its chunks in increasing order. Each partial passes through `hold` before it is added to
+//! the total, so llvmpipe cannot reassociate its additions into the total's (it otherwise does,
+//! and the bits would differ). The bits are those of `matvec_row` (tests/matmul.rs, every format
+//! that has the form).
 
 use std::fmt::Write as _;
 
@@ -23,30 +27,113 @@ use crate::kernel::{Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 /// The entry point of a generated matvec module.
 pub const ENTRY: &str = "matvec_unrolled";
 
-/// Most chunks per row a module is generated for (beyond it the code, and the pipeline's compile
+/// Most blocks per row a module is generated for (beyond it the code, and the pipeline's compile
 /// time, grow too large; the looped `matvec_row` serves such rows).
-pub const MAX_CHUNKS: usize = 2048;
+pub const MAX_BLOCKS: usize = 512;
 
-/// Lane partials of the accumulation order (`LANES` in the WGSL body).
-const LANES: usize = crate::LANES as usize;
+/// Binding of the weight words the generated code reads (the same buffer as binding 3, bound a
+/// second time with the load width's type).
+const WORDS_BINDING: u32 = 15;
 
-/// The WGSL module of the unrolled matvec of `kernel` (a `Matvec*` kernel) for rows of `k`
-/// elements; `None` when the kernel has no such form or `k` is outside its range (then the
-/// caller uses the looped row kernel).
-pub fn source(kernel: Kernel, k: usize) -> Option<String> {
-    let (mut out, n) = module_head(kernel, k)?;
-    out.push_str(
+/// Partial groups of four (`LANES` / 4 in the WGSL body).
+const GROUPS: usize = crate::LANES as usize / 4;
+
+/// How a format's 32-element blocks are laid out for `block_dot(words…, k, acc)`.
+#[derive(Debug, Clone, Copy)]
+struct BlockForm {
+    /// Bytes per block (blocks are back to back, rows are whole blocks).
+    bytes: usize,
+    /// Words `block_dot` takes, starting at the block's first byte.
+    words: usize,
+}
+
+fn block_form(kernel: Kernel) -> Option<BlockForm> {
+    match kernel {
+        Kernel::MatvecQ4_1 => Some(BlockForm {
+            bytes: 20,
+            words: 5,
+        }),
+        Kernel::MatvecQ8_0 => Some(BlockForm {
+            bytes: 34,
+            words: 9,
+        }),
+        _ => None,
+    }
+}
+
+/// Rows each invocation of the matvec of [`source`] computes (1, 2 or 4: enough consecutive
+/// rows that their bytes start on a 16-byte boundary, up to 2 rows; else 8-byte `vec2` words).
+/// The grid has `ceil(rows / this / 64)` workgroups ([`launch`]).
+pub fn rows_per_invocation(kernel: Kernel, k: usize) -> usize {
+    block_form(kernel).map_or(1, |f| plan(k / 32 * f.bytes).0)
+}
+
+/// The grid of the matvec of [`source`] over `params.rows` rows, with `params.groups_x` set.
+pub fn launch(kernel: Kernel, k: usize, params: &mut crate::MatmulParams) -> (u32, u32, u32) {
+    let per = rows_per_invocation(kernel, k) as u32;
+    let (gx, gy) = crate::grid_2d(params.rows.div_ceil(per).div_ceil(crate::LANES));
+    params.groups_x = gx;
+    (gx, gy, 1)
+}
+
+/// (rows per group, words per load) for rows of `row_bytes`: the widest load whose width divides
+/// the bytes of at most two consecutive rows.
+fn plan(row_bytes: usize) -> (usize, usize) {
+    for w in [4, 2, 1] {
+        for r in [1, 2] {
+            if (r * row_bytes) % (4 * w) == 0 {
+                return (r, w);
+            }
+        }
+    }
+    (1, 1)
+}
+
+/// The widest load width (words) for a single row at any index.
+fn single_width(row_bytes: usize) -> usize {
+    [4, 2, 1]
+        .into_iter()
+        .find(|w| row_bytes % (4 * w) == 0)
+        .unwrap_or(1)
+}
+
+/// The unrolled matvec module of `kernel` (a `Matvec*` kernel) for rows of `k` elements:
+/// bindings params, x (uniform window), y, weights, weights again as words. `None` where the
+/// kernel has no such form or `k` is out of range (the caller then uses the looped row kernel).
+pub fn source(kernel: Kernel, k: usize) -> Option<Generated> {
+    let (mut out, form) = module_head(kernel, k)?;
+    let row_bytes = k / 32 * form.bytes;
+    let (rows, width) = plan(row_bytes);
+    words_binding(&mut out, width);
+    let _ = write!(
+        out,
         "@compute @workgroup_size(64)
-fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r0 = gid.x + gid.y * p.groups_x * 64u;
-    // rows past the end compute the last row again (no early return: a return that depends on
-    // the invocation would make llvmpipe treat what follows as divergent)
-    let r = min(r0, p.rows - 1u);
+fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
+    let g0 = gid.x + gid.y * p.groups_x * 64u;
+    let ng = (p.rows + {r1}u) / {rows}u;
+    // invocations past the end redo the last group and store nothing (no early return: one that
+    // depends on the invocation would make llvmpipe treat what follows as divergent)
+    let g = min(g0, ng - 1u);
 ",
+        r1 = rows - 1,
     );
-    row_body(&mut out, n, "r", "total");
-    out.push_str("    if (r0 < p.rows) {\n        store(p.y_offset + r, total);\n    }\n}\n");
-    Some(out)
+    let names: Vec<String> = (0..rows).map(|i| format!("t{i}")).collect();
+    let base = format!("g * {}u", rows * row_bytes / (4 * width));
+    emit_rows(&mut out, form, k, &base, width, "v", &names);
+    out.push_str("    if (g0 < ng) {\n");
+    for (i, t) in names.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "        if ({rows}u * g + {i}u < p.rows) {{\n            store(p.y_offset + {rows}u * g + {i}u, {t});\n        }}"
+        );
+    }
+    out.push_str("    }\n}\n");
+    Some(Generated {
+        label: format!("matvec_unrolled {} k{k}", kernel.name()),
+        source: out,
+        entry: ENTRY,
+        bindings: matvec_bindings(kernel),
+    })
 }
 
 /// The rows of a fused Q/K/V projection: one weight buffer holding Q's `n_q` rows, then K's
@@ -69,9 +156,18 @@ pub fn qkv_rope(kernel: Kernel, k: usize, l: &QkvLayout) -> Option<Generated> {
     if hd == 0 || hd % 2 != 0 || l.n_q % hd != 0 || l.n_kv % hd != 0 {
         return None;
     }
-    let (mut out, n) = module_head(kernel, k)?;
+    let (mut out, form) = module_head(kernel, k)?;
+    let row_bytes = k / 32 * form.bytes;
     let half = hd / 2;
     let (nq, nk) = (l.n_q, l.n_kv);
+    let pair = l.rope == crate::RopeMode::Interleaved;
+    // an interleaved pair is two consecutive rows: load them as one group
+    let width = if pair {
+        single_width(2 * row_bytes)
+    } else {
+        single_width(row_bytes)
+    };
+    words_binding(&mut out, width);
     let _ = write!(
         out,
         "@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
@@ -85,17 +181,34 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
     let i = u % {half}u;
 "
     );
-    match l.rope {
-        crate::RopeMode::Interleaved => {
-            out.push_str("    let ra = 2u * u;\n    let rb = ra + 1u;\n")
-        }
-        crate::RopeMode::HalfSplit => {
-            let _ = writeln!(out, "    let ra = (u / {half}u) * {hd}u + i;");
-            let _ = writeln!(out, "    let rb = ra + {half}u;");
-        }
+    let names = ["ta".to_string(), "tb".to_string()];
+    if pair {
+        out.push_str("    let ra = 2u * u;\n    let rb = ra + 1u;\n");
+        let base = format!("u * {}u", 2 * row_bytes / (4 * width));
+        emit_rows(&mut out, form, k, &base, width, "v", &names);
+    } else {
+        let _ = writeln!(out, "    let ra = (u / {half}u) * {hd}u + i;");
+        let _ = writeln!(out, "    let rb = ra + {half}u;");
+        let unit = row_bytes / (4 * width);
+        emit_rows(
+            &mut out,
+            form,
+            k,
+            &format!("ra * {unit}u"),
+            width,
+            "va",
+            &names[..1],
+        );
+        emit_rows(
+            &mut out,
+            form,
+            k,
+            &format!("rb * {unit}u"),
+            width,
+            "vb",
+            &names[1..],
+        );
     }
-    row_body(&mut out, n, "ra", "ta");
-    row_body(&mut out, n, "rb", "tb");
     let _ = write!(
         out,
         "    if (u0 < p.rows) {{
@@ -121,11 +234,14 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
         nk2 = nq + nk,
     );
     let mut bindings = matvec_bindings(kernel);
-    bindings.extend([
-        BindingKind::Storage { read_only: false },
-        BindingKind::Storage { read_only: false },
-        BindingKind::Storage { read_only: true },
-    ]);
+    bindings.splice(
+        bindings.len() - 1..bindings.len() - 1,
+        [
+            (4, BindingKind::Storage { read_only: false }),
+            (5, BindingKind::Storage { read_only: false }),
+            (6, BindingKind::Storage { read_only: true }),
+        ],
+    );
     Some(Generated {
         label: format!(
             "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}",
@@ -143,21 +259,34 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
 /// order of [`source`], and writes `silu(gate) · up` exactly as `activation.wgsl` does.
 /// `p.rows` is `ffn`.
 pub fn gate_up(kernel: Kernel, k: usize, ffn: usize) -> Option<Generated> {
-    let (mut out, n) = module_head(kernel, k)?;
-    out.push_str(
-        "fn silu_of(v: f32) -> f32 {
+    let (mut out, form) = module_head(kernel, k)?;
+    let row_bytes = k / 32 * form.bytes;
+    let width = single_width(row_bytes);
+    let unit = row_bytes / (4 * width);
+    words_binding(&mut out, width);
+    let _ = write!(
+        out,
+        "fn silu_of(v: f32) -> f32 {{
     return v / (1.0 + exp(-v));
-}
+}}
 
 @compute @workgroup_size(64)
-fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>) {{
     let u0 = gid.x + gid.y * p.groups_x * 64u;
     let u = min(u0, p.rows - 1u);
-",
+"
     );
-    let _ = writeln!(out, "    let ru = u + {ffn}u;");
-    row_body(&mut out, n, "u", "tg");
-    row_body(&mut out, n, "ru", "tu");
+    emit_rows(
+        &mut out,
+        form,
+        k,
+        &format!("u * {unit}u"),
+        width,
+        "vg",
+        &["tg".into()],
+    );
+    let base = format!("(u + {ffn}u) * {unit}u");
+    emit_rows(&mut out, form, k, &base, width, "vu", &["tu".into()]);
     out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tg) * tu;\n    }\n}\n");
     Some(Generated {
         label: format!("gate_up {} k{k} f{ffn}", kernel.name()),
@@ -167,37 +296,51 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>) {
     })
 }
 
-/// Bindings of a matvec module with a uniform input: params, x (uniform), y, weight buffers.
-fn matvec_bindings(kernel: Kernel) -> Vec<BindingKind> {
-    let mut b = vec![BindingKind::Uniform, BindingKind::Uniform];
-    b.extend(
-        kernel
-            .storage()
-            .iter()
-            .skip(1)
-            .map(|a| BindingKind::Storage {
-                read_only: *a == crate::Access::Read,
-            }),
-    );
+/// Bindings of a generated matvec module: params, x (uniform), y, the weight buffers, and the
+/// weights again as words ([`WORDS_BINDING`]).
+fn matvec_bindings(kernel: Kernel) -> Vec<(u32, BindingKind)> {
+    let mut b = vec![(0, BindingKind::Uniform), (1, BindingKind::Uniform)];
+    for (i, a) in kernel.storage().iter().enumerate().skip(1) {
+        let read_only = *a == crate::Access::Read;
+        b.push((i as u32 + 1, BindingKind::Storage { read_only }));
+    }
+    b.push((WORDS_BINDING, BindingKind::Storage { read_only: true }));
     b
 }
 
-/// The format prefix (with `p.k` a constant), the common part with a uniform input, `hold`;
-/// and the chunks per row. `None` where [`source`] has no module.
-fn module_head(kernel: Kernel, k: usize) -> Option<(String, usize)> {
-    if !kernel.is_matmul() || kernel.entry_point() != "matvec" {
-        return None;
-    }
-    let chunk = kernel.chunk_elements();
-    if k == 0 || k > UNIFORM_X_ELEMENTS || k % chunk != 0 || k / chunk > MAX_CHUNKS {
+/// Declares the weight words as `width`-word vectors.
+fn words_binding(out: &mut String, width: usize) {
+    let ty = match width {
+        4 => "vec4<u32>",
+        2 => "vec2<u32>",
+        _ => "u32",
+    };
+    let _ = writeln!(
+        out,
+        "@group(0) @binding({WORDS_BINDING}) var<storage, read> words: array<{ty}>;\n"
+    );
+}
+
+/// Whether [`source`] has a module for `kernel` and `k` (without generating it).
+pub fn available(kernel: Kernel, k: usize) -> bool {
+    block_form(kernel).is_some()
+        && k > 0
+        && k % 32 == 0
+        && k <= UNIFORM_X_ELEMENTS
+        && k / 32 <= MAX_BLOCKS
+        && kernel
+            .matmul_parts()
+            .is_some_and(|(prefix, _)| prefix.contains("fn block_dot("))
+}
+
+/// The format prefix (with `p.k` a constant), the common part with a uniform input, `hold` and
+/// `funnel`; `None` where the kernel has no unrolled form or `k` is out of range.
+fn module_head(kernel: Kernel, k: usize) -> Option<(String, BlockForm)> {
+    let form = block_form(kernel)?;
+    if !available(kernel, k) {
         return None;
     }
     let (prefix, common) = kernel.matmul_parts()?;
-    // only formats whose whole-block step is written out: the others' chunk decoders loop over
-    // private arrays, which llvmpipe takes seconds to unroll per pipeline, for little gain
-    if !prefix.contains("fn four_chunks_dot(") {
-        return None;
-    }
     let common = common.replacen(X_STORAGE, X_UNIFORM, 1);
     if !common.contains(X_UNIFORM) {
         return None;
@@ -206,8 +349,8 @@ fn module_head(kernel: Kernel, k: usize) -> Option<(String, usize)> {
     out.push_str(&with_constant_k(prefix));
     out.push_str(&common);
     let _ = writeln!(out, "\nconst UNROLLED_K: u32 = {k}u;\n");
-    out.push_str(HOLD);
-    Some((out, k / chunk))
+    out.push_str(HELPERS);
+    Some((out, form))
 }
 
 /// `prefix` with every read of the parameter `p.k` replaced by the constant `UNROLLED_K`.
@@ -236,54 +379,87 @@ fn with_constant_k(prefix: &str) -> String {
     out
 }
 
-/// `hold(v)` is `v` (`p.zero` is always 0), but the compiler cannot know it: straight-line code
-/// would otherwise let llvmpipe reassociate a partial's additions into the running total's
-/// (`total + (a + b)` computed as `(total + a) + b`), which the looped kernels never do, and the
-/// bits would differ.
-const HOLD: &str = "fn hold(v: f32) -> f32 {
+/// `hold(v)` is `v` (`p.zero` is always 0), but the compiler cannot know it (module docs).
+/// `realign(a, b, s)` is the word of bytes s/8 .. s/8 + 3 of the pair (a, b), s = 8, 16 or 24.
+const HELPERS: &str = "fn hold(v: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(v) ^ p.zero);
+}
+
+fn realign(a: u32, b: u32, s: u32) -> u32 {
+    return (a >> s) | (b << (32u - s));
 }
 
 ";
 
-/// Code computing `var {total}`, row `{r}`'s product over `n` chunks, in the order of
-/// `matvec_row`: partials 4j .. 4j+3 at a time (each over its chunks l, l + 64, …), folded into
-/// the total in lane order.
-fn row_body(out: &mut String, n: usize, r: &str, total: &str) {
-    let _ = writeln!(out, "    var {total} = 0.0;");
-    for j in 0..LANES / 4 {
-        let _ = writeln!(
-            out,
-            "    {{ // {total}: partials {} .. {}",
-            4 * j,
-            4 * j + 3
-        );
-        out.push_str("        var a = vec4<f32>(0.0);\n");
-        for c0 in (4 * j..n).step_by(LANES) {
-            if c0 + 3 < n {
-                let _ = writeln!(out, "        a = four_chunks_dot({r}, {c0}u, a);");
-                continue;
+/// Code computing `var {names[i]}`, the product of row `i` of a group of consecutive rows whose
+/// first byte is word `{base} · width` of the weights, in the order of `matvec_row`. Words are
+/// loaded once each, as `width`-word vectors named `{tag}N`, right before their first use.
+fn emit_rows(
+    out: &mut String,
+    form: BlockForm,
+    k: usize,
+    base: &str,
+    width: usize,
+    tag: &str,
+    names: &[String],
+) {
+    let blocks = k / 32;
+    let row_bytes = blocks * form.bytes;
+    let group_words = (names.len() * row_bytes).div_ceil(4);
+    let mut loaded = 0; // vectors loaded so far (they are loaded in order)
+    let _ = writeln!(out, "    let {tag}_base = {base};");
+    let mut word = |out: &mut String, i: usize| -> String {
+        while loaded <= i / width {
+            let _ = writeln!(
+                out,
+                "    let {tag}{loaded} = words[{tag}_base + {loaded}u];"
+            );
+            loaded += 1;
+        }
+        if width == 1 {
+            format!("{tag}{i}")
+        } else {
+            format!("{tag}{}.{}", i / width, ["x", "y", "z", "w"][i % width])
+        }
+    };
+    for (row, name) in names.iter().enumerate() {
+        for j in 0..GROUPS {
+            let _ = writeln!(out, "    var {name}_{j} = vec4<f32>(0.0);");
+        }
+        for b in 0..blocks {
+            let at = row * row_bytes + b * form.bytes;
+            let (w0, shift) = (at / 4, (at % 4) * 8);
+            let mut args = Vec::with_capacity(form.words);
+            for t in 0..form.words {
+                let a = word(out, w0 + t);
+                if shift == 0 {
+                    args.push(a);
+                } else {
+                    // a word past the group holds only bytes past the block
+                    let b2 = if w0 + t + 1 < group_words {
+                        word(out, w0 + t + 1)
+                    } else {
+                        "0u".to_string()
+                    };
+                    args.push(format!("realign({a}, {b2}, {shift}u)"));
+                }
             }
-            // a partial block at the end of a row (element-wise formats only)
-            for (u, field) in ["x", "y", "z", "w"].iter().enumerate() {
-                if c0 + u < n {
-                    let c = c0 + u;
-                    let _ = writeln!(
-                        out,
-                        "        a.{field} = chunk_dot({r}, {c}u, 0u, a.{field});"
-                    );
+            let j = b % GROUPS;
+            let _ = writeln!(
+                out,
+                "    {name}_{j} = block_dot({}, {}u, {name}_{j});",
+                args.join(", "),
+                32 * b
+            );
+        }
+        let _ = writeln!(out, "    var {name} = hold({name}_0.x);");
+        for j in 0..GROUPS {
+            for f in ["x", "y", "z", "w"] {
+                if j > 0 || f != "x" {
+                    let _ = writeln!(out, "    {name} = {name} + hold({name}_{j}.{f});");
                 }
             }
         }
-        if j == 0 {
-            let _ = writeln!(out, "        {total} = hold(a.x);");
-        } else {
-            let _ = writeln!(out, "        {total} = {total} + hold(a.x);");
-        }
-        for f in ["y", "z", "w"] {
-            let _ = writeln!(out, "        {total} = {total} + hold(a.{f});");
-        }
-        out.push_str("    }\n");
     }
 }
 
@@ -298,20 +474,29 @@ mod tests {
     }
 
     #[test]
-    fn every_chunk_is_read_once_in_lane_order() {
-        // K = 576 Q4_1: 72 chunks; lanes 0..7 have two chunks (l, l + 64), the rest one
-        let s = source(Kernel::MatvecQ4_1, 576).expect("a module");
-        assert_eq!(s.matches("four_chunks_dot(r, ").count(), 18);
-        assert!(
-            s.contains("a = four_chunks_dot(r, 0u, a);\n        a = four_chunks_dot(r, 64u, a);")
-        );
-        assert!(!s.contains("p.k /"));
-        // K = 96: 12 chunks, three whole blocks; partials 12..63 have no chunk and are still
-        // added (as 0.0), as in matvec_row
-        let s = source(Kernel::MatvecQ8_0, 96).expect("a module");
-        assert_eq!(s.matches("four_chunks_dot(r, ").count(), 3);
-        assert_eq!(s.matches("total = total + hold(a.").count(), 63);
-        // the fused forms hold two rows each
+    fn rows_are_read_in_memory_order_with_the_widest_words() {
+        // K = 576 Q4_1: rows of 360 bytes; two rows are 45 vec4 words
+        assert_eq!(plan(360), (2, 4));
+        assert_eq!(rows_per_invocation(Kernel::MatvecQ4_1, 576), 2);
+        let g = source(Kernel::MatvecQ4_1, 576).expect("a module");
+        let s = &g.source;
+        assert_eq!(s.matches("= block_dot(").count(), 2 * 18);
+        assert_eq!(s.matches("= words[").count(), 45);
+        // block 16 of a row folds into partial group 0 again, after block 0
+        let first = s.find("t0_0 = block_dot(").expect("block 0");
+        let again = s.rfind("t0_0 = block_dot(").expect("block 16");
+        assert!(first < again && s[again..].contains("512u, t0_0)"));
+        assert_eq!(s.matches("t0 = t0 + hold(t0_").count(), 63);
+        // K = 576 Q8_0: 612-byte rows; two rows are 153 vec2 words, odd blocks realigned
+        assert_eq!(plan(612), (2, 2));
+        let g = source(Kernel::MatvecQ8_0, 576).expect("a module");
+        assert_eq!(g.source.matches("= words[").count(), 153);
+        assert!(g.source.contains("realign("));
+        assert!(!g.source.contains("p.k /"));
+    }
+
+    #[test]
+    fn fused_forms_hold_two_rows() {
         let l = QkvLayout {
             n_q: 576,
             n_kv: 192,
@@ -319,10 +504,15 @@ mod tests {
             rope: crate::RopeMode::Interleaved,
         };
         let g = qkv_rope(Kernel::MatvecQ4_1, 576, &l).expect("a module");
-        assert_eq!(g.source.matches("four_chunks_dot(ra, ").count(), 18);
-        assert_eq!(g.source.matches("four_chunks_dot(rb, ").count(), 18);
+        assert_eq!(g.source.matches("= block_dot(").count(), 2 * 18);
+        let half = QkvLayout {
+            rope: crate::RopeMode::HalfSplit,
+            ..l
+        };
+        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &half).expect("a module");
+        assert!(g.source.contains("vb_base = rb * 45u"));
         let g = gate_up(Kernel::MatvecQ8_0, 576, 1536).expect("a module");
-        assert!(g.source.contains("let ru = u + 1536u;"));
+        assert!(g.source.contains("vu_base = (u + 1536u) * 153u"));
     }
 
     #[test]
@@ -331,8 +521,8 @@ mod tests {
         assert!(source(Kernel::RmsNorm, 576).is_none());
         assert!(source(Kernel::MatvecQ4_1, UNIFORM_X_ELEMENTS + 32).is_none());
         assert!(source(Kernel::MatvecQ4_1, 0).is_none());
-        assert!(source(Kernel::MatvecQ8_0, 8 * (MAX_CHUNKS + 4)).is_none());
-        // no written-out whole-block step
+        assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1)).is_none());
+        // no word-level block step
         assert!(source(Kernel::MatvecQ4K, 256).is_none());
     }
 }

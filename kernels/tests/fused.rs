@@ -45,6 +45,7 @@ fn run_generated(
         (&wb).into(),
     ];
     binds.extend(extra.iter().map(|b| Bind::from(*b)));
+    binds.push((&wb).into()); // the weights again, as the words the generated code loads
     let compiled = gpu.compiled_generated(g);
     let group = gpu
         .bind_group_generated(&compiled, g, &binds)

@@ -110,38 +110,30 @@ fn both_matvec_shapes_give_the_same_bits() {
     }
 }
 
-/// The pipelines whose input vectors are a 64 KiB uniform block.
-#[derive(Clone, Copy, Debug)]
-enum UniformX {
-    /// The kernel's own entry point (`matvec` or `matvec_row`) with binding 1 uniform.
-    Looped,
-    /// The unrolled matvec generated for the case's K (always the row grid).
-    Unrolled,
-}
-
-/// One matvec of case `c` through a uniform-x pipeline (binding 1 a 64 KiB uniform block).
-fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32], form: UniformX) -> Vec<f32> {
-    let kernel = c.format.matvec_kernel();
-    let (compiled, shape) = match form {
-        UniformX::Looped => (g.compiled_uniform_x(kernel), g.matvec_shape()),
-        UniformX::Unrolled => (g.compiled_unrolled(kernel, c.k), MatvecShape::Rows),
-    };
-    let compiled = compiled.unwrap_or_else(|| panic!("{}: no {form:?} form", c.name));
+/// The uniform-x pipeline of case `c`: binding 1 a 64 KiB uniform block.
+fn uniform_window(g: &Gpu, x: &[f32]) -> wgpu::Buffer {
     let mut padded = x.to_vec();
     padded.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
-    let xb = g.upload_f32("x", &padded).expect("x");
+    g.upload_f32("x", &padded).expect("x")
+}
+
+fn window(xb: &wgpu::Buffer) -> Bind<'_> {
+    Bind {
+        buffer: xb,
+        offset: 0,
+        size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+    }
+}
+
+/// One matvec of case `c` through the looped kernel with a uniform input.
+fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32]) -> Vec<f32> {
+    let kernel = c.format.matvec_kernel();
+    let compiled = g.compiled_uniform_x(kernel).expect("a matmul kernel");
+    let xb = uniform_window(g, x);
     let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");
     let buf = |b: &[u8]| g.upload("w", b).expect("w");
     let (pb, sb, bb) = (buf(&c.packed), buf(&c.scales), buf(&c.biases));
-    let mut binds = vec![
-        Bind {
-            buffer: &xb,
-            offset: 0,
-            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
-        },
-        Bind::from(&yb),
-        Bind::from(&pb),
-    ];
+    let mut binds = vec![window(&xb), Bind::from(&yb), Bind::from(&pb)];
     if c.format.buffer_count() >= 2 {
         binds.push(Bind::from(&sb));
     }
@@ -151,7 +143,7 @@ fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32], form: UniformX) -> Vec<f32
     let mut params = c
         .format
         .params(c.rows as u32, c.k as u32, 1, c.rows as u32, 0);
-    let groups = matmul_launch(shape, kernel, &mut params);
+    let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
     let ub = g.uniform("params", bytemuck::bytes_of(&params));
     let group = g
         .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
@@ -165,6 +157,47 @@ fn run_matvec_uniform_x(g: &Gpu, c: &Case, x: &[f32], form: UniformX) -> Vec<f32
     g.read_f32(&yb, c.rows).expect("read y")
 }
 
+/// One matvec of case `c` through its unrolled module (kernels::unrolled), `None` without one;
+/// rows `r0..r1` only when given (a streamed tile: its own buffer and y offset).
+fn run_matvec_unrolled(
+    g: &Gpu,
+    c: &Case,
+    x: &[f32],
+    rows: Option<(usize, usize)>,
+) -> Option<Vec<f32>> {
+    let kernel = c.format.matvec_kernel();
+    let module = kernels::unrolled::source(kernel, c.k)?;
+    let (r0, r1) = rows.unwrap_or((0, c.rows));
+    let [p, _, _] = c.format.row_ranges(c.k, r0, r1).expect("row ranges");
+    let xb = uniform_window(g, x);
+    let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");
+    let wb = g.upload("w", &c.packed[p]).expect("w");
+    let mut params = c
+        .format
+        .params((r1 - r0) as u32, c.k as u32, 1, c.rows as u32, r0 as u32);
+    let groups = kernels::unrolled::launch(kernel, c.k, &mut params);
+    let ub = g.uniform("params", bytemuck::bytes_of(&params));
+    let binds = [
+        (&ub).into(),
+        window(&xb),
+        (&yb).into(),
+        (&wb).into(),
+        (&wb).into(),
+    ];
+    let compiled = g.compiled_generated(&module);
+    let group = g
+        .bind_group_generated(&compiled, &module, &binds)
+        .expect("bind group");
+    let mut enc = g.encoder("unrolled");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        g.dispatch_in(&mut pass, &compiled, &group, groups);
+    }
+    g.submit(enc.finish());
+    let y = g.read_f32(&yb, c.rows).expect("read y");
+    Some(y[r0..r1].to_vec())
+}
+
 #[test]
 fn uniform_x_matvec_gives_the_same_bits() {
     let Some(g) = gpu("uniform_x_matvec_gives_the_same_bits") else {
@@ -176,7 +209,7 @@ fn uniform_x_matvec_gives_the_same_bits() {
         let x = rng.normals(c.k, 1.0);
         let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
         for dev in [g, &h] {
-            let got = run_matvec_uniform_x(dev, &c, &x, UniformX::Looped);
+            let got = run_matvec_uniform_x(dev, &c, &x);
             assert_bits(
                 &format!("{} uniform x ({:?})", c.name, dev.matvec_shape()),
                 &got,
@@ -229,13 +262,16 @@ fn unrolled_matvec_gives_the_same_bits() {
     let mut rng = Rng(29);
     let mut checked = Vec::new();
     for c in all_cases().into_iter().chain(long_row_cases()) {
-        if g.compiled_unrolled(c.format.matvec_kernel(), c.k).is_none() {
-            continue;
-        }
         let x = rng.normals(c.k, 1.0);
         let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
-        let got = run_matvec_uniform_x(g, &c, &x, UniformX::Unrolled);
+        let Some(got) = run_matvec_unrolled(g, &c, &x, None) else {
+            continue;
+        };
         assert_bits(&format!("{} unrolled", c.name), &got, &want);
+        // a tile of rows (odd length: the last row group is incomplete) in its own buffer
+        let (r0, r1) = (c.split, (c.split + 5).min(c.rows));
+        let tile = run_matvec_unrolled(g, &c, &x, Some((r0, r1))).expect("a module");
+        assert_bits(&format!("{} unrolled tile", c.name), &tile, &want[r0..r1]);
         checked.push(c.name.clone());
     }
     for f in ["q4_1", "q8_0"] {

@@ -167,9 +167,9 @@ fn unrolled_modules_validate() {
     for kernel in Kernel::ALL.iter().filter(|k| k.is_matmul()) {
         for k in [256, 576, 1536, 4096, 7168] {
             match kernels::unrolled::source(*kernel, k) {
-                Some(source) => {
+                Some(g) => {
                     assert_eq!(kernel.entry_point(), "matvec", "{}", kernel.name());
-                    let module = validate(kernel.file(), &source);
+                    let module = validate(kernel.file(), &g.source);
                     assert!(module
                         .entry_points
                         .iter()
@@ -178,8 +178,8 @@ fn unrolled_modules_validate() {
                 }
                 None => assert!(
                     kernel.entry_point() != "matvec"
-                        || !kernel.source().contains("fn four_chunks_dot(")
-                        || k / kernel.chunk_elements() > kernels::unrolled::MAX_CHUNKS,
+                        || !kernel.source().contains("fn block_dot(")
+                        || k / 32 > kernels::unrolled::MAX_BLOCKS,
                     "{} K={k}: no unrolled form",
                     kernel.name()
                 ),

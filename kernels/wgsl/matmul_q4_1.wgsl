@@ -40,18 +40,16 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     return word_dot(packed[word + 1u + w], dm, xb + blk * 32u + 4u * w, acc_in);
 }
 
-// Chunks c0 .. c0+3 (c0 % 4 == 0: one whole block), each into its own partial, in chunk_dot's
-// order; d and m are read once.
-fn four_chunks_dot(r: u32, c0: u32, acc: vec4<f32>) -> vec4<f32> {
-    let blk = c0 >> 2u;
-    let word = (r * (p.k / 32u) + blk) * 5u;
-    let dm = unpack2x16float(packed[word]);
-    let k = blk * 32u;
+// One whole block from its five words (d | m, then qs as four words): chunks 4b .. 4b+3 into
+// the four partials of acc, each in chunk_dot's order; k = 32b, the block's first element. The
+// unrolled matvec (kernels/src/unrolled.rs) calls it with words it loaded itself.
+fn block_dot(w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
+    let dm = unpack2x16float(w0);
     return vec4<f32>(
-        word_dot(packed[word + 1u], dm, k, acc.x),
-        word_dot(packed[word + 2u], dm, k + 4u, acc.y),
-        word_dot(packed[word + 3u], dm, k + 8u, acc.z),
-        word_dot(packed[word + 4u], dm, k + 12u, acc.w),
+        word_dot(w1, dm, k, acc.x),
+        word_dot(w2, dm, k + 4u, acc.y),
+        word_dot(w3, dm, k + 8u, acc.z),
+        word_dot(w4, dm, k + 12u, acc.w),
     );
 }
 

@@ -31,47 +31,19 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     return acc;
 }
 
-// Bytes b .. b+3 of the packed stream as one word, from the word w0 holding byte b and the next
-// word w1; s = 8 · (b mod 4).
-fn funnel(w0: u32, w1: u32, s: u32) -> u32 {
-    return select((w0 >> s) | (w1 << (32u - s)), w0, s == 0u);
-}
-
 // Byte i (0..3) of word u as a signed 8-bit value.
 fn q8_in(u: u32, i: u32) -> f32 {
     return f32(bitcast<i32>(u << (24u - 8u * i)) >> 24u);
 }
 
-// Chunks c0 .. c0+3 (c0 % 4 == 0: one whole block), each into its own partial, in chunk_dot's
-// order. The 34 bytes are read as ten words and realigned (a block starts on an even byte), so
-// each word is read once instead of each byte. Written out (no loop) so that an unrolled matvec
-// (kernels/src/unrolled.rs) reads every x with a constant index.
-fn four_chunks_dot(r: u32, c0: u32, acc: vec4<f32>) -> vec4<f32> {
-    let blk = c0 >> 2u;
-    let b = (r * (p.k / 32u) + blk) * 34u;
-    let i0 = b >> 2u;
-    let s = (b & 3u) * 8u;
-    let w0 = packed[i0 + 0u];
-    let w1 = packed[i0 + 1u];
-    let w2 = packed[i0 + 2u];
-    let w3 = packed[i0 + 3u];
-    let w4 = packed[i0 + 4u];
-    let w5 = packed[i0 + 5u];
-    let w6 = packed[i0 + 6u];
-    let w7 = packed[i0 + 7u];
-    let w8 = packed[i0 + 8u];
-    let w9 = packed[i0 + 9u];
-    let u0 = funnel(w0, w1, s);
-    let u1 = funnel(w1, w2, s);
-    let u2 = funnel(w2, w3, s);
-    let u3 = funnel(w3, w4, s);
-    let u4 = funnel(w4, w5, s);
-    let u5 = funnel(w5, w6, s);
-    let u6 = funnel(w6, w7, s);
-    let u7 = funnel(w7, w8, s);
-    let u8 = funnel(w8, w9, s);
+// One whole block from its 34 bytes as nine words u0 .. u8 starting at the block's first byte
+// (u0 = d | qs[0] << 16 | qs[1] << 24, …): chunks 4b .. 4b+3 into the four partials of acc,
+// each in chunk_dot's order; k = 32b. Written out (no loop) so that the unrolled matvec
+// (kernels/src/unrolled.rs), which loads and realigns the words itself, reads every x with a
+// constant index.
+fn block_dot(u0: u32, u1: u32, u2: u32, u3: u32, u4: u32, u5: u32, u6: u32, u7: u32, u8: u32,
+             k: u32, acc: vec4<f32>) -> vec4<f32> {
     let d = f16_from_bits(u0 & 0xffffu);
-    let k = blk * 32u;
     var a0 = acc[0];
     a0 = fma(d * q8_in(u0, 2u), xv(k + 0u), a0);
     a0 = fma(d * q8_in(u0, 3u), xv(k + 1u), a0);

@@ -344,6 +344,9 @@ fn activations(
     let g = engine.gpu();
     let chunk = PREFILL_CHUNK.min(capacity);
     let f = |n: usize| (n * 4) as u64;
+    // inputs of one-token products and of the decode attention's q: at least the 64 KiB uniform
+    // window of the uniform-input kernels (docs/kernels.md "Uniform input")
+    let input = |n: usize| f(n).max((kernels::UNIFORM_X_ELEMENTS * 4) as u64);
     let (dim, qd) = (c.dim, c.n_heads * c.head_dim);
     let positions: Vec<u32> = (0..capacity)
         .map(|p| u32::try_from(p).unwrap_or(u32::MAX))
@@ -352,12 +355,12 @@ fn activations(
         chunk,
         x: g.zeros("x", f(chunk * dim))?,
         x_last: g.zeros("x last", f(dim))?,
-        h: g.zeros("h", f(chunk * dim))?,
-        q: g.zeros("q", f(chunk * qd))?,
-        attn: g.zeros("attn", f(chunk * qd))?,
+        h: g.zeros("h", input(chunk * dim))?,
+        q: g.zeros("q", input(chunk * qd))?,
+        attn: g.zeros("attn", input(chunk * qd))?,
         gate: g.zeros("gate", f(chunk * c.ffn))?,
         up: g.zeros("up", f(chunk * c.ffn))?,
-        act: g.zeros("swiglu", f(chunk * c.ffn))?,
+        act: g.zeros("swiglu", input(chunk * c.ffn))?,
         scores: g.zeros("scores", f(chunk * c.n_heads * capacity))?,
         totals: g.zeros("softmax totals", f(c.n_heads))?,
         logits: g.zeros("logits", f(chunk * c.vocab))?,
@@ -489,7 +492,6 @@ impl<'e> Runner<'e> {
         let capacity = capacity.clamp(1, c.context.max(1));
         let g = engine.gpu();
         let a = activations(engine, model, capacity)?;
-        let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
         let mut b = Builder {
             engine,
             model,
@@ -498,8 +500,7 @@ impl<'e> Runner<'e> {
             ring: Vec::new(),
             resident: Vec::new(),
             fuse: mode == WeightMode::Resident
-                && g.matvec_shape() == kernels::gpu::MatvecShape::Rows
-                && a.h.size() >= window,
+                && g.matvec_shape() == kernels::gpu::MatvecShape::Rows,
         };
         if let WeightMode::Streamed { .. } = mode {
             for i in 0..DEFAULT_RING {

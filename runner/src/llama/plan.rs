@@ -184,7 +184,10 @@ impl Shapes {
                     u32_of("y_offset", y_offset)?,
                 );
                 p.accumulate = u32::from(accumulate);
-                let groups = matmul_launch(self.shape, kernel, &mut p);
+                let groups = match unrolled(self, step, t) {
+                    Some((kernel, k)) => kernels::unrolled::launch(kernel, k, &mut p),
+                    None => matmul_launch(self.shape, kernel, &mut p),
+                };
                 (bytemuck::bytes_of(&p).to_vec(), groups)
             }
             Step::RopeQ | Step::RopeK => {
@@ -345,10 +348,23 @@ impl ParamBlock {
     }
 }
 
-/// The uniform-x pipeline (unrolled for K where it can be, docs/kernels.md "Unrolled matvec")
-/// and the 64 KiB window of `x` for a one-token matvec on a CPU adapter, where it is faster
-/// (docs/kernels.md "Uniform input"), when K fits the block and the input buffer is at least
-/// that large.
+/// The unrolled matvec's (kernel, K) where it serves `step` for chunks of `t` tokens: a
+/// one-row product on a CPU adapter whose format has one (docs/kernels.md "Unrolled matvec").
+/// Its grid differs from the looped kernel's, so `Shapes::params` and `Op::new` both ask here.
+fn unrolled(shapes: &Shapes, step: &Step, t: usize) -> Option<(Kernel, usize)> {
+    let Step::Matmul { k, .. } = *step else {
+        return None;
+    };
+    let kernel = shapes.kernel(step, t);
+    (shapes.shape == MatvecShape::Rows
+        && kernel.entry_point() == "matvec"
+        && kernels::unrolled::available(kernel, k))
+    .then_some((kernel, k))
+}
+
+/// The looped uniform-x pipeline and the 64 KiB window of `x` for a one-token matvec on a CPU
+/// adapter without an unrolled form, where it is faster (docs/kernels.md "Uniform input"), when
+/// K fits the block and the input buffer is at least that large.
 fn uniform_x<'b>(
     gpu: &Gpu,
     shapes: &Shapes,
@@ -359,28 +375,47 @@ fn uniform_x<'b>(
     let Step::Matmul { k, .. } = *step else {
         return None;
     };
-    let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
     let x = *buffers.first()?;
     if t != 1 || shapes.shape != MatvecShape::Rows || k > kernels::UNIFORM_X_ELEMENTS {
         return None;
     }
-    if x.offset != 0 || x.buffer.size() < window {
-        return None;
-    }
-    let kernel = shapes.kernel(step, t);
-    // the unrolled matvec for this K where the format has one (kernels::unrolled), else the
-    // looped row kernel with the same uniform input; both give the bits of the storage form
-    let compiled = gpu
-        .compiled_unrolled(kernel, k)
-        .or_else(|| gpu.compiled_uniform_x(kernel))?;
-    Some((
-        compiled,
-        kernels::gpu::Bind {
-            buffer: x.buffer,
-            offset: 0,
-            size: Some(window),
-        },
-    ))
+    let window = x_window(x)?;
+    let compiled = gpu.compiled_uniform_x(shapes.kernel(step, t))?;
+    Some((compiled, window))
+}
+
+/// `x` bound as the 64 KiB uniform window of the uniform-input kernels, if it is large enough.
+fn x_window(x: kernels::gpu::Bind<'_>) -> Option<kernels::gpu::Bind<'_>> {
+    let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
+    (x.offset == 0 && x.buffer.size() >= window).then_some(kernels::gpu::Bind {
+        buffer: x.buffer,
+        offset: 0,
+        size: Some(window),
+    })
+}
+
+/// The unrolled matvec's pipeline and bind group over `buffers` = x, y, weights.
+fn unrolled_op(
+    gpu: &Gpu,
+    params: &ParamBlock,
+    step: &Step,
+    (kernel, k): (Kernel, usize),
+    buffers: &[kernels::gpu::Bind<'_>],
+) -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
+    let bug = |detail: &str| RunError::Tensor {
+        name: format!("{step:?}"),
+        detail: format!("{detail} (engine plan bug)"),
+    };
+    let module = kernels::unrolled::source(kernel, k).ok_or_else(|| bug("no unrolled module"))?;
+    let (x, rest) = buffers.split_first().ok_or_else(|| bug("no input"))?;
+    let x = x_window(*x).ok_or_else(|| bug("input smaller than the uniform window"))?;
+    let words = *rest.get(1).ok_or_else(|| bug("no weights"))?;
+    let mut binds = vec![params.bind(step)?, x];
+    binds.extend_from_slice(rest);
+    binds.push(words);
+    let compiled = gpu.compiled_generated(&module);
+    let group = gpu.bind_group_generated(&compiled, &module, &binds)?;
+    Ok((compiled, group))
 }
 
 /// A streamed operation's tile: its index in the per-forward schedule and its ring slot.
@@ -461,6 +496,8 @@ fn fused_op(
         ..*x
     });
     binds.extend_from_slice(buffers.get(1..).unwrap_or(&[]));
+    // the weights again, as the words the generated code loads
+    binds.push(*buffers.get(2).ok_or_else(|| bug("no weights"))?);
     let compiled = gpu.compiled_generated(&module);
     let group = gpu.bind_group_generated(&compiled, &module, &binds)?;
     Ok((compiled, group))
@@ -544,6 +581,9 @@ impl Op {
         let make = |t: usize| -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
             let kernel = shapes.kernel(&step, t);
             let binding = params.binding(&step)?;
+            if let Some(form) = unrolled(shapes, &step, t) {
+                return unrolled_op(gpu, params, &step, form, buffers);
+            }
             if let Some((compiled, x)) = uniform_x(gpu, shapes, &step, t, buffers) {
                 let mut binds = buffers.to_vec();
                 binds[0] = x;
