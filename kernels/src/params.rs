@@ -98,6 +98,8 @@ pub struct AttentionParams {
     pub capacity: u32,
     /// Score scale, normally 1 / sqrt(head_dim).
     pub scale: f32,
+    /// Always 0: the single-workgroup decode attention xors its tree's intermediates with it so
+    /// the compiler keeps the tree's shape (`crate::attention::single`).
     pub _pad: u32,
 }
 

@@ -6,7 +6,7 @@
 
 mod support;
 
-use kernels::attention::{scores, values, HeadShape};
+use kernels::attention::{scores, single, values, HeadShape};
 use kernels::gpu::{Bind, Gpu};
 use kernels::reference::{self, AttentionShape};
 use kernels::{AttentionParams, Kernel};
@@ -80,6 +80,50 @@ fn decode(
     g.read_f32(&ob, q.len()).expect("read out")
 }
 
+/// The single-workgroup form (`attn_one`) for one token at `pos0`.
+fn one_workgroup(
+    g: &Gpu,
+    s: &HeadShape,
+    p: &AttentionParams,
+    q: &[f32],
+    kc: &[f32],
+    vc: &[f32],
+) -> Vec<f32> {
+    let m = single(s).expect("single");
+    let mut qpad = q.to_vec();
+    qpad.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
+    let qb = g.upload_f32("q", &qpad).expect("q");
+    let kb = g.upload_f32("k", kc).expect("k");
+    let vb = g.upload_f32("v", vc).expect("v");
+    let sb = g
+        .zeros("scratch", (s.n_heads * p.capacity as usize * 4) as u64)
+        .expect("scratch");
+    let ob = g.zeros("out", (q.len() * 4) as u64).expect("out");
+    let pb = g.uniform("params", bytemuck::bytes_of(p));
+    let c = g.compiled_generated(&m);
+    let q_window = Bind {
+        buffer: &qb,
+        offset: 0,
+        size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+    };
+    let binds = [
+        (&pb).into(),
+        q_window,
+        (&kb).into(),
+        (&vb).into(),
+        (&sb).into(),
+        (&ob).into(),
+    ];
+    let group = g.bind_group_generated(&c, &m, &binds).expect("group");
+    let mut enc = g.encoder("attn_one");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        g.dispatch_in(&mut pass, &c, &group, (1, 1, 1));
+    }
+    g.submit(enc.finish());
+    g.read_f32(&ob, q.len()).expect("read out")
+}
+
 /// `attention.wgsl` for one token.
 fn looped(
     g: &Gpu,
@@ -139,6 +183,8 @@ fn decode_attention_gives_the_bits_of_the_looped_kernel() {
             let what = format!("h{n_heads} kv{n_kv_heads} d{head_dim} pos0={pos0}");
             let got = decode(g, &s, &p, &q, &kc, &vc);
             assert_bits(&what, &got, &looped(g, &s, &p, &q, &kc, &vc));
+            let one = one_workgroup(g, &s, &p, &q, &kc, &vc);
+            assert_bits(&format!("{what} one workgroup"), &one, &got);
             let shape = AttentionShape {
                 n_heads,
                 n_kv_heads,

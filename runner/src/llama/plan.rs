@@ -251,6 +251,7 @@ impl Shapes {
                 let groups = matmul_launch(MatvecShape::Rows, kernel, &mut p);
                 (bytemuck::bytes_of(&p).to_vec(), groups)
             }
+
             Step::Argmax => {
                 let p = ArgmaxParams {
                     n: u32_of("vocab", c.vocab)?,
@@ -434,6 +435,9 @@ enum DecodeGrid {
     Heads,
     /// One invocation per KV head and 4 dimensions (workgroups of 64).
     Values,
+    /// The whole attention in one workgroup (`kernels::attention::single`), used instead of
+    /// the three others while the context is at most `SINGLE_MAX_POSITIONS`.
+    Single,
 }
 
 /// One recorded operation: the pipelines for a one-token and a many-token chunk, and their bind
@@ -544,11 +548,17 @@ fn decode_attention(
     let gsm = gpu.bind_group(Kernel::AttnSoftmax, &pres, &[*scores, *totals])?;
     let cv = gpu.compiled_generated(&vg);
     let gv = gpu.bind_group_generated(&cv, &vg, &[pb, *scores, *v, *totals, *out])?;
-    Ok(vec![
+    let mut ops = vec![
         (cs, gs, DecodeGrid::Positions),
         (soft, gsm, DecodeGrid::Heads),
         (cv, gv, DecodeGrid::Values),
-    ])
+    ];
+    if let Some(og) = kernels::attention::single(&shape) {
+        let co = gpu.compiled_generated(&og);
+        let go = gpu.bind_group_generated(&co, &og, &[pb, qw, *k, *v, *scores, *out])?;
+        ops.push((co, go, DecodeGrid::Single));
+    }
+    Ok(ops)
 }
 
 impl Op {
@@ -623,11 +633,20 @@ impl Op {
         }
         if t == 1 && !self.decode.is_empty() {
             let c = &shapes.c;
+            let has_single = self
+                .decode
+                .iter()
+                .any(|d| matches!(d.2, DecodeGrid::Single));
+            let single = has_single && pos < kernels::attention::SINGLE_MAX_POSITIONS;
             for (pipeline, group, grid) in &self.decode {
+                if matches!(grid, DecodeGrid::Single) != single {
+                    continue;
+                }
                 let n = match grid {
                     DecodeGrid::Positions => (pos + 1).div_ceil(64),
                     DecodeGrid::Heads => c.n_heads,
                     DecodeGrid::Values => (c.n_kv_heads * c.head_dim / 4).div_ceil(64),
+                    DecodeGrid::Single => 1,
                 };
                 gpu.dispatch_in(pass, pipeline, group, (u32_of("workgroups", n)?, 1, 1));
             }
