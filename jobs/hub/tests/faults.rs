@@ -178,3 +178,130 @@ async fn lost_commit_response_is_reported_not_retried() {
         Some(503)
     );
 }
+
+/// What a lossy link does to requests (bodies corrupted or cut, connections reset mid-request, a
+/// hub busy or losing a commit's answer): `upload_files` finishes with the right tree each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_side_faults_are_recovered_by_upload_files() {
+    for chunk in [16 * 1024 * 1024, 64 * 1024] {
+        let h = start(ServerOptions {
+            lfs_chunk_size: chunk,
+            ..ServerOptions::default()
+        })
+        .await;
+        let c = client(&h, None);
+        let r = repo("o/lossy");
+        c.create_repo(&r, false, false).await.unwrap();
+        let specs = [
+            "corrupt-upload:x1",
+            "truncate-upload:x1",
+            "reset-request:x1",
+            "reset-request:x3",
+            "5xx:x2",
+            "ratelimit:x1@1",
+            "drop-after-commit:x1",
+        ];
+        for (i, spec) in specs.iter().enumerate() {
+            let head = c.branch_head(&r, "main").await.unwrap();
+            let data = bytes(200_001, 100 + i as u64);
+            let name = format!("w{i}.bin");
+            let fired = h.handle.faults_fired();
+            h.handle.set_faults(spec.parse().unwrap());
+            let ans = c
+                .upload_files(
+                    &r,
+                    "main",
+                    &[
+                        UploadFile {
+                            path: name.clone(),
+                            source: UploadSource::Bytes(Bytes::from(data.clone())),
+                        },
+                        UploadFile {
+                            path: format!("n{i}.txt"),
+                            source: UploadSource::Bytes(Bytes::from(format!("{spec}\n"))),
+                        },
+                    ],
+                    spec,
+                    head.as_deref(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{spec} (chunk {chunk}): {e}"));
+            assert!(h.handle.faults_fired() > fired, "{spec}: the fault fired");
+            h.handle.set_faults(Default::default());
+            assert_eq!(
+                c.branch_head(&r, "main").await.unwrap(),
+                Some(ans.commit_oid.clone())
+            );
+            let (_, got) = c.download_bytes(&r, &ans.commit_oid, &name).await.unwrap();
+            assert_eq!(got, data, "{spec} (chunk {chunk})");
+            let (_, note) = c
+                .download_bytes(&r, &ans.commit_oid, &format!("n{i}.txt"))
+                .await
+                .unwrap();
+            assert_eq!(note, format!("{spec}\n").into_bytes());
+        }
+    }
+}
+
+/// A guarded commit whose outcome is unknown asks the branch: applied → its head; still the
+/// parent → sent again; moved elsewhere → `HeadMoved`, nothing overwritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_commit_resolves_an_unknown_outcome_from_the_branch() {
+    let (h, c, r, _) = setup().await;
+    let op = |p: &str| CommitOperation::Regular {
+        path: p.into(),
+        content: Bytes::from(p.to_owned()),
+    };
+    let commits = |h: &Hub| {
+        h.handle
+            .request_log()
+            .iter()
+            .filter(|l| l.starts_with("POST") && l.contains("/commit/"))
+            .count()
+    };
+    for (spec, posts) in [
+        ("drop-after-commit:x1", 1),
+        ("reset-request:x1", 2),
+        ("5xx:x1", 2),
+    ] {
+        let head = c.branch_head(&r, "main").await.unwrap();
+        let req = CommitRequest {
+            summary: spec.into(),
+            parent_commit: head.clone(),
+            operations: vec![op(spec)],
+            ..Default::default()
+        };
+        let before = commits(&h);
+        h.handle.set_faults(spec.parse().unwrap());
+        let ans = c.commit_guarded(&r, "main", &req).await.unwrap();
+        assert_eq!(commits(&h) - before, posts, "{spec}");
+        assert_eq!(
+            c.branch_head(&r, "main").await.unwrap(),
+            Some(ans.commit_oid)
+        );
+    }
+    // Applied by someone else meanwhile: the lost answer cannot be claimed.
+    let head = c.branch_head(&r, "main").await.unwrap();
+    c.commit(
+        &r,
+        "main",
+        &CommitRequest {
+            summary: "theirs".into(),
+            operations: vec![op("theirs.txt")],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let theirs = c.branch_head(&r, "main").await.unwrap();
+    h.handle.set_faults("5xx:x1".parse().unwrap());
+    let req = CommitRequest {
+        summary: "mine".into(),
+        parent_commit: head,
+        operations: vec![op("mine.txt")],
+        ..Default::default()
+    };
+    let e = c.commit_guarded(&r, "main", &req).await.unwrap_err();
+    assert!(matches!(e, HubError::HeadMoved { .. }), "{e}");
+    assert_eq!(c.branch_head(&r, "main").await.unwrap(), theirs);
+}

@@ -139,8 +139,19 @@ impl CommitRequest {
     }
 }
 
+/// With `exist_ok` a create is idempotent (a repeat of an applied one answers 409, which is fine),
+/// so it is retried like a read; without, only when nothing was sent.
+fn idempotence(exist_ok: bool) -> Idempotence {
+    if exist_ok {
+        Idempotence::Idempotent
+    } else {
+        Idempotence::ConnectOnly
+    }
+}
+
 impl HubClient {
-    /// Create a repo; with `exist_ok` an existing one is fine. Returns its URL.
+    /// Create a repo; with `exist_ok` an existing one is fine (and the call is retried like a
+    /// read). Returns its URL.
     pub async fn create_repo(
         &self,
         repo: &RepoId,
@@ -156,7 +167,7 @@ impl HubClient {
         let body = serde_json::to_vec(&json!({"name": repo.name, "organization": repo.owner, "type": kind, "private": private}))
             .map_err(|e| HubError::Config(e.to_string()))?;
         let r = self
-            .send(&Method::POST, &u, Idempotence::ConnectOnly, || {
+            .send(&Method::POST, &u, idempotence(exist_ok), || {
                 Ok(self
                     .request(Method::POST, &u)
                     .header("content-type", "application/json")
@@ -181,7 +192,8 @@ impl HubClient {
             })
     }
 
-    /// Create `branch` at `starting_point` (default: `main`); with `exist_ok` a 409 is fine.
+    /// Create `branch` at `starting_point` (default: `main`); with `exist_ok` a 409 is fine (and
+    /// the call is retried like a read).
     pub async fn create_branch(
         &self,
         repo: &RepoId,
@@ -196,7 +208,7 @@ impl HubClient {
         };
         let body = serde_json::to_vec(&body).map_err(|e| HubError::Config(e.to_string()))?;
         match self
-            .send(&Method::POST, &u, Idempotence::ConnectOnly, || {
+            .send(&Method::POST, &u, idempotence(exist_ok), || {
                 Ok(self
                     .request(Method::POST, &u)
                     .header("content-type", "application/json")
@@ -329,7 +341,8 @@ impl HubClient {
     }
 
     /// Publish files to `branch` in one commit: preupload, LFS upload of what the hub lacks,
-    /// then the commit (guarded by `parent_commit` when given). Files whose remote oid at the
+    /// then the commit (guarded by `parent_commit` when given; an unknown outcome is resolved by
+    /// [`HubClient::commit_guarded`]). Files whose remote oid at the
     /// branch already equals the local one are left out; when nothing differs no commit is made
     /// and the branch head is returned.
     pub async fn upload_files(
@@ -422,7 +435,7 @@ impl HubClient {
             operations: ops,
             create_pr: false,
         };
-        self.commit(repo, branch, &req).await
+        self.commit_guarded(repo, branch, &req).await
     }
 }
 

@@ -20,6 +20,9 @@ pub enum HubError {
         error_code: Option<String>,
         /// The server's message (`{"error": …}`).
         message: String,
+        /// The wait the answer asked for (`Retry-After`, or `t=` of `RateLimit`), in seconds
+        /// (saturating; `u16` keeps the error small).
+        retry_after: Option<u16>,
     },
     /// HTTP 412 on a commit: the branch head is no longer the `parentCommit` that was observed.
     /// Never retried: publishing must fail closed.
@@ -115,6 +118,16 @@ impl HubError {
         match self {
             HubError::Http { status, .. } => Some(*status),
             HubError::HeadMoved { .. } => Some(412),
+            _ => None,
+        }
+    }
+    /// The wait an error answer asked for before another attempt.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            HubError::Http {
+                retry_after: Some(s),
+                ..
+            } => Some(std::time::Duration::from_secs(u64::from(*s))),
             _ => None,
         }
     }

@@ -60,8 +60,23 @@ fn body_of(src: &super::UploadSource, path: &Option<PathBuf>) -> Result<reqwest:
     }
 }
 
+/// Whether one object's transfer failed in a way another attempt can fix: the link (reset,
+/// timeout, short body), the hub's integrity rejection of what arrived (400: digest or size
+/// mismatch, body ended early), a verify that finds no object (404), or a busy hub (408, 429, 5xx).
+fn object_transient(e: &HubError) -> bool {
+    match e {
+        HubError::Http { status, .. } => {
+            matches!(status, 400 | 404) || super::retry::retryable_status(*status)
+        }
+        other => other.is_transient_body(),
+    }
+}
+
 impl HubClient {
-    /// Upload the objects the hub lacks (batch → PUT or multipart → verify), 256 per batch.
+    /// Upload the objects the hub lacks (batch → PUT or multipart → verify), 256 per batch call,
+    /// [`HubClient::workers`] transfers at once. An object whose transfer fails transiently is
+    /// asked of the batch again (fresh actions, or none when the hub now holds it) and re-sent
+    /// after a backoff, up to the retry policy's attempts, while the others proceed.
     /// Returns how many objects were actually sent.
     pub async fn upload_lfs(
         &self,
@@ -69,43 +84,70 @@ impl HubClient {
         rev: Option<&str>,
         objects: &[LfsObject],
     ) -> Result<usize, HubError> {
+        use futures_util::{StreamExt as _, TryStreamExt as _};
+        let mut sent = 0;
+        for batch in objects.chunks(256) {
+            let actions = self.lfs_batch(repo, rev, batch).await?;
+            let todo: Vec<(&LfsObject, Value)> = batch
+                .iter()
+                .zip(actions)
+                .filter_map(|(o, a)| a.map(|a| (o, a)))
+                .collect();
+            sent += todo.len();
+            futures_util::stream::iter(todo)
+                .map(Ok)
+                .try_for_each_concurrent(self.workers, |(o, a)| {
+                    self.transfer_retrying(repo, rev, o, a)
+                })
+                .await?;
+        }
+        Ok(sent)
+    }
+
+    /// The batch call for `batch`: per object, its actions, or `None` when the hub holds it.
+    async fn lfs_batch(
+        &self,
+        repo: &RepoId,
+        rev: Option<&str>,
+        batch: &[LfsObject],
+    ) -> Result<Vec<Option<Value>>, HubError> {
         let u = self.url(&format!(
             "{}/{}{}.git/info/lfs/objects/batch",
             self.endpoint(),
             repo.kind.url_prefix(),
             repo.id()
         ))?;
-        let mut sent = 0;
-        for batch in objects.chunks(256) {
-            let mut body = json!({
-                "operation": "upload",
-                "transfers": ["basic", "multipart"],
-                "objects": batch.iter().map(|o| json!({"oid": o.oid, "size": o.size})).collect::<Vec<_>>(),
-                "hash_algo": "sha256",
-            });
-            if let Some(r) = rev {
-                body["ref"] = json!({"name": r});
-            }
-            let body = serde_json::to_vec(&body).map_err(|e| HubError::Protocol {
-                url: u.to_string(),
-                detail: e.to_string(),
-            })?;
-            let r = self
-                .send(&Method::POST, &u, Idempotence::Idempotent, || {
-                    Ok(self
-                        .request(Method::POST, &u)
-                        .header("accept", "application/vnd.git-lfs+json")
-                        .header("content-type", "application/vnd.git-lfs+json")
-                        .body(body.clone()))
-                })
-                .await?;
-            let answer: Value = json_body(&u, r).await?;
-            let items = answer
-                .get("objects")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            for o in batch {
+        let mut body = json!({
+            "operation": "upload",
+            "transfers": ["basic", "multipart"],
+            "objects": batch.iter().map(|o| json!({"oid": o.oid, "size": o.size})).collect::<Vec<_>>(),
+            "hash_algo": "sha256",
+        });
+        if let Some(r) = rev {
+            body["ref"] = json!({"name": r});
+        }
+        let body = serde_json::to_vec(&body).map_err(|e| HubError::Protocol {
+            url: u.to_string(),
+            detail: e.to_string(),
+        })?;
+        let r = self
+            .send(&Method::POST, &u, Idempotence::Idempotent, || {
+                Ok(self
+                    .request(Method::POST, &u)
+                    .header("accept", "application/vnd.git-lfs+json")
+                    .header("content-type", "application/vnd.git-lfs+json")
+                    .body(body.clone()))
+            })
+            .await?;
+        let answer: Value = json_body(&u, r).await?;
+        let items = answer
+            .get("objects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        batch
+            .iter()
+            .map(|o| {
                 let item = items
                     .iter()
                     .find(|i| i.get("oid").and_then(Value::as_str) == Some(o.oid.as_str()))
@@ -119,14 +161,41 @@ impl HubClient {
                         detail: format!("LFS batch refused object {}: {err}", o.oid),
                     });
                 }
-                let Some(actions) = item.get("actions") else {
-                    continue;
-                };
-                self.transfer(o, actions).await?;
-                sent += 1;
+                Ok(item.get("actions").cloned())
+            })
+            .collect()
+    }
+
+    /// [`Self::transfer`] with the per-object retries of [`Self::upload_lfs`].
+    async fn transfer_retrying(
+        &self,
+        repo: &RepoId,
+        rev: Option<&str>,
+        o: &LfsObject,
+        mut actions: Value,
+    ) -> Result<(), HubError> {
+        let mut attempt = 0u32;
+        loop {
+            match self.transfer(o, &actions).await {
+                Ok(()) => return Ok(()),
+                Err(e) if object_transient(&e) && attempt + 1 < self.retry.max_attempts => {
+                    let wait = self.retry.delay(attempt, e.retry_after());
+                    tracing::warn!(oid = %o.oid, error = %e, wait_ms = wait.as_millis() as u64, "LFS object upload failed; sending it again");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                    match self
+                        .lfs_batch(repo, rev, std::slice::from_ref(o))
+                        .await?
+                        .pop()
+                        .flatten()
+                    {
+                        Some(a) => actions = a,
+                        None => return Ok(()), // the hub holds it now
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
-        Ok(sent)
     }
 
     async fn transfer(&self, o: &LfsObject, actions: &Value) -> Result<(), HubError> {

@@ -7,6 +7,7 @@
 
 mod commit;
 mod error;
+mod guarded;
 mod lfs;
 mod read;
 mod resolve;
@@ -93,7 +94,11 @@ pub struct HubClient {
     endpoint: Url,
     token: Option<Token>,
     retry: RetryPolicy,
+    workers: usize,
 }
+
+/// Transfers a client runs at once by default (LFS uploads; `huggingface_hub` uses 8 workers).
+pub const DEFAULT_WORKERS: usize = 8;
 
 impl std::fmt::Debug for HubClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,6 +132,9 @@ impl HubClient {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("minirun-hub-client/", env!("CARGO_PKG_VERSION")))
+            // Small requests must not wait for a delayed ACK (Nagle): reqwest's default, made
+            // explicit because the pull's speed rests on it (docs/hub.md §7).
+            .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(15))
             .read_timeout(Duration::from_secs(120))
             .build()
@@ -136,6 +144,7 @@ impl HubClient {
             endpoint,
             token,
             retry: RetryPolicy::default(),
+            workers: DEFAULT_WORKERS,
         })
     }
 
@@ -153,6 +162,17 @@ impl HubClient {
     pub fn with_retry(mut self, retry: RetryPolicy) -> HubClient {
         self.retry = retry;
         self
+    }
+
+    /// Run at most `n` (≥ 1) transfers at once.
+    pub fn with_workers(mut self, n: usize) -> HubClient {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// How many transfers run at once.
+    pub fn workers(&self) -> usize {
+        self.workers
     }
 
     /// The endpoint, without a trailing slash.
@@ -305,6 +325,7 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
 pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubError {
     let status = r.status().as_u16();
     let h = r.headers().clone();
+    let retry_after = retry::server_wait(&h).map(|d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX));
     let hv = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(String::from);
     let body = r.bytes().await.unwrap_or_default();
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
@@ -333,5 +354,6 @@ pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubErro
         request_id: hv("x-request-id"),
         error_code: hv("x-error-code"),
         message: protocol::printable(&message),
+        retry_after,
     }
 }

@@ -79,6 +79,28 @@ impl Digest {
     }
 }
 
+/// Hash the first `n` bytes of `f` (a kept part file) into a fresh digest for `meta`.
+fn hash_prefix(meta: &FileMetadata, f: &mut std::fs::File, n: u64) -> std::io::Result<Digest> {
+    use std::io::Read as _;
+    std::io::Seek::rewind(f)?;
+    let mut d = Digest::new(meta);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+        let got = f.read(&mut buf[..want])?;
+        if got == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the part file shrank while it was read",
+            ));
+        }
+        d.update(&buf[..got]);
+        left -= got as u64;
+    }
+    Ok(d)
+}
+
 impl HubClient {
     /// The resolve URL of a file.
     pub fn resolve_url(&self, repo: &RepoId, rev: &str, path: &str) -> Result<Url, HubError> {
@@ -308,39 +330,80 @@ impl HubClient {
             }
         };
         let mut f = std::fs::File::create(&part).map_err(io(&part))?;
-        let mut digest = Digest::new(&meta);
-        let mut have = 0u64;
-        let mut attempt = 0u32;
-        while have < meta.size {
-            match self
-                .download_from(&meta, have, &mut f, &mut digest, &part)
-                .await
-            {
-                Ok(n) => have = n,
-                Err((n, e)) => {
-                    have = n;
-                    if !e.is_transient_body() || attempt + 1 >= self.retry.max_attempts {
-                        return Err(e);
-                    }
-                    if !matches!(e, HubError::Transport { .. }) {
-                        // Wrong-length or wrong-range bytes may already be on disk: start over.
-                        have = 0;
-                        digest = Digest::new(&meta);
-                        f.set_len(0)
-                            .and_then(|()| std::io::Seek::rewind(&mut f))
-                            .map_err(io(&part))?;
-                    }
-                    tracing::warn!(url = %meta.location, error = %e, offset = have, "download cut; resuming");
-                    tokio::time::sleep(self.retry.delay(attempt, None)).await;
-                    attempt += 1;
-                }
-            }
-        }
-        f.sync_all().map_err(io(&part))?;
+        self.fetch_into(&meta, &mut f, &part).await?;
         drop(f);
-        digest.check(&meta)?;
         std::fs::rename(&part, dest).map_err(io(dest))?;
         Ok(meta)
+    }
+
+    /// Write the bytes `meta` names into `f` (open for reading and writing; `label` names it in
+    /// errors), hashing them as they are written, and return once they match the etag and are
+    /// fsynced. A cut is resumed with `Range`; wrong-length or wrong-range answers start over.
+    /// Bytes `f` already holds (a part file kept from a killed run) are re-read and hashed, never
+    /// trusted: only the rest is requested, and if the whole then fails its digest, the download
+    /// starts over from byte 0 once.
+    pub async fn fetch_into(
+        &self,
+        meta: &FileMetadata,
+        f: &mut std::fs::File,
+        label: &Path,
+    ) -> Result<(), HubError> {
+        let io = |source| HubError::Io {
+            path: label.display().to_string(),
+            source,
+        };
+        let kept = f.metadata().map_err(io)?.len();
+        let (mut have, mut digest) = if kept > 0 && kept <= meta.size {
+            (kept, hash_prefix(meta, f, kept).map_err(io)?)
+        } else {
+            f.set_len(0).map_err(io)?;
+            (0, Digest::new(meta))
+        };
+        std::io::Seek::seek(f, std::io::SeekFrom::Start(have)).map_err(io)?;
+        let mut resumed = have > 0;
+        let mut attempt = 0u32;
+        loop {
+            while have < meta.size {
+                match self.download_from(meta, have, f, &mut digest, label).await {
+                    Ok(n) => have = n,
+                    Err((n, e)) => {
+                        have = n;
+                        if !e.is_transient_body() || attempt + 1 >= self.retry.max_attempts {
+                            return Err(e);
+                        }
+                        if !matches!(e, HubError::Transport { .. }) {
+                            // Wrong-length or wrong-range bytes may already be on disk: start over.
+                            have = 0;
+                            digest = Digest::new(meta);
+                            f.set_len(0)
+                                .and_then(|()| std::io::Seek::rewind(f))
+                                .map_err(io)?;
+                        }
+                        tracing::warn!(url = %meta.location, error = %e, offset = have, "download cut; resuming");
+                        tokio::time::sleep(self.retry.delay(attempt, None)).await;
+                        attempt += 1;
+                    }
+                }
+            }
+            // fsync off the async thread: concurrent downloads must not queue behind it.
+            let g = f.try_clone().map_err(io)?;
+            tokio::task::spawn_blocking(move || g.sync_all())
+                .await
+                .map_err(|e| io(std::io::Error::other(e)))?
+                .map_err(io)?;
+            match std::mem::replace(&mut digest, Digest::new(meta)).check(meta) {
+                Err(e) if resumed => {
+                    // The kept prefix was not the file's: fetch it all.
+                    tracing::warn!(url = %meta.location, error = %e, "a kept part file was wrong; downloading again");
+                    resumed = false;
+                    have = 0;
+                    f.set_len(0)
+                        .and_then(|()| std::io::Seek::rewind(f))
+                        .map_err(io)?;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// One GET from `offset`; returns the new offset, or the offset reached with the error.

@@ -4,6 +4,7 @@
 //! seconds for `ratelimit`).
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// What a fault does.
@@ -25,6 +26,15 @@ pub enum FaultMode {
     Truncate,
     /// `drop-after-commit`: a commit is applied, then its response is lost mid-body.
     DropAfterCommit,
+    /// `corrupt-upload`: one byte of an LFS upload body (basic or part) is flipped on arrival, as
+    /// a corrupting link would; the hub then rejects the object (400, digest mismatch).
+    CorruptUpload,
+    /// `truncate-upload`: an LFS upload body loses its second half on arrival; the hub then
+    /// rejects the object (400, size mismatch).
+    TruncateUpload,
+    /// `reset-request`: a request with a body (POST, PUT) is read half-way, then its connection
+    /// is dropped without an answer; nothing of it is applied.
+    ResetRequest,
 }
 
 impl FaultMode {
@@ -38,6 +48,9 @@ impl FaultMode {
             "whole-206" => FaultMode::Whole206,
             "truncate" => FaultMode::Truncate,
             "drop-after-commit" => FaultMode::DropAfterCommit,
+            "corrupt-upload" => FaultMode::CorruptUpload,
+            "truncate-upload" => FaultMode::TruncateUpload,
+            "reset-request" => FaultMode::ResetRequest,
             _ => return None,
         })
     }
@@ -85,7 +98,7 @@ impl FromStr for FaultSpec {
             };
             let (mode, trig) = head.split_once(':').unwrap_or((head, "1"));
             let mode = FaultMode::parse(mode).ok_or_else(|| {
-                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit)")
+                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit, corrupt-upload, truncate-upload, reset-request)")
             })?;
             let trigger = if let Some(n) = trig.strip_prefix('x') {
                 Trigger::Count(
@@ -120,6 +133,7 @@ impl FromStr for FaultSpec {
 #[derive(Debug, Default)]
 pub struct Faults {
     rules: Mutex<Vec<FaultRule>>,
+    fired: AtomicU64,
 }
 
 impl Faults {
@@ -133,15 +147,19 @@ impl Faults {
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
         for r in rules.iter_mut().filter(|r| r.mode == mode) {
             match &mut r.trigger {
-                Trigger::Count(n) if *n > 0 => {
-                    *n -= 1;
-                    return Some(r.param);
-                }
-                Trigger::Probability(p) if rand::random::<f64>() < *p => return Some(r.param),
-                _ => {}
+                Trigger::Count(n) if *n > 0 => *n -= 1,
+                Trigger::Probability(p) if rand::random::<f64>() < *p => {}
+                _ => continue,
             }
+            self.fired.fetch_add(1, Ordering::Relaxed);
+            return Some(r.param);
         }
         None
+    }
+
+    /// How many faults have fired since the server started.
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Relaxed)
     }
 }
 
@@ -160,6 +178,16 @@ mod tests {
         assert_eq!(f.fire(FaultMode::ServerError), None);
         assert_eq!(f.fire(FaultMode::Delay), Some(50));
         assert_eq!(f.fire(FaultMode::Reset), None);
+        assert_eq!(f.fired(), 3);
+        let spec: FaultSpec = "corrupt-upload:x1,truncate-upload:1,reset-request:0"
+            .parse()
+            .unwrap();
+        f.set(spec);
+        assert_eq!(f.fire(FaultMode::CorruptUpload), Some(0));
+        assert_eq!(f.fire(FaultMode::CorruptUpload), None);
+        assert_eq!(f.fire(FaultMode::TruncateUpload), Some(0));
+        assert_eq!(f.fire(FaultMode::ResetRequest), None);
+        assert_eq!(f.fired(), 5);
         assert!("bogus:1".parse::<FaultSpec>().is_err());
         assert!("5xx:2.0".parse::<FaultSpec>().is_err());
     }

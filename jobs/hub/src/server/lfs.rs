@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use sha2::Digest as _;
 use tokio::io::AsyncWriteExt as _;
 
+use super::faults::FaultMode;
 use super::{bad_request, hub_error, internal, read_body, AppState, Req};
 use crate::protocol::{self, RepoId};
 
@@ -124,14 +125,34 @@ async fn body_to_tmp(
     let mut n = 0u64;
     let mut h = sha2::Sha256::new();
     let mut stream = body.into_data_stream();
+    // Request-side faults (docs/hub.md §5): what a lossy link does to an upload body.
+    let mut corrupt = st.faults.fire(FaultMode::CorruptUpload).is_some();
+    let keep = match st.faults.fire(FaultMode::TruncateUpload) {
+        Some(_) => limit / 2,
+        None => u64::MAX,
+    };
+    let mut seen = 0u64;
     while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
+        let mut chunk = match chunk {
             Ok(c) => c,
             Err(_) => {
                 let _ = tokio::fs::remove_file(&tmp).await;
                 return Err(bad_request("upload body ended early"));
             }
         };
+        seen += chunk.len() as u64;
+        if seen > keep {
+            let cut = chunk
+                .len()
+                .saturating_sub(usize::try_from(seen - keep).unwrap_or(usize::MAX));
+            chunk.truncate(cut);
+        }
+        if corrupt && !chunk.is_empty() {
+            let mut v = chunk.to_vec();
+            v[0] ^= 0x5a;
+            chunk = bytes::Bytes::from(v);
+            corrupt = false;
+        }
         n += chunk.len() as u64;
         if n > limit {
             let _ = tokio::fs::remove_file(&tmp).await;
