@@ -2,7 +2,7 @@
 # The demo publishes the generated DeepSeek V4 release to a local hub (fetch → repack → gate →
 # stage → candidate-upload → promote → consumer verify); then the reference client,
 # huggingface_hub.snapshot_download (venv-hf2, plain LFS: HF_HUB_DISABLE_XET=1), downloads the
-# promoted public branch, which must reproduce the release byte for byte (docs/publish.md §6).
+# promoted public branch, which must reproduce the release byte for byte (docs/publish.md §7).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py="${CI_CACHE:-ci/.cache}/venv-hf2/bin/python"

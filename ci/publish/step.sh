@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One publication step per invocation, the plan as the only input (docs/publish.md §7):
+# One publication step per invocation, the plan as the only input (docs/publish.md §8):
 #   ci/publish/step.sh PLAN STEP
 # STEP: fetch | repack | gate (for UNITS, a matrix slice; default all units) | finalize |
 #       gate-release (the whole-release gate) | stage | candidate-upload | promote | verify

@@ -7,7 +7,7 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -52,14 +52,36 @@ pub fn still_holds(recorded: &Identity, found: &Identity) -> bool {
     matches!((&recorded.volume_uuid, &found.volume_uuid), (Some(a), Some(b)) if a == b)
 }
 
-/// Open `rel` (a `/`-separated relative path) under `root` one component at a time with
-/// `O_NOFOLLOW`; the last component must be a regular file.
-pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
-    let c = |s: &[u8]| {
-        CString::new(s)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))
-    };
-    let root_c = c(root.as_os_str().as_bytes())?;
+fn c_name(s: &[u8]) -> std::io::Result<CString> {
+    CString::new(s)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+fn component(part: &str) -> std::io::Result<CString> {
+    if part.is_empty() || part == "." || part == ".." {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("path component `{part}` refused"),
+        ));
+    }
+    c_name(part.as_bytes())
+}
+
+/// `openat(dir, name, flags, mode)` as an owned descriptor.
+fn openat(dir: BorrowedFd<'_>, name: &CString, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: `dir` is an open descriptor and `name` a valid C string.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The directory `rel_dir` (`/`-separated, `""` for `root` itself) under `root`, opened one
+/// component at a time with `O_NOFOLLOW`; with `create`, missing components are made (0o755).
+pub fn open_dir_nofollow(root: &Path, rel_dir: &str, create: bool) -> std::io::Result<OwnedFd> {
+    let root_c = c_name(root.as_os_str().as_bytes())?;
     // SAFETY: a valid C string; the returned descriptor is owned below.
     let fd = unsafe {
         libc::open(
@@ -72,30 +94,38 @@ pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
     }
     // SAFETY: `fd` is a fresh descriptor we own.
     let mut dir = unsafe { OwnedFd::from_raw_fd(fd) };
-    let parts: Vec<&str> = rel.split('/').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if part.is_empty() || *part == "." || *part == ".." {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("path component `{part}` refused"),
-            ));
-        }
-        let last = i + 1 == parts.len();
-        let flags = libc::O_RDONLY
-            | libc::O_NOFOLLOW
-            | libc::O_CLOEXEC
-            | if last { 0 } else { libc::O_DIRECTORY };
-        let name = c(part.as_bytes())?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: `dir` is an open directory descriptor and `name` a valid C string.
-        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor we own.
-        dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY;
+    for part in rel_dir.split('/').filter(|p| !p.is_empty()) {
+        let name = component(part)?;
+        dir = match openat(dir.as_fd(), &name, flags, 0) {
+            Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+                // SAFETY: `dir` is an open directory descriptor and `name` a valid C string.
+                let r = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) };
+                if r < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::AlreadyExists {
+                        return Err(e);
+                    }
+                }
+                openat(dir.as_fd(), &name, flags, 0)?
+            }
+            other => other?,
+        };
     }
-    let f = File::from(dir);
+    Ok(dir)
+}
+
+/// Open `rel` (a `/`-separated relative path) under `root` one component at a time with
+/// `O_NOFOLLOW`; the last component must be a regular file.
+pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
+    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let dir = open_dir_nofollow(root, dir, false)?;
+    let f = File::from(openat(
+        dir.as_fd(),
+        &component(name)?,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0,
+    )?);
     if !f.metadata()?.file_type().is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -103,6 +133,35 @@ pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
         ));
     }
     Ok(f)
+}
+
+/// Open `name` in the directory `dir` for reading and writing, creating it (0o644) when absent
+/// and keeping what it holds; a symbolic link or anything but a regular file is refused.
+pub fn open_rw_at(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<File> {
+    let f = File::from(openat(
+        dir,
+        &component(name)?,
+        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0o644,
+    )?);
+    if !f.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+/// `renameat(dir, from, dir, to)`: replace `to` by `from` within one directory.
+pub fn rename_at(dir: BorrowedFd<'_>, from: &str, to: &str) -> std::io::Result<()> {
+    let (f, t) = (component(from)?, component(to)?);
+    // SAFETY: `dir` is an open directory descriptor; both names are valid C strings.
+    let r = unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The identity of an open file.
@@ -185,5 +244,33 @@ mod tests {
         assert!(open_nofollow(d.path(), "link/f").is_err());
         assert!(open_nofollow(d.path(), "lf").is_err());
         assert!(open_nofollow(d.path(), "../x").is_err());
+    }
+
+    #[test]
+    fn rooted_writes_create_rename_and_refuse_links() {
+        use std::io::{Read, Write};
+        let d = tempfile::tempdir().unwrap();
+        let dir = open_dir_nofollow(d.path(), "a/b", true).unwrap();
+        let mut f = open_rw_at(dir.as_fd(), "x.part").unwrap();
+        f.write_all(b"hello").unwrap();
+        // Re-opened, the bytes are kept (a resumable part file).
+        let mut again = open_rw_at(dir.as_fd(), "x.part").unwrap();
+        let mut got = String::new();
+        again.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "hello");
+        rename_at(dir.as_fd(), "x.part", "x").unwrap();
+        assert_eq!(std::fs::read(d.path().join("a/b/x")).unwrap(), b"hello");
+        // The descriptor still names the renamed file.
+        assert_eq!(
+            identity(&f).unwrap().ino,
+            identity(&open_nofollow(d.path(), "a/b/x").unwrap())
+                .unwrap()
+                .ino
+        );
+        std::os::unix::fs::symlink("/etc/hostname", d.path().join("a/b/l")).unwrap();
+        assert!(open_rw_at(dir.as_fd(), "l").is_err());
+        std::os::unix::fs::symlink("b", d.path().join("a/lb")).unwrap();
+        assert!(open_dir_nofollow(d.path(), "a/lb", true).is_err());
+        assert!(open_dir_nofollow(d.path(), "a/../a", true).is_err());
     }
 }

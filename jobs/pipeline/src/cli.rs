@@ -101,6 +101,18 @@ where
     }
 }
 
+/// How a long stage reports progress: nothing with `--json`, bars on a terminal, plain timed
+/// lines in a log.
+pub fn progress_mode(json: bool) -> crate::progress::ProgressMode {
+    use crate::progress::ProgressMode;
+    use std::io::IsTerminal as _;
+    match (json, std::io::stderr().is_terminal()) {
+        (true, _) => ProgressMode::Off,
+        (false, true) => ProgressMode::Bars,
+        (false, false) => ProgressMode::Lines,
+    }
+}
+
 /// Write `text` to stdout; a closed pipe (`| head`) is not an error worth a panic.
 pub fn emit(text: &str) {
     use std::io::Write;

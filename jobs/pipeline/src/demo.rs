@@ -1,4 +1,4 @@
-//! `minirun-demo`: the whole publication on one machine with no internet (`docs/publish.md` §6).
+//! `minirun-demo`: the whole publication on one machine with no internet (`docs/publish.md` §7).
 //! It starts the hub in-process on `127.0.0.1:0`, generates the tiny DeepSeek V4 checkpoint,
 //! imports it at `plans/deepseek-v4.toml`'s pinned revision, runs fetch → repack → gate → stage →
 //! candidate-upload → promote against it through the library, then pulls and verifies the
@@ -205,10 +205,11 @@ pub fn run(
             plan.target.branch.as_str(),
             &consumer,
             true,
+            &crate::verify::PullOpts::default(),
         ),
     )?;
     progress(v.render().trim_end());
-    let files = v.sha256_checked + v.git_sha1_checked + v.evidence_reused;
+    let files = v.sha256_checked + v.git_sha1_checked + v.evidence_reused + v.hashed_on_write;
     rt.block_on(server.shutdown());
     Ok(DemoSummary {
         work_dir: work.to_path_buf(),

@@ -103,7 +103,15 @@ pub fn verified_copy(name: &str) -> PathBuf {
     let fx = fixture();
     let d = copy(name);
     std::fs::remove_dir_all(d.join(".minirun-evidence")).unwrap();
-    let r = pipeline::verify::pull(Some(&fx.url), TARGET, &fx.commit, &d, false).unwrap();
+    let r = pipeline::verify::pull(
+        Some(&fx.url),
+        TARGET,
+        &fx.commit,
+        &d,
+        false,
+        &pipeline::verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(
         r.verdict,
         pipeline::verify::Verdict::Verified,

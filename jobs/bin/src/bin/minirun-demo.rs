@@ -1,5 +1,5 @@
 //! `minirun-demo [--work-dir DIR]`: the whole publication against an in-process hub, then a
-//! consumer verification (docs/publish.md §6). DIR is kept; every stage can be re-run on it with
+//! consumer verification (docs/publish.md §7). DIR is kept; every stage can be re-run on it with
 //! `--work-dir DIR`.
 use std::path::PathBuf;
 use std::process::ExitCode;

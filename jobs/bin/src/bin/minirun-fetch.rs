@@ -1,11 +1,10 @@
 //! `minirun-fetch`: HTTP Range reads of exactly the bytes each selected unit of the plan needs,
 //! journaled chunk by chunk so a killed run resumes from what the disk proves.
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
-use pipeline::fetch::{self, FetchOpts, ProgressMode};
+use pipeline::fetch::{self, FetchOpts};
 use pipeline::plan::Plan;
 
 /// Fetch the byte ranges the plan's units need from its pinned upstream revision.
@@ -34,11 +33,7 @@ fn main() -> ExitCode {
             units: args.units.units.clone(),
             dry_run: args.stage.dry_run,
             verify: args.verify,
-            progress: match (args.stage.json, std::io::stderr().is_terminal()) {
-                (true, _) => ProgressMode::Off,
-                (false, true) => ProgressMode::Bars,
-                (false, false) => ProgressMode::Lines,
-            },
+            progress: cli::progress_mode(args.stage.json),
         };
         fetch::run(&plan, &opts)
     };

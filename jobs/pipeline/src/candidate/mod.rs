@@ -56,8 +56,9 @@ pub struct CandidateReport {
     pub regular_sent: usize,
     /// Commits made on the candidate branch.
     pub commits: usize,
-    /// False when the journal proved the candidate complete and nothing was asked of the hub.
-    pub contacted_hub: bool,
+    /// True when the journal named the candidate and the hub's branch still held exactly it: only
+    /// one refs call and one tree listing were sent, nothing that writes.
+    pub from_journal: bool,
 }
 
 impl CandidateReport {
@@ -67,7 +68,7 @@ impl CandidateReport {
             "candidate {} of `{}` at commit {}: {} files ({} already present, {} LFS objects sent, {} regular files sent, {} commits){}\n",
             self.candidate, self.repo, self.commit, self.files, self.present, self.lfs_sent,
             self.regular_sent, self.commits,
-            if self.contacted_hub { "" } else { "; journal up to date, hub not contacted" }
+            if self.from_journal { "; journal up to date and the branch still holds it: nothing sent" } else { "" }
         )
     }
 }

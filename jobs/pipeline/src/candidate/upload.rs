@@ -47,31 +47,39 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             )
         })
         .collect();
-    if let Some(prev) = Journal::load(&work.ledger(), STAGE, UNIT)? {
-        if prev.status == ledger::Status::Done && prev.input_mismatch(&inputs).is_none() {
-            let s = |k: &str| {
-                prev.extra
-                    .get(k)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            return Ok(CandidateReport {
-                repo: repo.id(),
-                candidate: s("candidate"),
-                commit: s("commit"),
-                files: inputs.len() + 1,
-                present: inputs.len() + 1,
-                ..CandidateReport::default()
-            });
-        }
-    }
     let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
     let client = HubClient::from_env(endpoint.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(CandidateError::Runtime)?;
+    // A finished journal saves the work (preupload, naming, uploads), never the hub's answer:
+    // the branch and its tree are asked whether they still hold exactly the journaled candidate.
+    if let Some(prev) = Journal::load(&work.ledger(), STAGE, UNIT)? {
+        if prev.status == ledger::Status::Done
+            && prev.input_mismatch(&inputs).is_none()
+            && !opts.dry_run
+        {
+            let name = prev
+                .extra
+                .get("candidate")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned();
+            if let Some(commit) = rt.block_on(still_holds(&client, &repo, &name))? {
+                return Ok(CandidateReport {
+                    repo: repo.id(),
+                    candidate: name,
+                    commit,
+                    files: inputs.len() + 1,
+                    present: inputs.len() + 1,
+                    from_journal: true,
+                    ..CandidateReport::default()
+                });
+            }
+            tracing::warn!(candidate = %name, "the journaled candidate is not on the hub as recorded; uploading again");
+        }
+    }
     let report = rt.block_on(upload(plan, &work, &client, &repo, &inputs, opts.dry_run))?;
     if !opts.dry_run {
         let mut j = Journal::new(STAGE, UNIT)?;
@@ -85,6 +93,24 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
         j.store(&work.ledger())?;
     }
     Ok(report)
+}
+
+/// The commit `name`'s branch points at, when its tree still digests to `name` (so it holds
+/// exactly the candidate: the name is a digest of the whole inventory); one refs call and one
+/// tree listing.
+async fn still_holds(
+    client: &HubClient,
+    repo: &RepoId,
+    name: &str,
+) -> Result<Option<String>, CandidateError> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let Some(head) = client.branch_head(repo, name).await? else {
+        return Ok(None);
+    };
+    let got = record::tree_inventory(&client.list_tree(repo, &head, None, true).await?);
+    Ok((record::candidate_name(&got) == name).then_some(head))
 }
 
 async fn modes(
@@ -187,7 +213,6 @@ async fn upload(
         repo: repo.id(),
         candidate: name.clone(),
         files: expected.len(),
-        contacted_hub: true,
         ..CandidateReport::default()
     };
     if dry_run {
@@ -261,7 +286,7 @@ async fn upload(
             operations: ops,
             create_pr: false,
         };
-        head = client.commit(repo, &name, &req).await?.commit_oid;
+        head = client.commit_guarded(repo, &name, &req).await?.commit_oid;
         report.commits += 1;
     }
     // 4. Resolve to an immutable commit and require exactly the release there.

@@ -15,7 +15,6 @@ mod controls;
 pub mod discover;
 mod ordered;
 pub mod plausible;
-mod progress;
 pub mod ranges;
 pub mod root;
 mod unit;
@@ -28,8 +27,8 @@ use serde::Serialize;
 use crate::plan::{Plan, PlanError};
 use crate::work::WorkDir;
 
+pub use crate::progress::ProgressMode;
 pub use discover::Upstream;
-pub use progress::ProgressMode;
 
 /// The stage name in journals.
 pub const STAGE: &str = "fetch";

@@ -20,10 +20,10 @@ use super::controls;
 use super::discover::{Upstream, UpstreamFile};
 use super::ordered::OrderedHasher;
 use super::plausible::{self, Content};
-use super::progress::{Progress, ProgressMode, UnitProgress};
 use super::ranges::RangeSet;
 use super::{FetchError, UnitReport, STAGE};
 use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
+use crate::progress::{Progress, ProgressMode, UnitProgress};
 use crate::work::WorkDir;
 
 /// The most bytes of one tensor the arrival check reads (whole rows from the start).
@@ -558,7 +558,7 @@ impl Transfers {
             permits: Arc::new(tokio::sync::Semaphore::new(n)),
             buffers: std::sync::Mutex::new(Vec::new()),
             keep: n,
-            progress: Progress::new(mode),
+            progress: Progress::new("fetch", mode),
         }
     }
 

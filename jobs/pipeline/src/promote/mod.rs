@@ -9,8 +9,9 @@
 //! are re-sent from the candidate's bytes (their git SHA-1 checked), and public paths outside the
 //! release are deleted. More than [`MAX_OPERATIONS`] operations are refused before anything is
 //! sent; a 412 (the head moved) is exit 1 and never retried; the returned commit is inventoried.
-//! If the public head already holds exactly the release, nothing is sent (a re-run after a lost
-//! response).
+//! If the public head, as observed by this run, already holds exactly the chosen candidate's
+//! release, nothing is sent (a re-run after a lost response). Promote keeps no journal of its own:
+//! what the public branch holds is asked of the hub on every run, never remembered.
 
 use hub::client::{CommitOperation, CommitRequest, HubClient, HubError};
 use hub::protocol::RepoId;
@@ -21,9 +22,6 @@ use crate::candidate::record::{
 };
 use crate::plan::{Plan, PlanError};
 
-/// Journal stage name (written only where a work directory with a ledger exists).
-pub const STAGE: &str = "promote";
-
 /// The checked platform commit limit the protocol fails closed above (seed 001).
 pub const MAX_OPERATIONS: usize = 25_000;
 
@@ -32,8 +30,8 @@ pub const MAX_OPERATIONS: usize = 25_000;
 pub struct PromoteOpts {
     /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
     pub endpoint: Option<String>,
-    /// `--work-dir`, else the plan's: only to journal the result (a finished promotion re-run
-    /// there sends nothing); promotion itself never reads it.
+    /// `--work-dir`, else the plan's: only to read which candidate this directory uploaded
+    /// (its candidate journal), which picks among several candidates matching the plan.
     pub work_dir: Option<std::path::PathBuf>,
     /// `--candidate NAME`, else found from the plan.
     pub candidate: Option<String>,
@@ -149,62 +147,26 @@ pub fn run(plan: &Plan, opts: &PromoteOpts) -> Result<PromoteReport, PromoteErro
     let repo = crate::candidate::target_repo(plan).map_err(PromoteError::Repo)?;
     let work = crate::stage::work_of(plan, opts.work_dir.as_ref());
     let ledger_dir = work.ledger();
-    let load = |stage: &str| {
-        ledger::Journal::load(&ledger_dir, stage, "release")
-            .ok()
-            .flatten()
-            .filter(|j| j.status == ledger::Status::Done)
-    };
-    let extra = |j: &ledger::Journal, k: &str| {
-        j.extra
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_owned()
-    };
-    if let (Some(c), Some(p)) = (load(crate::candidate::STAGE), load(STAGE)) {
-        let name = extra(&c, "candidate");
-        if extra(&p, "candidate") == name
-            && opts.candidate.as_deref().is_none_or(|n| n == name)
-            && !opts.dry_run
-        {
-            return Ok(PromoteReport {
-                repo: repo.id(),
-                branch: plan.target.branch.as_str().into(),
-                candidate: name,
-                candidate_commit: extra(&p, "candidate_commit"),
-                observed_head: extra(&p, "commit"),
-                commit: extra(&p, "commit"),
-                already_published: true,
-                ..PromoteReport::default()
-            });
-        }
-    }
+    // The work directory's own candidate, when its upload finished there: it picks among several
+    // candidates matching the plan. It never answers for the hub: the branch and the public head
+    // are asked below on every run.
+    let own = ledger::Journal::load(&ledger_dir, crate::candidate::STAGE, "release")
+        .ok()
+        .flatten()
+        .filter(|j| j.status == ledger::Status::Done)
+        .and_then(|j| {
+            j.extra
+                .get("candidate")
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        });
     let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
     let client = HubClient::from_env(endpoint.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(PromoteError::Runtime)?;
-    let report = rt.block_on(promote(plan, opts, &client, &repo))?;
-    if !opts.dry_run && ledger_dir.is_dir() {
-        let mut j = ledger::Journal::new(STAGE, "release")
-            .map_err(|e| PromoteError::Repo(e.to_string()))?;
-        j.extra
-            .insert("candidate".into(), report.candidate.clone().into());
-        j.extra.insert(
-            "candidate_commit".into(),
-            report.candidate_commit.clone().into(),
-        );
-        j.extra
-            .insert("commit".into(), report.commit.clone().into());
-        j.mark_done();
-        // A journal that cannot be written costs only a re-check next time.
-        if let Err(e) = j.store(&ledger_dir) {
-            tracing::warn!(error = %e, "cannot journal the promotion");
-        }
-    }
-    Ok(report)
+    rt.block_on(promote(plan, opts, own.as_deref(), &client, &repo))
 }
 
 /// A candidate resolved to its commit, with its record and expected inventory.
@@ -252,21 +214,17 @@ async fn resolve_candidate(
     ))
 }
 
-async fn promote(
+/// The candidate (step 1), resolved to its immutable commit: `--candidate NAME`; else the one
+/// branch whose release record matches the plan; where several match, the one this work
+/// directory uploaded (`own`, from its candidate journal).
+async fn choose_candidate(
     plan: &Plan,
     opts: &PromoteOpts,
+    own: Option<&str>,
     client: &HubClient,
     repo: &RepoId,
-) -> Result<PromoteReport, PromoteError> {
-    let branch = plan.target.branch.as_str();
-    let refs = client.list_refs(repo, false).await?;
-    let head_of = |refs: &hub::protocol::Refs, b: &str| {
-        refs.branches
-            .iter()
-            .find(|r| r.name == b)
-            .map(|r| r.target_commit.clone())
-    };
-    // 1. The candidate, resolved to its immutable commit.
+    refs: &hub::protocol::Refs,
+) -> Result<Resolved, PromoteError> {
     let mut found = Vec::new();
     for r in refs.branches.iter().filter(|r| r.name.starts_with(PREFIX)) {
         if opts.candidate.as_deref().is_some_and(|c| c != r.name) {
@@ -279,49 +237,64 @@ async fn promote(
             Err(e) => tracing::warn!(candidate = %r.name, error = %e, "skipping candidate"),
         }
     }
-    // 2. The public head as observed now.
-    let head = head_of(&refs, branch).unwrap_or_default();
+    if found.len() > 1 {
+        if let Some(i) = found.iter().position(|c| Some(c.name.as_str()) == own) {
+            return Ok(found.swap_remove(i));
+        }
+    }
+    match found.len() {
+        0 => Err(match &opts.candidate {
+            Some(c) => PromoteError::BadCandidate {
+                candidate: c.clone(),
+                why: "no such branch".into(),
+            },
+            None => PromoteError::NoCandidate(repo.id()),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(PromoteError::Ambiguous(
+            found
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+    }
+}
+
+async fn promote(
+    plan: &Plan,
+    opts: &PromoteOpts,
+    own: Option<&str>,
+    client: &HubClient,
+    repo: &RepoId,
+) -> Result<PromoteReport, PromoteError> {
+    let branch = plan.target.branch.as_str();
+    let refs = client.list_refs(repo, false).await?;
+    let cand = choose_candidate(plan, opts, own, client, repo, &refs).await?;
+    // 2. The public head and its inventory, as observed now (never as remembered).
+    let head = refs
+        .branches
+        .iter()
+        .find(|r| r.name == branch)
+        .map(|r| r.target_commit.clone())
+        .unwrap_or_default();
     let public = if head.is_empty() {
         Inventory::new()
     } else {
         record::tree_inventory(&client.list_tree(repo, &head, None, true).await?)
     };
-    if let Some(done) = found
-        .iter()
-        .find(|c| record::differences(&c.expected, &public, 1).is_empty())
-    {
+    if record::differences(&cand.expected, &public, 1).is_empty() {
         return Ok(PromoteReport {
             repo: repo.id(),
             branch: branch.into(),
-            candidate: done.name.clone(),
-            candidate_commit: done.commit.clone(),
+            candidate: cand.name,
+            candidate_commit: cand.commit,
             observed_head: head.clone(),
             commit: head,
             already_published: true,
             ..PromoteReport::default()
         });
     }
-    let cand = match found.len() {
-        0 => {
-            return Err(match &opts.candidate {
-                Some(c) => PromoteError::BadCandidate {
-                    candidate: c.clone(),
-                    why: "no such branch".into(),
-                },
-                None => PromoteError::NoCandidate(repo.id()),
-            })
-        }
-        1 => found.remove(0),
-        _ => {
-            return Err(PromoteError::Ambiguous(
-                found
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ))
-        }
-    };
     // 3. The operations, counted before anything is sent.
     let stale: Vec<String> = public
         .keys()
@@ -389,7 +362,7 @@ async fn promote(
         operations: ops,
         create_pr: false,
     };
-    let ans = client.commit(repo, branch, &req).await?;
+    let ans = client.commit_guarded(repo, branch, &req).await?;
     // 4. Inventory the returned commit.
     let got = record::tree_inventory(&client.list_tree(repo, &ans.commit_oid, None, true).await?);
     let diffs = record::differences(&cand.expected, &got, 5);

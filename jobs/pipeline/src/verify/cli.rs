@@ -37,6 +37,9 @@ pub enum Cmd {
         /// The local copy.
         #[arg(long)]
         dir: PathBuf,
+        /// Downloads at once.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+        workers: u16,
     },
     /// Verify a local copy against the pinned commit (no download unless `--repair`).
     Check {
@@ -51,6 +54,9 @@ pub enum Cmd {
         /// The local copy.
         #[arg(long)]
         dir: PathBuf,
+        /// Downloads at once (with `--repair`).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+        workers: u16,
     },
     /// Verify a local copy from its unit manifests' digests (no network).
     Offline {
@@ -75,18 +81,24 @@ pub fn main_with(args: &Args) -> ExitCode {
             }
         };
     }
+    let opts = |workers: u16| super::PullOpts {
+        workers: usize::from(workers),
+        progress: cli::progress_mode(args.json),
+    };
     let result = match &args.cmd {
         Some(Cmd::Pull {
             repo,
             revision,
             dir,
-        }) => super::pull(ep, repo, revision, dir, true),
+            workers,
+        }) => super::pull(ep, repo, revision, dir, true, &opts(*workers)),
         Some(Cmd::Check {
             repo,
             revision,
             dir,
             repair,
-        }) => super::pull(ep, repo, revision, dir, *repair),
+            workers,
+        }) => super::pull(ep, repo, revision, dir, *repair, &opts(*workers)),
         Some(Cmd::Offline { dir }) => super::verify_offline(dir),
         None => {
             eprintln!("error: give `--list OWNER` or a subcommand (pull, check, offline)");

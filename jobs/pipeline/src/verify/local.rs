@@ -14,12 +14,40 @@ pub use artifact::evidence::{evidence_path, Evidence, EvidenceFile};
 use super::fsid;
 use super::{Pinned, Verdict, VerifyError, VerifyReport};
 
+/// How a file's digest came to agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// Read and hashed (`lfs`: by SHA-256, else by git blob SHA-1).
+    Hashed {
+        /// SHA-256 rather than git blob SHA-1.
+        lfs: bool,
+    },
+    /// Earlier evidence (or a killed pull's journal) whose identity still held.
+    Reused,
+    /// Hashed as this pull wrote it.
+    OnWrite,
+}
+
+/// Files already known to agree, with how: accepted without a read while their identity holds.
+pub type Known = BTreeMap<String, (EvidenceFile, How)>;
+
 /// The outcome of a local verification.
 pub struct LocalOutcome {
     /// The report.
     pub report: VerifyReport,
     /// Files missing or contradicted (what `pull` re-downloads).
     pub failing: Vec<String>,
+    /// Files that agreed, with how.
+    pub verified: Known,
+}
+
+fn count(report: &mut VerifyReport, how: How) {
+    match how {
+        How::Hashed { lfs: true } => report.sha256_checked += 1,
+        How::Hashed { lfs: false } => report.git_sha1_checked += 1,
+        How::Reused => report.evidence_reused += 1,
+        How::OnWrite => report.hashed_on_write += 1,
+    }
 }
 
 fn hash_file(f: &mut std::fs::File, lfs: bool, size: u64) -> std::io::Result<String> {
@@ -69,10 +97,14 @@ fn layout_ok(dir: &Path, pinned: &Pinned) -> Result<(), String> {
 }
 
 /// Verify `dir` against `pinned`; when `record` and everything agreed, write the evidence.
+/// `known` holds files this run already found to agree (`pull`: its first pass, and what it
+/// hashed as it wrote): they are accepted without another read while their identity holds, like
+/// earlier evidence and a killed pull's journal, and counted by how they agreed.
 pub fn verify_local(
     dir: &Path,
     pinned: &Pinned,
     record: bool,
+    known: &Known,
 ) -> Result<LocalOutcome, VerifyError> {
     let mut report = VerifyReport {
         repo: Some(pinned.repo.id()),
@@ -81,6 +113,7 @@ pub fn verify_local(
         sha256_checked: 0,
         git_sha1_checked: 0,
         evidence_reused: 0,
+        hashed_on_write: 0,
         downloaded: 0,
         problems: Vec::new(),
     };
@@ -92,13 +125,16 @@ pub fn verify_local(
         contradicted = true;
     }
     let ev_path = evidence_path(dir, &pinned.commit);
-    let previous: BTreeMap<String, EvidenceFile> = std::fs::read(&ev_path)
+    let complete: BTreeMap<String, EvidenceFile> = std::fs::read(&ev_path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Evidence>(&b).ok())
         .filter(|e| e.v == 1 && e.commit == pinned.commit && e.repo == pinned.repo.id())
         .map(|e| e.files.into_iter().map(|f| (f.path.clone(), f)).collect())
         .unwrap_or_default();
+    let mut previous = super::pull::read_journal(dir, pinned);
+    previous.extend(complete.iter().map(|(k, v)| (k.clone(), v.clone())));
     let mut files = Vec::new();
+    let mut verified = Known::new();
     for e in &pinned.files {
         let (lfs, want) = match &e.lfs {
             Some(l) => (true, l.oid.clone()),
@@ -131,20 +167,28 @@ pub fn verify_local(
             source,
         };
         let before = fsid::identity(&f).map_err(io)?;
-        if let Some(p) = previous.get(&e.path) {
-            if p.check == check && p.digest == want && fsid::still_holds(&p.identity, &before) {
-                report.evidence_reused += 1;
-                files.push(p.clone());
-                continue;
-            }
+        let holds = |p: &EvidenceFile| {
+            p.check == check && p.digest == want && fsid::still_holds(&p.identity, &before)
+        };
+        let held = known
+            .get(&e.path)
+            .filter(|(p, _)| holds(p))
+            .map(|(p, how)| (p, *how))
+            .or_else(|| {
+                previous
+                    .get(&e.path)
+                    .filter(|p| holds(p))
+                    .map(|p| (p, How::Reused))
+            });
+        if let Some((p, how)) = held {
+            count(&mut report, how);
+            files.push(p.clone());
+            verified.insert(e.path.clone(), (p.clone(), how));
+            continue;
         }
         let got = hash_file(&mut f, lfs, before.size).map_err(io)?;
         let after = fsid::identity(&f).map_err(io)?;
-        if lfs {
-            report.sha256_checked += 1;
-        } else {
-            report.git_sha1_checked += 1;
-        }
+        count(&mut report, How::Hashed { lfs });
         if got != want || before.size != e.size || before != after {
             report.problems.push(format!(
                 "`{}`: {check} {got} ({} bytes), the tree says {want} ({} bytes)",
@@ -154,12 +198,14 @@ pub fn verify_local(
             failing.push(e.path.clone());
             continue;
         }
-        files.push(EvidenceFile {
+        let ev = EvidenceFile {
             path: e.path.clone(),
             check: check.into(),
             digest: got,
             identity: before,
-        });
+        };
+        verified.insert(e.path.clone(), (ev.clone(), How::Hashed { lfs }));
+        files.push(ev);
     }
     if !contradicted && !missing {
         if let Err(why) = layout_ok(dir, pinned) {
@@ -190,19 +236,25 @@ pub fn verify_local(
                     source,
                 })?;
             }
-            if previous.is_empty() || report.evidence_reused != pinned.files.len() {
+            if complete.is_empty() || report.evidence_reused != pinned.files.len() {
                 ledger::write_atomic(&ev_path, &bytes).map_err(|e| VerifyError::Io {
                     what: "write",
                     path: ev_path.clone(),
                     source: std::io::Error::other(e.to_string()),
                 })?;
             }
+            // The complete evidence supersedes a pull's per-file journal.
+            let _ = std::fs::remove_file(super::pull::pull_journal_path(dir, &pinned.commit));
         } else if ev_path.exists() {
             // Failed evidence is never left behind to be reused.
             let _ = std::fs::remove_file(&ev_path);
         }
     }
-    Ok(LocalOutcome { report, failing })
+    Ok(LocalOutcome {
+        report,
+        failing,
+        verified,
+    })
 }
 
 /// Offline verification: every file of every unit listed by the local `index.json` against its
@@ -215,6 +267,7 @@ pub fn verify_offline(dir: &Path) -> Result<VerifyReport, VerifyError> {
         sha256_checked: 0,
         git_sha1_checked: 0,
         evidence_reused: 0,
+        hashed_on_write: 0,
         downloaded: 0,
         problems: Vec::new(),
     };

@@ -9,9 +9,10 @@
 pub mod cli;
 pub mod fsid;
 mod local;
+mod pull;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hub::client::{HubClient, HubError};
 use hub::protocol::{RepoId, TreeEntry};
@@ -20,6 +21,7 @@ use serde::Serialize;
 use crate::cli::Exit;
 
 pub use local::{evidence_path, verify_local, verify_offline, Evidence, EvidenceFile};
+pub use pull::{pull, pull_journal_path, PullOpts};
 
 /// The verdict of a verification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -60,8 +62,10 @@ pub struct VerifyReport {
     pub sha256_checked: usize,
     /// Files checked by git blob SHA-1 (regular files).
     pub git_sha1_checked: usize,
-    /// Files whose evidence for this commit still held (not re-read).
+    /// Files whose evidence for this commit (or a killed pull's journal) still held (not re-read).
     pub evidence_reused: usize,
+    /// Files this pull hashed as it wrote them, through the descriptor the evidence records.
+    pub hashed_on_write: usize,
     /// Files downloaded.
     pub downloaded: usize,
     /// Problems, one line each.
@@ -76,13 +80,14 @@ impl VerifyReport {
             s.push_str(&format!("problem: {p}\n"));
         }
         s.push_str(&format!(
-            "verify {}@{}: {:?} — {} files by SHA-256 (LFS), {} by git blob SHA-1 (regular), {} by still-valid evidence, {} downloaded\n",
+            "verify {}@{}: {:?} — {} files by SHA-256 (LFS), {} by git blob SHA-1 (regular), {} by still-valid evidence, {} hashed as downloaded; {} downloaded\n",
             self.repo.as_deref().unwrap_or("-"),
             self.commit.as_deref().unwrap_or("-"),
             self.verdict,
             self.sha256_checked,
             self.git_sha1_checked,
             self.evidence_reused,
+            self.hashed_on_write,
             self.downloaded
         ));
         s
@@ -179,53 +184,4 @@ fn runtime() -> Result<tokio::runtime::Runtime, VerifyError> {
         .enable_all()
         .build()
         .map_err(VerifyError::Runtime)
-}
-
-/// `pull`/`check`: pin `rev` of `repo`, then (when `download`) fetch every file that is missing or
-/// fails, then verify `dir` against the pinned tree and record evidence.
-pub fn pull(
-    endpoint: Option<&str>,
-    repo: &str,
-    rev: &str,
-    dir: &Path,
-    download: bool,
-) -> Result<VerifyReport, VerifyError> {
-    let repo = RepoId::model(repo).map_err(VerifyError::Repo)?;
-    let client = HubClient::from_env(endpoint)?;
-    let rt = runtime()?;
-    let pinned = rt.block_on(pin(&client, &repo, rev))?;
-    let mut downloaded = 0;
-    if download {
-        std::fs::create_dir_all(dir).map_err(|source| VerifyError::Io {
-            what: "create",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        // First pass: what already verifies is kept (evidence or digest); the rest is fetched.
-        let first = verify_local(dir, &pinned, true)?;
-        if first.failing.is_empty() {
-            return Ok(first.report);
-        }
-        for rel in &first.failing {
-            let dest = dir.join(rel);
-            if let Some(p) = dest.parent() {
-                std::fs::create_dir_all(p).map_err(|source| VerifyError::Io {
-                    what: "create",
-                    path: p.to_path_buf(),
-                    source,
-                })?;
-            }
-            if let Ok(m) = std::fs::symlink_metadata(&dest) {
-                if !m.is_file() {
-                    let _ = std::fs::remove_file(&dest);
-                }
-            }
-            rt.block_on(client.download_to_file(&repo, &pinned.commit, rel, &dest))?;
-            downloaded += 1;
-        }
-    }
-    let out = verify_local(dir, &pinned, true)?;
-    let mut report = out.report;
-    report.downloaded = downloaded;
-    Ok(report)
 }

@@ -1,6 +1,7 @@
-//! Fetch progress on stderr: on a terminal, one indicatif bar per unit in flight under a total
-//! bar (bytes, rate, ETA); otherwise plain lines, one per finished unit and a total line at most
-//! every few seconds; nothing with `--json` or from library callers.
+//! Progress of a long stage on stderr (fetch, pull): on a terminal, indicatif bars — the total
+//! (bytes, rate, ETA) and, for stages with units, one bar per unit in flight; otherwise plain
+//! lines, one per finished unit and a total line at most every few seconds, each prefixed by the
+//! stage's name; nothing with `--json` or from library callers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// How fetch reports progress.
+/// How a stage reports progress.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProgressMode {
     /// Nothing (library callers, `--json`).
@@ -23,8 +24,9 @@ pub enum ProgressMode {
 /// The most often a plain total line is printed.
 const LINE_EVERY: Duration = Duration::from_secs(5);
 
-/// The progress of one fetch run.
+/// The progress of one run of a stage.
 pub struct Progress {
+    label: &'static str,
     mode: ProgressMode,
     multi: MultiProgress,
     total: ProgressBar,
@@ -43,8 +45,8 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 impl Progress {
-    /// Progress reported as `mode` says.
-    pub fn new(mode: ProgressMode) -> Self {
+    /// Progress of the stage `label` (`fetch`, `pull`), reported as `mode` says.
+    pub fn new(label: &'static str, mode: ProgressMode) -> Self {
         let multi = MultiProgress::with_draw_target(if mode == ProgressMode::Bars {
             ProgressDrawTarget::stderr()
         } else {
@@ -55,6 +57,7 @@ impl Progress {
         total.set_message("total");
         let now = Instant::now();
         Progress {
+            label,
             mode,
             multi,
             total,
@@ -105,11 +108,31 @@ impl Progress {
             "?".into()
         };
         eprintln!(
-            "fetch: {done} of {planned} B planned so far ({:.0}%), {:.1} MB/s, eta {eta}, {} units done",
+            "{}: {done} of {planned} B planned so far ({:.0}%), {:.1} MB/s, eta {eta}, {} done",
+            self.label,
             100.0 * done as f64 / planned.max(1) as f64,
             rate / 1e6,
             self.units_done.load(Ordering::Relaxed)
         );
+    }
+
+    /// `n` more bytes are to be transferred (stages without units).
+    pub fn plan(&self, n: u64) {
+        self.total.inc_length(n);
+        self.planned.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` bytes arrived and were stored (stages without units).
+    pub fn advance(&self, n: u64) {
+        self.total.inc(n);
+        self.done.fetch_add(n, Ordering::Relaxed);
+        self.line(false);
+    }
+
+    /// One item (a file) is done, with no line of its own.
+    pub fn item_done(&self) {
+        self.units_done.fetch_add(1, Ordering::Relaxed);
+        self.line(false);
     }
 
     /// The run ends: bars are cleared (the summary follows), a last plain line is printed.
@@ -151,7 +174,8 @@ impl UnitProgress<'_> {
         self.run.units_done.fetch_add(1, Ordering::Relaxed);
         if self.run.mode == ProgressMode::Lines {
             eprintln!(
-                "fetch: {} done, {} B fetched",
+                "{}: {} done, {} B fetched",
+                self.run.label,
                 self.unit,
                 self.bytes.load(Ordering::Relaxed)
             );

@@ -1,233 +1,24 @@
 //! Publication end to end against the in-process hub (docs/publish.md): stage → candidate-upload
 //! → promote on the generated DeepSeek V4 release, built once per test binary (synth → import →
 //! fetch → repack → gate) and copied into each test's work directory.
+#![allow(clippy::unwrap_used, clippy::panic)] // test helpers outside #[test] functions
 
-use std::path::{Path, PathBuf};
+mod lossy;
+mod pull;
+mod support;
+
 use std::process::Command;
-use std::sync::OnceLock;
 
-use hub::client::{CommitOperation, CommitRequest, HubClient, HubError};
+use hub::client::{CommitOperation, HubClient, HubError};
 use hub::protocol::RepoId;
 use hub::server::{ServerHandle, ServerOptions};
-use pipeline::candidate::{self, CandidateOpts};
-use pipeline::plan::Plan;
-use pipeline::promote::{self, PromoteError, PromoteOpts};
-use pipeline::stage::{self, StageOpts};
-
-const UPSTREAM: &str = "deepseek-ai/DeepSeek-V4-Flash";
-const REVISION: &str = "60d8d70770c6776ff598c94bb586a859a38244f1";
-const TARGET: &str = "minirun/DeepSeek-V4-Flash-minirun";
-/// Every target hub requires this token for writes; the stages get it from `HF_TOKEN` only.
-const TOKEN: &str = "hf_publish_test_token";
-
-fn rt() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    })
-}
-
-fn plan_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plans/deepseek-v4.toml")
-}
-
-fn plan() -> Plan {
-    Plan::load(&plan_path()).unwrap()
-}
-
-fn run_ok(cmd: &mut Command) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The gated work directory shared by every test (never staged itself).
-fn gated() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // Set before any test reaches a hub client: every test thread is blocked on this
-        // `OnceLock` (or has not started) while it runs.
-        std::env::set_var("HF_TOKEN", TOKEN);
-        let root = tempfile::tempdir().unwrap().keep();
-        let ckpt = root.join("ckpt");
-        let hub_root = root.join("upstream-hub");
-        run_ok(
-            Command::new(env!("CARGO_BIN_EXE_minirun-synth"))
-                .args(["deepseek-v4", "--out"])
-                .arg(&ckpt),
-        );
-        run_ok(
-            Command::new(env!("CARGO_BIN_EXE_minirun-hub"))
-                .args(["import", "--root"])
-                .arg(&hub_root)
-                .args(["--repo", UPSTREAM, "--revision", REVISION])
-                .arg(&ckpt),
-        );
-        let server = rt()
-            .block_on(hub::server::spawn(
-                &hub_root,
-                "127.0.0.1:0".parse().unwrap(),
-                ServerOptions::default(),
-            ))
-            .unwrap();
-        let work = root.join("gated");
-        for bin in [
-            env!("CARGO_BIN_EXE_minirun-fetch"),
-            env!("CARGO_BIN_EXE_minirun-repack"),
-            env!("CARGO_BIN_EXE_minirun-gate"),
-        ] {
-            run_ok(
-                Command::new(bin)
-                    .arg("--plan")
-                    .arg(plan_path())
-                    .arg("--work-dir")
-                    .arg(&work)
-                    .args(["--endpoint", &server.url()]),
-            );
-        }
-        std::mem::forget(server);
-        work
-    })
-}
-
-/// A fresh work directory holding a copy of the gated release.
-fn work() -> tempfile::TempDir {
-    let g = gated();
-    let w = tempfile::tempdir().unwrap();
-    run_ok(
-        Command::new("cp")
-            .arg("-a")
-            .arg(g.join("release"))
-            .arg(w.path().join("release")),
-    );
-    run_ok(
-        Command::new("cp")
-            .arg("-a")
-            .arg(g.join("reports"))
-            .arg(w.path().join("reports")),
-    );
-    std::fs::create_dir_all(w.path().join("ledger")).unwrap();
-    w
-}
-
-/// A fresh, empty target hub that refuses writes without [`TOKEN`].
-fn hub() -> (ServerHandle, tempfile::TempDir) {
-    let root = tempfile::tempdir().unwrap();
-    let h = rt()
-        .block_on(hub::server::spawn(
-            root.path(),
-            "127.0.0.1:0".parse().unwrap(),
-            ServerOptions {
-                token: Some(TOKEN.into()),
-                ..ServerOptions::default()
-            },
-        ))
-        .unwrap();
-    (h, root)
-}
-
-fn stage_opts(w: &Path) -> StageOpts {
-    StageOpts {
-        work_dir: Some(w.to_path_buf()),
-        dry_run: false,
-    }
-}
-
-fn cand_opts(w: &Path, url: &str) -> CandidateOpts {
-    CandidateOpts {
-        work_dir: Some(w.to_path_buf()),
-        endpoint: Some(url.to_owned()),
-        dry_run: false,
-    }
-}
-
-fn promote_opts(w: &Path, url: &str) -> PromoteOpts {
-    PromoteOpts {
-        work_dir: Some(w.to_path_buf()),
-        endpoint: Some(url.to_owned()),
-        ..PromoteOpts::default()
-    }
-}
-
-fn client(url: &str) -> HubClient {
-    HubClient::new(url, Some(hub::client::Token::new(TOKEN))).unwrap()
-}
-
-fn repo() -> RepoId {
-    RepoId::model(TARGET).unwrap()
-}
-
-fn head(url: &str) -> String {
-    let refs = rt()
-        .block_on(client(url).list_refs(&repo(), false))
-        .unwrap();
-    refs.branches
-        .iter()
-        .find(|b| b.name == "main")
-        .unwrap()
-        .target_commit
-        .clone()
-}
-
-fn inventory(url: &str, rev: &str) -> candidate::Inventory {
-    let tree = rt()
-        .block_on(client(url).list_tree(&repo(), rev, None, true))
-        .unwrap();
-    candidate::record::tree_inventory(&tree)
-}
-
-/// Commit `ops` to main from outside the pipeline (another publisher).
-fn foreign_commit(url: &str, ops: Vec<CommitOperation>) -> String {
-    let url = url.to_owned();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let req = CommitRequest {
-            summary: "someone else".into(),
-            operations: ops,
-            ..CommitRequest::default()
-        };
-        rt.block_on(client(&url).commit(&repo(), "main", &req))
-            .unwrap()
-            .commit_oid
-    })
-    .join()
-    .unwrap()
-}
-
-/// Every file under `dir` with its size and ns mtime (to prove nothing was written).
-fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, i128)> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let m = std::fs::symlink_metadata(e.path()).unwrap();
-            if m.is_dir() {
-                stack.push(e.path());
-            } else {
-                let t = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
-                out.push((e.path(), m.len(), t));
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use pipeline::candidate;
+use pipeline::promote::{self, PromoteError};
+use pipeline::stage;
+use support::*;
 
 #[test]
-fn full_publish_then_every_rerun_writes_nothing_and_sends_nothing() {
+fn full_publish_then_every_rerun_writes_nothing_and_only_reads_the_hub() {
     let plan = plan();
     let w = work();
     let (h, _root) = hub();
@@ -274,23 +65,74 @@ fn full_publish_then_every_rerun_writes_nothing_and_sends_nothing() {
         }
     }
     assert!(public.contains_key(candidate::RECORD_PATH));
-    // First promote journaled in this work dir (it finds the release already published)...
+    // A promote re-run in the work dir finds the release already published...
     let p2 = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
     assert!(p2.already_published);
-    // ...then every finished stage re-run writes zero bytes and sends zero requests.
+    // ...then every finished stage re-run writes zero bytes locally and sends nothing that
+    // writes; candidate-upload and promote still ask the hub what it holds (reads only).
     let before = snapshot(w.path());
     let log = h.request_log().len();
     let s2 = stage::run(&plan, &stage_opts(w.path())).unwrap();
     assert_eq!(s2.bytes_written, 0);
     assert!(!s2.journal_written && s2.copied.is_empty() && s2.rehashed.is_empty());
     assert!(s2.release_hashed.is_empty());
+    assert_eq!(h.request_log().len(), log, "stage never talks to the hub");
     let c2 = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
-    assert!(!c2.contacted_hub);
-    assert_eq!(c2.candidate, c.candidate);
+    assert!(c2.from_journal);
+    assert_eq!(
+        (c2.candidate.as_str(), c2.commit.as_str()),
+        (c.candidate.as_str(), c.commit.as_str())
+    );
     let p3 = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
     assert!(p3.already_published);
-    assert_eq!(h.request_log().len(), log, "{:?}", &h.request_log()[log..]);
+    assert_eq!(p3.commit, p.commit);
+    let sent = &h.request_log()[log..];
+    assert!(!sent.is_empty(), "remote state is asked, not remembered");
+    assert!(
+        sent.iter()
+            .all(|l| l.starts_with("GET ") || l.starts_with("HEAD ")),
+        "{sent:?}"
+    );
     assert_eq!(snapshot(w.path()), before);
+}
+
+#[test]
+fn promote_asks_the_branch_release_a_then_b_then_a_again() {
+    let plan = plan();
+    let (h, _root) = hub();
+    let url = h.url();
+    let a = work();
+    stage::run(&plan, &stage_opts(a.path())).unwrap();
+    let ca = candidate::run(&plan, &cand_opts(a.path(), &url)).unwrap();
+    let pa = promote::run(&plan, &promote_opts(a.path(), &url)).unwrap();
+    assert!(!pa.already_published);
+    // A second publisher (another work dir) promotes release B of the same plan: two candidates
+    // now match the plan, and each work dir's own upload picks its own.
+    let b = other_release();
+    let cb = candidate::run(&plan, &cand_opts(b.path(), &url)).unwrap();
+    assert_ne!(ca.candidate, cb.candidate);
+    let pb = promote::run(&plan, &promote_opts(b.path(), &url)).unwrap();
+    assert!(!pb.already_published);
+    assert_eq!(pb.candidate, cb.candidate);
+    assert_eq!(head(&url), pb.commit);
+    // Promote re-run for A: main holds B, so A is published again, not reported as present.
+    let pa2 = promote::run(&plan, &promote_opts(a.path(), &url)).unwrap();
+    assert!(!pa2.already_published, "{pa2:?}");
+    assert_eq!(pa2.candidate, ca.candidate);
+    assert_eq!(pa2.observed_head, pb.commit);
+    assert_eq!(head(&url), pa2.commit);
+    assert_eq!(inventory(&url, &pa2.commit), inventory(&url, &pa.commit));
+    // Now it is there, and says so; a directory that uploaded neither cannot choose.
+    let pa3 = promote::run(&plan, &promote_opts(a.path(), &url)).unwrap();
+    assert!(pa3.already_published && pa3.commit == pa2.commit);
+    let fresh = tempfile::tempdir().unwrap();
+    let err = promote::run(&plan, &promote_opts(fresh.path(), &url)).unwrap_err();
+    assert!(matches!(err, PromoteError::Ambiguous(_)), "{err:?}");
+    let mut named = promote_opts(fresh.path(), &url);
+    named.candidate = Some(cb.candidate.clone());
+    let pb2 = promote::run(&plan, &named).unwrap();
+    assert!(!pb2.already_published);
+    assert_eq!(inventory(&url, &pb2.commit), inventory(&url, &pb.commit));
 }
 
 #[test]
@@ -367,30 +209,50 @@ fn more_than_25000_operations_are_refused_before_sending_anything() {
 }
 
 #[test]
-fn lost_commit_response_then_rerun_is_idempotent() {
+fn lost_commit_response_is_resolved_by_asking_the_branch() {
     let plan = plan();
     let w = work();
     let (h, _root) = hub();
     let url = h.url();
     stage::run(&plan, &stage_opts(w.path())).unwrap();
     candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let commits = |h: &ServerHandle| {
+        h.request_log()
+            .iter()
+            .filter(|l| l.starts_with("POST") && l.ends_with("/commit/main"))
+            .count()
+    };
+    // Applied, answer lost: the branch head holds the release, so it is the answer (one POST).
     h.set_faults("drop-after-commit:x1".parse().unwrap());
-    let err = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PromoteError::Hub(HubError::CommitOutcomeUnknown { .. })
-        ),
-        "{err:?}"
-    );
-    let again = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
-    assert!(again.already_published);
-    let commits = h
-        .request_log()
-        .iter()
-        .filter(|l| l.starts_with("POST") && l.ends_with("/commit/main"))
-        .count();
-    assert_eq!(commits, 1);
+    let p = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    assert!(!p.already_published);
+    assert_eq!(head(&url), p.commit);
+    assert_eq!(commits(&h), 1);
+    assert_eq!(h.faults_fired(), 1);
+    // Not applied (the request broke half-way, or the hub answered 503): the head is still the
+    // parent, so the same guarded commit is sent again.
+    for fault in ["reset-request:x1", "5xx:x1"] {
+        let (h2, _root2) = hub();
+        let h2 = std::sync::Arc::new(h2);
+        let url2 = h2.url();
+        let w2 = work();
+        stage::run(&plan, &stage_opts(w2.path())).unwrap();
+        candidate::run(&plan, &cand_opts(w2.path(), &url2)).unwrap();
+        let before = h2.request_log().len();
+        let mut opts = promote_opts(w2.path(), &url2);
+        let armed = h2.clone();
+        opts.before_commit = Some(Box::new(move || armed.set_faults(fault.parse().unwrap())));
+        let p2 = promote::run(&plan, &opts).unwrap();
+        assert!(!p2.already_published);
+        assert_eq!(head(&url2), p2.commit);
+        assert_eq!(h2.faults_fired(), 1, "{fault}");
+        let posts = h2.request_log()[before..]
+            .iter()
+            .filter(|l| l.starts_with("POST") && l.ends_with("/commit/main"))
+            .count();
+        assert_eq!(posts, 2, "{fault}: the faulted send, then the one applied");
+        assert_eq!(inventory(&url2, &p2.commit), inventory(&url, &p.commit));
+    }
 }
 
 #[test]
@@ -439,17 +301,6 @@ fn candidate_resume_after_sigkill_resends_no_verified_object() {
         .collect();
     assert!(resent.is_empty(), "{resent:?}");
     assert!(c.lfs_sent > 0 && c.present > 0, "{c:?}");
-}
-
-/// Replace `path` by a same-size file of other bytes, its mtime restored (`touch -r`).
-fn replace_same_size(path: &Path) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let b = bytes.first_mut().unwrap();
-    *b = b.wrapping_add(1);
-    let tmp = path.with_extension("swap");
-    std::fs::write(&tmp, &bytes).unwrap();
-    run_ok(Command::new("touch").arg("-r").arg(path).arg(&tmp));
-    std::fs::rename(&tmp, path).unwrap();
 }
 
 #[test]
@@ -519,14 +370,30 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
             .arg(w.path().join("staging"))
             .arg(&d),
     );
-    let r = verify::pull(Some(&url), TARGET, "main", &d, true).unwrap();
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        "main",
+        &d,
+        true,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
-    assert_eq!(r.downloaded, 2, "{r:?}");
+    assert_eq!((r.downloaded, r.hashed_on_write), (2, 2), "{r:?}");
     assert_eq!(r.commit.as_deref(), Some(p.commit.as_str()));
     assert!(r.sha256_checked > 0 && r.git_sha1_checked > 0);
     assert!(verify::evidence_path(&d, &p.commit).exists());
     // Evidence reused while every identity holds.
-    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        &p.commit,
+        &d,
+        false,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::Verified);
     assert_eq!(
         r.evidence_reused,
@@ -537,7 +404,15 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     let victim = d.join("global00/head.weight.bin");
     let original = std::fs::read(&victim).unwrap();
     replace_same_size(&victim);
-    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        &p.commit,
+        &d,
+        false,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::Contradicted);
     assert!(
         r.problems
@@ -548,15 +423,34 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     );
     assert_eq!(r.verdict.exit().code(), 1);
     // Repair by pull re-downloads only that file.
-    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, true).unwrap();
-    assert_eq!((r.verdict, r.downloaded), (Verdict::Verified, 1));
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        &p.commit,
+        &d,
+        true,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        (r.verdict, r.downloaded, r.hashed_on_write),
+        (Verdict::Verified, 1, 1)
+    );
     assert_eq!(std::fs::read(&victim).unwrap(), original);
     // A symlink swapped into the tree (pointing at identical bytes) is refused.
     let elsewhere = local.path().join("elsewhere.bin");
     std::fs::copy(&victim, &elsewhere).unwrap();
     std::fs::remove_file(&victim).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &victim).unwrap();
-    let r = verify::pull(Some(&url), TARGET, &p.commit, &d, false).unwrap();
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        &p.commit,
+        &d,
+        false,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::Contradicted, "{:?}", r.problems);
     std::fs::remove_file(&victim).unwrap();
     std::fs::copy(&elsewhere, &victim).unwrap();
@@ -568,7 +462,15 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
             content: bytes::Bytes::from_static(b"more\n"),
         }],
     );
-    let r = verify::pull(Some(&url), TARGET, "main", &d, false).unwrap();
+    let r = verify::pull(
+        Some(&url),
+        TARGET,
+        "main",
+        &d,
+        false,
+        &verify::PullOpts::default(),
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::NoEvidence, "{:?}", r.problems);
     assert_eq!(
         r.evidence_reused, 0,
