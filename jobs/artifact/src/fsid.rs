@@ -120,12 +120,13 @@ pub fn open_dir_nofollow(root: &Path, rel_dir: &str, create: bool) -> std::io::R
 pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
     let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
     let dir = open_dir_nofollow(root, dir, false)?;
-    let f = File::from(openat(
-        dir.as_fd(),
-        &component(name)?,
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0,
-    )?);
+    open_file_at(dir.as_fd(), name, libc::O_RDONLY, 0)
+}
+
+/// `name` in `dir` opened with `O_NOFOLLOW | flags`; anything but a regular file is refused.
+fn open_file_at(dir: BorrowedFd<'_>, name: &str, flags: i32, mode: u32) -> std::io::Result<File> {
+    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let f = File::from(openat(dir, &component(name)?, flags, mode)?);
     if !f.metadata()?.file_type().is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -138,19 +139,7 @@ pub fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<File> {
 /// Open `name` in the directory `dir` for reading and writing, creating it (0o644) when absent
 /// and keeping what it holds; a symbolic link or anything but a regular file is refused.
 pub fn open_rw_at(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<File> {
-    let f = File::from(openat(
-        dir,
-        &component(name)?,
-        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0o644,
-    )?);
-    if !f.metadata()?.file_type().is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(f)
+    open_file_at(dir, name, libc::O_RDWR | libc::O_CREAT, 0o644)
 }
 
 /// `renameat(dir, from, dir, to)`: replace `to` by `from` within one directory.

@@ -326,18 +326,7 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
     // The release payload itself replaced: the candidate name changes.
     let c1 = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
     // (a rebuilt release: the payload and its manifest entry both change)
-    let unit_dir = w.path().join("release/global00");
-    replace_same_size(&w.path().join("release").join(payload));
-    let (_, sha) = ledger::sha256_file(&w.path().join("release").join(payload)).unwrap();
-    let mut m = artifact::manifest::Manifest::read(&unit_dir).unwrap();
-    for e in &mut m.files {
-        if e.path == "embed.weight.bin" {
-            e.sha256 = sha.clone();
-        }
-    }
-    let mpath = unit_dir.join("manifest.json");
-    std::fs::remove_file(&mpath).unwrap();
-    std::fs::write(&mpath, m.to_bytes()).unwrap();
+    rebuild_release_payload(w.path());
     let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
     let both = vec![
         "global00/embed.weight.bin".to_string(),
@@ -370,30 +359,25 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
             .arg(w.path().join("staging"))
             .arg(&d),
     );
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        "main",
-        &d,
-        true,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let pull = |rev: &str, download: bool| {
+        verify::pull(
+            Some(&url),
+            TARGET,
+            rev,
+            &d,
+            download,
+            &verify::PullOpts::default(),
+        )
+        .unwrap()
+    };
+    let r = pull("main", true);
     assert_eq!(r.verdict, Verdict::Verified, "{:?}", r.problems);
     assert_eq!((r.downloaded, r.hashed_on_write), (2, 2), "{r:?}");
     assert_eq!(r.commit.as_deref(), Some(p.commit.as_str()));
     assert!(r.sha256_checked > 0 && r.git_sha1_checked > 0);
     assert!(verify::evidence_path(&d, &p.commit).exists());
     // Evidence reused while every identity holds.
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        &p.commit,
-        &d,
-        false,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let r = pull(&p.commit, false);
     assert_eq!(r.verdict, Verdict::Verified);
     assert_eq!(
         r.evidence_reused,
@@ -404,15 +388,7 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     let victim = d.join("global00/head.weight.bin");
     let original = std::fs::read(&victim).unwrap();
     replace_same_size(&victim);
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        &p.commit,
-        &d,
-        false,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let r = pull(&p.commit, false);
     assert_eq!(r.verdict, Verdict::Contradicted);
     assert!(
         r.problems
@@ -423,15 +399,7 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     );
     assert_eq!(r.verdict.exit().code(), 1);
     // Repair by pull re-downloads only that file.
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        &p.commit,
-        &d,
-        true,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let r = pull(&p.commit, true);
     assert_eq!(
         (r.verdict, r.downloaded, r.hashed_on_write),
         (Verdict::Verified, 1, 1)
@@ -442,15 +410,7 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     std::fs::copy(&victim, &elsewhere).unwrap();
     std::fs::remove_file(&victim).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &victim).unwrap();
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        &p.commit,
-        &d,
-        false,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let r = pull(&p.commit, false);
     assert_eq!(r.verdict, Verdict::Contradicted, "{:?}", r.problems);
     std::fs::remove_file(&victim).unwrap();
     std::fs::copy(&elsewhere, &victim).unwrap();
@@ -462,15 +422,7 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
             content: bytes::Bytes::from_static(b"more\n"),
         }],
     );
-    let r = verify::pull(
-        Some(&url),
-        TARGET,
-        "main",
-        &d,
-        false,
-        &verify::PullOpts::default(),
-    )
-    .unwrap();
+    let r = pull("main", false);
     assert_eq!(r.verdict, Verdict::NoEvidence, "{:?}", r.problems);
     assert_eq!(
         r.evidence_reused, 0,

@@ -226,14 +226,13 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, i128)> {
     out
 }
 
-/// A work directory holding a different release of the same plan (one payload and its manifest
-/// entry replaced), staged.
-pub fn other_release() -> tempfile::TempDir {
-    let w = work();
+/// Rebuild the release in `w` with other bytes: `global00/embed.weight.bin` replaced by a
+/// same-size file and its manifest entry updated to match.
+pub fn rebuild_release_payload(w: &Path) {
     let payload = "global00/embed.weight.bin";
-    let unit_dir = w.path().join("release/global00");
-    replace_same_size(&w.path().join("release").join(payload));
-    let (_, sha) = ledger::sha256_file(&w.path().join("release").join(payload)).unwrap();
+    let unit_dir = w.join("release/global00");
+    replace_same_size(&w.join("release").join(payload));
+    let (_, sha) = ledger::sha256_file(&w.join("release").join(payload)).unwrap();
     let mut m = artifact::manifest::Manifest::read(&unit_dir).unwrap();
     for e in &mut m.files {
         if e.path == "embed.weight.bin" {
@@ -243,6 +242,13 @@ pub fn other_release() -> tempfile::TempDir {
     let mpath = unit_dir.join("manifest.json");
     std::fs::remove_file(&mpath).unwrap();
     std::fs::write(&mpath, m.to_bytes()).unwrap();
+}
+
+/// A work directory holding a different release of the same plan
+/// ([`rebuild_release_payload`]), staged.
+pub fn other_release() -> tempfile::TempDir {
+    let w = work();
+    rebuild_release_payload(w.path());
     stage::run(&plan(), &stage_opts(w.path())).unwrap();
     w
 }
