@@ -177,7 +177,7 @@ pub fn run(
             &crate::candidate::CandidateOpts {
                 work_dir: wd.clone(),
                 endpoint: ep.clone(),
-                dry_run: false,
+                ..Default::default()
             },
         ),
     )?;

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             work_dir: args.stage.work_dir.clone(),
             endpoint: args.stage.endpoint.clone(),
             dry_run: args.stage.dry_run,
+            progress: cli::progress_mode(args.stage.json),
         };
         candidate::run(&plan, &opts)
     };

@@ -97,6 +97,24 @@ fn full_publish_then_every_rerun_writes_nothing_and_only_reads_the_hub() {
 }
 
 #[test]
+fn a_journaled_candidate_the_hub_lacks_is_uploaded_again() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    let c = candidate::run(&plan, &cand_opts(w.path(), &h.url())).unwrap();
+    // The journal says done, but this hub has never seen the repo.
+    let (h2, _root2) = hub();
+    let c2 = candidate::run(&plan, &cand_opts(w.path(), &h2.url())).unwrap();
+    assert!(!c2.from_journal && c2.lfs_sent > 0, "{c2:?}");
+    assert_eq!(c2.candidate, c.candidate);
+    assert_eq!(
+        inventory(&h2.url(), &c2.commit),
+        inventory(&h.url(), &c.commit)
+    );
+}
+
+#[test]
 fn promote_asks_the_branch_release_a_then_b_then_a_again() {
     let plan = plan();
     let (h, _root) = hub();

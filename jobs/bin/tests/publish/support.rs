@@ -145,7 +145,7 @@ pub fn cand_opts(w: &Path, url: &str) -> CandidateOpts {
     CandidateOpts {
         work_dir: Some(w.to_path_buf()),
         endpoint: Some(url.to_owned()),
-        dry_run: false,
+        ..CandidateOpts::default()
     }
 }
 

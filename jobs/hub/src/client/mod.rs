@@ -325,7 +325,8 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
 pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubError {
     let status = r.status().as_u16();
     let h = r.headers().clone();
-    let retry_after = retry::server_wait(&h).map(|d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX));
+    let retry_after =
+        retry::server_wait(&h).map(|d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX));
     let hv = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(String::from);
     let body = r.bytes().await.unwrap_or_default();
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();

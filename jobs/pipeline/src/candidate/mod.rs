@@ -35,6 +35,8 @@ pub struct CandidateOpts {
     pub endpoint: Option<String>,
     /// Compute and print the name; send nothing that writes.
     pub dry_run: bool,
+    /// Progress on stderr while files are sent (committed batches: files and bytes).
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// What a candidate upload did.

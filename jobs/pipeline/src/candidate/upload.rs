@@ -12,6 +12,7 @@ use ledger::{FileRecord, Journal};
 use super::record::{self, Inventory, InventoryEntry, ReleaseRecord, RECORD_PATH};
 use super::{CandidateError, CandidateOpts, CandidateReport, FILES_PER_COMMIT, STAGE};
 use crate::plan::Plan;
+use crate::progress::Progress;
 use crate::stage;
 use crate::work::WorkDir;
 
@@ -80,7 +81,7 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             tracing::warn!(candidate = %name, "the journaled candidate is not on the hub as recorded; uploading again");
         }
     }
-    let report = rt.block_on(upload(plan, &work, &client, &repo, &inputs, opts.dry_run))?;
+    let report = rt.block_on(upload(plan, &work, &client, &repo, &inputs, opts))?;
     if !opts.dry_run {
         let mut j = Journal::new(STAGE, UNIT)?;
         j.inputs = inputs;
@@ -106,7 +107,12 @@ async fn still_holds(
     if name.is_empty() {
         return Ok(None);
     }
-    let Some(head) = client.branch_head(repo, name).await? else {
+    let head = match client.branch_head(repo, name).await {
+        Ok(h) => h,
+        Err(e) if e.is_not_found() => None, // the repo is gone (or another hub): upload again
+        Err(e) => return Err(e.into()),
+    };
+    let Some(head) = head else {
         return Ok(None);
     };
     let got = record::tree_inventory(&client.list_tree(repo, &head, None, true).await?);
@@ -146,8 +152,9 @@ async fn upload(
     client: &HubClient,
     repo: &RepoId,
     inputs: &BTreeMap<String, FileRecord>,
-    dry_run: bool,
+    opts: &CandidateOpts,
 ) -> Result<CandidateReport, CandidateError> {
+    let dry_run = opts.dry_run;
     let staging = work.staging();
     let branch = plan.target.branch.as_str();
     if !dry_run {
@@ -243,6 +250,8 @@ async fn upload(
     if batches.is_empty() && !deletes.is_empty() {
         batches.push(&[]);
     }
+    let progress = Progress::new("candidate-upload", opts.progress);
+    progress.plan(todo.iter().map(|e| e.size).sum());
     for batch in batches {
         let mut objs = Vec::new();
         let mut ops = std::mem::take(&mut deletes);
@@ -288,7 +297,12 @@ async fn upload(
         };
         head = client.commit_guarded(repo, &name, &req).await?.commit_oid;
         report.commits += 1;
+        for e in batch {
+            progress.advance(e.size);
+            progress.item_done();
+        }
     }
+    progress.finish();
     // 4. Resolve to an immutable commit and require exactly the release there.
     let commit = client
         .revision_info(repo, &name, false)
