@@ -27,6 +27,7 @@ const LINE_EVERY: Duration = Duration::from_secs(5);
 /// The progress of one run of a stage.
 pub struct Progress {
     label: &'static str,
+    items: &'static str,
     mode: ProgressMode,
     multi: MultiProgress,
     total: ProgressBar,
@@ -45,8 +46,9 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 impl Progress {
-    /// Progress of the stage `label` (`fetch`, `pull`), reported as `mode` says.
-    pub fn new(label: &'static str, mode: ProgressMode) -> Self {
+    /// Progress of the stage `label` (`fetch`, `pull`) counting `items` (`units`, `files`),
+    /// reported as `mode` says.
+    pub fn new(label: &'static str, items: &'static str, mode: ProgressMode) -> Self {
         let multi = MultiProgress::with_draw_target(if mode == ProgressMode::Bars {
             ProgressDrawTarget::stderr()
         } else {
@@ -58,6 +60,7 @@ impl Progress {
         let now = Instant::now();
         Progress {
             label,
+            items,
             mode,
             multi,
             total,
@@ -108,11 +111,12 @@ impl Progress {
             "?".into()
         };
         eprintln!(
-            "{}: {done} of {planned} B planned so far ({:.0}%), {:.1} MB/s, eta {eta}, {} done",
+            "{}: {done} of {planned} B planned so far ({:.0}%), {:.1} MB/s, eta {eta}, {} {} done",
             self.label,
             100.0 * done as f64 / planned.max(1) as f64,
             rate / 1e6,
-            self.units_done.load(Ordering::Relaxed)
+            self.units_done.load(Ordering::Relaxed),
+            self.items
         );
     }
 

@@ -250,7 +250,7 @@ async fn upload(
     if batches.is_empty() && !deletes.is_empty() {
         batches.push(&[]);
     }
-    let progress = Progress::new("candidate-upload", opts.progress);
+    let progress = Progress::new("candidate-upload", "files", opts.progress);
     progress.plan(todo.iter().map(|e| e.size).sum());
     for batch in batches {
         let mut objs = Vec::new();

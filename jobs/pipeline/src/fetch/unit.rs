@@ -558,7 +558,7 @@ impl Transfers {
             permits: Arc::new(tokio::sync::Semaphore::new(n)),
             buffers: std::sync::Mutex::new(Vec::new()),
             keep: n,
-            progress: Progress::new("fetch", mode),
+            progress: Progress::new("fetch", "units", mode),
         }
     }
 

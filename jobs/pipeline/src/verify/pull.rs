@@ -98,7 +98,7 @@ pub fn pull(
     }
     let mut known = first.verified;
     write_journal(dir, &pinned, &known)?;
-    let progress = Progress::new("pull", opts.progress);
+    let progress = Progress::new("pull", "files", opts.progress);
     let fetched = rt.block_on(fetch_all(
         &client,
         &pinned,
