@@ -361,13 +361,8 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
 #[test]
 fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     use pipeline::verify::{self, Verdict};
-    let plan = plan();
-    let w = work();
-    let (h, _root) = hub();
+    let (w, h, _root, p) = published();
     let url = h.url();
-    stage::run(&plan, &stage_opts(w.path())).unwrap();
-    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
-    let p = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
     // A local copy holding everything but the two hub-side files: pull fetches only those.
     let local = tempfile::tempdir().unwrap();
     let d = local.path().join("copy");
@@ -509,17 +504,10 @@ fn stage_refuses_a_malformed_manifest_a_bad_tile_and_an_ungated_release() {
 
 #[test]
 fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
-    let root = tempfile::tempdir().unwrap();
-    let h = rt()
-        .block_on(hub::server::spawn(
-            root.path(),
-            "127.0.0.1:0".parse().unwrap(),
-            ServerOptions {
-                list_page_size: 1,
-                ..ServerOptions::default()
-            },
-        ))
-        .unwrap();
+    let (h, _root) = hub_with(ServerOptions {
+        list_page_size: 1,
+        ..ServerOptions::default()
+    });
     let c = client(&h.url());
     for id in [
         "minirun/a-minirun",

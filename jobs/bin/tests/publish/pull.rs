@@ -7,9 +7,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pipeline::candidate;
-use pipeline::promote;
-use pipeline::stage;
 use pipeline::verify::{self, Verdict};
 
 use super::support::*;
@@ -59,13 +56,8 @@ fn next(x: &mut u64) -> u64 {
 
 #[test]
 fn killed_pull_resumes_byte_identical_and_never_downloads_a_verified_file_again() {
-    let plan = plan();
-    let w = work();
-    let (h, _root) = hub();
+    let (_w, h, _root, p) = published();
     let url = h.url();
-    stage::run(&plan, &stage_opts(w.path())).unwrap();
-    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
-    let p = promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
     let resolve = format!("GET /{TARGET}/resolve/{}/", p.commit);
     // A clean pull: it hashes every file as it writes it.
     let clean = tempfile::tempdir().unwrap();

@@ -120,18 +120,41 @@ pub fn work() -> tempfile::TempDir {
 
 /// A fresh, empty target hub that refuses writes without [`TOKEN`].
 pub fn hub() -> (ServerHandle, tempfile::TempDir) {
+    hub_with(ServerOptions {
+        token: Some(TOKEN.into()),
+        ..ServerOptions::default()
+    })
+}
+
+/// A fresh, empty hub with `opts`.
+pub fn hub_with(opts: ServerOptions) -> (ServerHandle, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
     let h = rt()
         .block_on(hub::server::spawn(
             root.path(),
             "127.0.0.1:0".parse().unwrap(),
-            ServerOptions {
-                token: Some(TOKEN.into()),
-                ..ServerOptions::default()
-            },
+            opts,
         ))
         .unwrap();
     (h, root)
+}
+
+/// The release staged, uploaded and promoted to a fresh target hub: the work directory, the hub
+/// (and its root, kept alive) and the promotion.
+pub fn published() -> (
+    tempfile::TempDir,
+    ServerHandle,
+    tempfile::TempDir,
+    pipeline::promote::PromoteReport,
+) {
+    let plan = plan();
+    let w = work();
+    let (h, root) = hub();
+    let url = h.url();
+    stage::run(&plan, &stage_opts(w.path())).unwrap();
+    candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
+    let p = pipeline::promote::run(&plan, &promote_opts(w.path(), &url)).unwrap();
+    (w, h, root, p)
 }
 
 pub fn stage_opts(w: &Path) -> StageOpts {
