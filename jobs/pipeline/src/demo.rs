@@ -164,7 +164,7 @@ pub fn run(
             &plan,
             &crate::stage::StageOpts {
                 work_dir: wd.clone(),
-                dry_run: false,
+                ..Default::default()
             },
         ),
     )?;

@@ -1,7 +1,9 @@
-//! Progress of a long stage on stderr (fetch, pull): on a terminal, indicatif bars — the total
+//! Progress of a long stage on stderr (docs/publish.md "Progress of every stage"). Byte transfers
+//! (fetch, candidate-upload, pull) use [`Progress`]: on a terminal, indicatif bars — the total
 //! (bytes, rate, ETA) and, for stages with units, one bar per unit in flight; otherwise plain
 //! lines, one per finished unit and a total line at most every few seconds, each prefixed by the
-//! stage's name; nothing with `--json` or from library callers.
+//! stage's name. Stages that count items (repack, gate, stage, promote) use [`Counter`]. Nothing
+//! with `--json` or from library callers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -184,5 +186,95 @@ impl UnitProgress<'_> {
                 self.bytes.load(Ordering::Relaxed)
             );
         }
+    }
+}
+
+/// Progress counted in items (units, files) for stages whose work is not one byte transfer
+/// (repack, gate, stage, promote): on a terminal one bar of items done; in a log one plain line
+/// per finished item — at most one every [`LINE_EVERY`] when there are more than
+/// [`EVERY_LINE_UP_TO`] items, the last one always — each with the count and the seconds so far.
+pub struct Counter {
+    label: &'static str,
+    noun: &'static str,
+    mode: ProgressMode,
+    bar: ProgressBar,
+    total: u64,
+    done: AtomicU64,
+    started: Instant,
+    last_line: Mutex<Option<Instant>>,
+}
+
+/// Up to this many items, a log gets one line per item.
+const EVERY_LINE_UP_TO: u64 = 100;
+
+/// The bar of a [`Counter`]: items, rate and ETA.
+const COUNT_BAR: &str = "{msg:>24} [{bar:30}] {pos}/{len} {per_sec} eta {eta}";
+
+impl Counter {
+    /// Progress of the stage `label` over `total` items called `noun` (`units`, `files`).
+    pub fn new(label: &'static str, noun: &'static str, total: u64, mode: ProgressMode) -> Self {
+        let bar = if mode == ProgressMode::Bars {
+            let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            b.set_style(style(COUNT_BAR));
+            b.set_message(label);
+            b
+        } else {
+            ProgressBar::hidden()
+        };
+        Counter {
+            label,
+            noun,
+            mode,
+            bar,
+            total,
+            done: AtomicU64::new(0),
+            started: Instant::now(),
+            last_line: Mutex::new(None),
+        }
+    }
+
+    /// `item` is done; `detail` (called only when a line is printed) says what it took.
+    pub fn done(&self, item: &str, detail: impl FnOnce() -> String) {
+        let k = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        self.bar.inc(1);
+        if self.mode != ProgressMode::Lines {
+            return;
+        }
+        let mut last = self.last_line.lock().unwrap_or_else(|p| p.into_inner());
+        let due = self.total <= EVERY_LINE_UP_TO
+            || k >= self.total
+            || last.is_none_or(|t| t.elapsed() >= LINE_EVERY);
+        if !due {
+            return;
+        }
+        *last = Some(Instant::now());
+        let detail = detail();
+        let sep = if detail.is_empty() { "" } else { " " };
+        eprintln!(
+            "{}: {item}{sep}{detail} ({k} of {} {}, {:.1} s)",
+            self.label,
+            self.total,
+            self.noun,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+
+    /// A step of the stage that is not one of its items begins or ends (`inventory verified`):
+    /// a plain line in a log, the bar's message on a terminal.
+    pub fn note(&self, what: &str) {
+        match self.mode {
+            ProgressMode::Off => {}
+            ProgressMode::Bars => self.bar.set_message(what.to_owned()),
+            ProgressMode::Lines => eprintln!(
+                "{}: {what} ({:.1} s)",
+                self.label,
+                self.started.elapsed().as_secs_f64()
+            ),
+        }
+    }
+
+    /// The stage ends: the bar goes (the summary follows).
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
     }
 }

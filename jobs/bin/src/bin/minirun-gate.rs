@@ -38,6 +38,7 @@ fn main() -> ExitCode {
             report: args.report.clone(),
             no_upstream_compare: args.no_upstream_compare,
             dry_run: args.stage.dry_run,
+            progress: cli::progress_mode(args.stage.json),
         };
         gate::run(&plan, &opts)
     };

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
             candidate: args.candidate.clone(),
             dry_run: args.stage.dry_run,
             before_commit: None,
+            progress: cli::progress_mode(args.stage.json),
         };
         promote::run(&plan, &opts)
     };

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             dry_run: args.stage.dry_run,
             verify: args.verify,
             finalize_only: args.finalize,
+            progress: cli::progress_mode(args.stage.json),
         };
         repack::run(&plan, &opts)
     };

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         let opts = StageOpts {
             work_dir: args.stage.work_dir.clone(),
             dry_run: args.stage.dry_run,
+            progress: cli::progress_mode(args.stage.json),
         };
         stage::run(&plan, &opts)
     };

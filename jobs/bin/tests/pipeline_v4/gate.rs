@@ -44,13 +44,24 @@ fn gate_exit_contract() {
         last.starts_with("fetch: ") && last.contains("(100%)") && last.ends_with("3 units done"),
         "{err}"
     );
-    stage_ok(
-        "minirun-repack",
-        &fx.plan,
-        work,
-        &hub.url,
-        &["--units", units],
-    );
+    // repack and gate: one line per unit, counted.
+    for (bin, verb) in [("minirun-repack", "repacked: "), ("minirun-gate", "PASS: ")] {
+        let out = cmd(bin)
+            .arg("--plan")
+            .arg(&fx.plan)
+            .arg("--work-dir")
+            .arg(work)
+            .args(["--units", units])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{bin}: {err}");
+        let label = bin.trim_start_matches("minirun-");
+        for u in units.split(',') {
+            assert!(err.contains(&format!("{label}: {u} {verb}")), "{u}: {err}");
+        }
+        assert!(err.contains("(3 of 3 units, "), "{err}");
+    }
     let sel = ["--units", units];
     assert_eq!(gate(fx, work, &sel).0, 0, "clean release must PASS");
     assert_eq!(

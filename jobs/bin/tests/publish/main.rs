@@ -529,3 +529,105 @@ fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
         .count();
     assert!(pages >= 3, "one repo per page must be followed: {pages}");
 }
+
+/// Runs a stage binary on the plan and work dir; returns (stdout, stderr).
+fn stage_bin(bin: &str, work: &std::path::Path, url: Option<&str>, json: bool) -> (String, String) {
+    let mut c = Command::new(bin);
+    c.arg("--plan").arg(plan_path()).arg("--work-dir").arg(work);
+    if let Some(u) = url {
+        c.args(["--endpoint", u]);
+    }
+    if json {
+        c.arg("--json");
+    }
+    let out = c.output().unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{bin}: {o}\n{e}");
+    (o, e)
+}
+
+/// `(k, n)` of the last progress line of `label` counting `noun` ("(k of n noun, t s)").
+fn last_count(err: &str, label: &str, noun: &str) -> (u64, u64) {
+    let line = err
+        .lines()
+        .filter(|l| l.starts_with(&format!("{label}: ")) && l.contains(&format!(" {noun}, ")))
+        .last()
+        .unwrap_or_else(|| panic!("no `{label}` line counting {noun}: {err}"));
+    let inner = line.rsplit_once('(').unwrap().1;
+    let mut w = inner.split(' ');
+    let k = w.next().unwrap().parse().unwrap();
+    assert_eq!(w.next(), Some("of"), "{line}");
+    (k, w.next().unwrap().parse().unwrap())
+}
+
+#[test]
+fn stage_candidate_upload_and_promote_show_progress_in_a_log_and_none_with_json() {
+    let plan = plan();
+    let w = work();
+    let (h, _root) = hub();
+    let url = h.url();
+    // stderr is a pipe here: plain lines, not bars.
+    let (_, err) = stage_bin(env!("CARGO_BIN_EXE_minirun-stage"), w.path(), None, false);
+    let (k, n) = last_count(&err, "stage", "files");
+    assert!(
+        k == n && n > 1000,
+        "the last file line counts them all: {err}"
+    );
+    assert!(err.contains(" copied ("), "{err}");
+    for u in &plan.units {
+        assert!(
+            err.contains(&format!("stage: {} read back: ", u.name)),
+            "{}: {err}",
+            u.name
+        );
+    }
+    assert_eq!(
+        last_count(&err, "stage", "units"),
+        (plan.units.len() as u64, plan.units.len() as u64)
+    );
+    let (_, err) = stage_bin(env!("CARGO_BIN_EXE_minirun-stage"), w.path(), None, true);
+    assert!(!err.contains("stage: "), "--json prints no progress: {err}");
+
+    let (_, err) = stage_bin(
+        env!("CARGO_BIN_EXE_minirun-candidate-upload"),
+        w.path(),
+        Some(&url),
+        false,
+    );
+    let last = err
+        .lines()
+        .filter(|l| l.starts_with("candidate-upload: "))
+        .last();
+    assert!(last.is_some_and(|l| l.contains("(100%)")), "{err}");
+
+    let (_, err) = stage_bin(
+        env!("CARGO_BIN_EXE_minirun-promote"),
+        w.path(),
+        Some(&url),
+        false,
+    );
+    for step in [
+        "promote: candidate candidate-",
+        "promote: branch `main` at ",
+        " to copy, 0 to delete (",
+        "promote: sending one commit of ",
+        "promote: committed ",
+    ] {
+        assert!(err.contains(step), "{step}: {err}");
+    }
+    let (k, n) = last_count(&err, "promote", "regular files");
+    assert!(k == n && n > 0, "{err}");
+    let (_, err) = stage_bin(
+        env!("CARGO_BIN_EXE_minirun-promote"),
+        w.path(),
+        Some(&url),
+        true,
+    );
+    assert!(
+        !err.contains("promote: "),
+        "--json prints no progress: {err}"
+    );
+}

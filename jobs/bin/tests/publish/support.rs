@@ -160,7 +160,7 @@ pub fn published() -> (
 pub fn stage_opts(w: &Path) -> StageOpts {
     StageOpts {
         work_dir: Some(w.to_path_buf()),
-        dry_run: false,
+        ..StageOpts::default()
     }
 }
 

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::cli::Exit;
 use crate::plan::{Plan, PlanError};
+use crate::progress::Counter;
 use crate::work::WorkDir;
 
 /// Options of one gate run.
@@ -36,6 +37,8 @@ pub struct GateOpts {
     pub no_upstream_compare: bool,
     /// `--dry-run`: list what would be checked.
     pub dry_run: bool,
+    /// Progress on stderr: one line per gated unit (a bar on a terminal).
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// One check's verdict.
@@ -201,11 +204,21 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     } else if !opts.dry_run {
         // Units are gated on all cores (hashing dominates); the report lists them in plan order.
         let resolution = checks::Gate::resolve(plan, &work);
+        let progress = Counter::new("gate", "units", units.len() as u64, opts.progress);
         let per_unit = crate::work::par_map(&units, |u| {
             let mut g = checks::Gate::new(plan, &work, opts.no_upstream_compare, &resolution);
             g.unit(u);
+            progress.done(u, || {
+                format!(
+                    "{}: {} checks, {} B read",
+                    format!("{:?}", aggregate(&g.checks)).to_uppercase(),
+                    g.checks.len(),
+                    g.bytes_read
+                )
+            });
             (g.checks, g.bytes_read)
         });
+        progress.note("release-wide checks (index, totals, root files)");
         for (c, b) in per_unit {
             checks.extend(c);
             bytes_read += b;
@@ -218,6 +231,7 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         let (root, root_bytes) = root_files::root_files(plan, &work, whole_release);
         checks.extend(root);
         bytes_read += root_bytes;
+        progress.finish();
     }
     let verdict = if opts.dry_run {
         Verdict::Inconclusive

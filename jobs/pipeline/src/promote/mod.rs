@@ -21,6 +21,7 @@ use crate::candidate::record::{
     self, Inventory, ReleaseRecord, GITATTRIBUTES, PREFIX, RECORD_PATH,
 };
 use crate::plan::{Plan, PlanError};
+use crate::progress::Counter;
 
 /// The checked platform commit limit the protocol fails closed above (seed 001).
 pub const MAX_OPERATIONS: usize = 25_000;
@@ -39,6 +40,8 @@ pub struct PromoteOpts {
     pub dry_run: bool,
     /// Test hook: runs after the head was observed and before the commit is sent.
     pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Progress on stderr: each step, and the regular files copied through the client.
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// What a promotion did.
@@ -269,8 +272,15 @@ async fn promote(
     repo: &RepoId,
 ) -> Result<PromoteReport, PromoteError> {
     let branch = plan.target.branch.as_str();
+    let steps = Counter::new("promote", "steps", 0, opts.progress);
     let refs = client.list_refs(repo, false).await?;
     let cand = choose_candidate(plan, opts, own, client, repo, &refs).await?;
+    steps.note(&format!(
+        "candidate {} resolved to {}: {} files, inventory checked",
+        cand.name,
+        cand.commit,
+        cand.expected.len()
+    ));
     // 2. The public head and its inventory, as observed now (never as remembered).
     let head = refs
         .branches
@@ -318,6 +328,19 @@ async fn promote(
     if opts.dry_run {
         return Ok(report);
     }
+    steps.note(&format!(
+        "branch `{branch}` at {}: {} files; {} to copy, {} to delete",
+        if head.is_empty() {
+            "(none)"
+        } else {
+            head.as_str()
+        },
+        public.len(),
+        report.copied,
+        report.deleted
+    ));
+    let regular = cand.expected.values().filter(|e| !e.lfs).count();
+    let copies = Counter::new("promote", "regular files", regular as u64, opts.progress);
     let mut ops = Vec::with_capacity(n_ops);
     for e in cand.expected.values() {
         if e.lfs {
@@ -342,6 +365,7 @@ async fn promote(
                 path: e.path.clone(),
                 content: data.into(),
             });
+            copies.done(&e.path, || "downloaded, git oid checked".into());
         }
     }
     ops.extend(
@@ -362,7 +386,10 @@ async fn promote(
         operations: ops,
         create_pr: false,
     };
+    copies.finish();
+    steps.note(&format!("sending one commit of {n_ops} operations"));
     let ans = client.commit_guarded(repo, branch, &req).await?;
+    steps.note(&format!("committed {}; listing its tree", ans.commit_oid));
     // 4. Inventory the returned commit.
     let got = record::tree_inventory(&client.list_tree(repo, &ans.commit_oid, None, true).await?);
     let diffs = record::differences(&cand.expected, &got, 5);

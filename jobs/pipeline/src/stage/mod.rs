@@ -32,6 +32,8 @@ pub struct StageOpts {
     pub work_dir: Option<PathBuf>,
     /// `--dry-run`: say what would change, change nothing.
     pub dry_run: bool,
+    /// Progress on stderr: files reconciled, then units read back (a bar on a terminal).
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// What a stage run did.
@@ -212,11 +214,11 @@ pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
         plan: plan.name.clone(),
         ..StageReport::default()
     };
-    let journal = reconcile::reconcile(&work, opts.dry_run, &mut report)?;
+    let journal = reconcile::reconcile(&work, opts.dry_run, opts.progress, &mut report)?;
     if opts.dry_run {
         return Ok(report);
     }
-    roundtrip::roundtrip(plan, &work, &journal, &mut report)?;
+    roundtrip::roundtrip(plan, &work, &journal, opts.progress, &mut report)?;
     Ok(report)
 }
 

@@ -8,6 +8,7 @@ use ledger::{FileIdentity, FileRecord, Journal, Status};
 use sha2::Digest as _;
 
 use super::{io_err, StageError, StageReport, STAGE, UNIT};
+use crate::progress::{Counter, ProgressMode};
 use crate::work::WorkDir;
 
 /// Every regular file under `root`, by `/`-separated relative path. Anything else is refused when
@@ -90,6 +91,7 @@ fn repack_digest(work: &WorkDir, rel: &str, id: &FileIdentity) -> Option<String>
 pub(crate) fn reconcile(
     work: &WorkDir,
     dry_run: bool,
+    mode: ProgressMode,
     report: &mut StageReport,
 ) -> Result<Journal, StageError> {
     let release = work.release();
@@ -103,7 +105,20 @@ pub(crate) fn reconcile(
     }
     let prev = Journal::load(&work.ledger(), STAGE, UNIT)?;
     let mut next = Journal::new(STAGE, UNIT)?;
+    let progress = Counter::new("stage", "files", files.len() as u64, mode);
     for (rel, src) in &files {
+        let (copied_before, rehashed_before) = (report.copied.len(), report.rehashed.len());
+        let tick = |report: &StageReport| {
+            progress.done(rel, || {
+                if report.copied.len() > copied_before {
+                    "copied".into()
+                } else if report.rehashed.len() > rehashed_before {
+                    "re-hashed".into()
+                } else {
+                    "kept".into()
+                }
+            })
+        };
         let rel_id =
             FileIdentity::capture(src)?.ok_or_else(|| StageError::NotRegular(src.clone()))?;
         let mut rel_digest = prev
@@ -166,6 +181,7 @@ pub(crate) fn reconcile(
         if staged.is_none() {
             report.copied.push(rel.clone());
             if dry_run {
+                tick(report);
                 continue;
             }
             let (n, got) = copy_hashed(src, &dst)?;
@@ -186,6 +202,7 @@ pub(crate) fn reconcile(
                 identity: FileIdentity::capture(&dst)?,
             });
         }
+        tick(report);
         let (Some(staged), Some(d)) = (staged, rel_digest) else {
             continue;
         };
@@ -201,6 +218,7 @@ pub(crate) fn reconcile(
         );
         next.outputs.insert(rel.clone(), staged);
     }
+    progress.finish();
     // Anything in staging that is not in the release goes.
     let mut others = Vec::new();
     let staged_now = walk(&staging, false, &mut others)?;

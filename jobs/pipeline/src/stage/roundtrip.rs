@@ -9,14 +9,18 @@ use ledger::Journal;
 
 use super::{StageError, StageReport};
 use crate::plan::Plan;
+use crate::progress::{Counter, ProgressMode};
 use crate::work::WorkDir;
 
 pub(crate) fn roundtrip(
     plan: &Plan,
     work: &WorkDir,
     journal: &Journal,
+    mode: ProgressMode,
     report: &mut StageReport,
 ) -> Result<(), StageError> {
+    let progress = Counter::new("stage", "units", plan.units.len() as u64, mode);
+    progress.note("round trip of the staged tree through the production reader");
     let staging = work.staging();
     let bad = |s: String| StageError::RoundTrip(s);
     let doc = IndexDocument::read_file(&staging.join(INDEX_FILE_NAME));
@@ -30,6 +34,7 @@ pub(crate) fn roundtrip(
     let mut evidence = 0usize;
     for u in &plan.units {
         let unit = u.name.as_str();
+        let before = (report.containers, report.tiles, report.plain);
         let dir = staging.join(unit);
         let m = Manifest::read(&dir).map_err(|e| bad(format!("manifest of unit `{unit}`: {e}")))?;
         report.manifests += 1;
@@ -74,7 +79,16 @@ pub(crate) fn roundtrip(
             }
             evidence += 1;
         }
+        progress.done(unit, || {
+            format!(
+                "read back: {} containers ({} tiles), {} plain streams",
+                report.containers - before.0,
+                report.tiles - before.1,
+                report.plain - before.2
+            )
+        });
     }
+    progress.finish();
     if evidence == 0 {
         return Err(StageError::ZeroEvidence);
     }
