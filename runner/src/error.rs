@@ -38,6 +38,11 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("chat template: {0}")]
+    Template(String),
+    /// Settings that cannot work (exit 64).
+    #[error("{0}")]
+    Usage(String),
     #[error("context of {capacity} positions is full (prompt + new tokens must fit)")]
     ContextFull { capacity: usize },
 }

@@ -2,6 +2,7 @@
 //! reference, the tokenizer and `minirun-run` (docs/runner.md).
 
 pub mod artifact;
+pub mod chat;
 pub mod deepseek;
 pub mod engine;
 pub mod error;
@@ -11,4 +12,6 @@ pub mod npy;
 pub mod reference;
 pub mod registry;
 pub mod run;
+pub mod sample;
+pub mod session;
 pub mod tokenizer;

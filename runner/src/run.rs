@@ -15,7 +15,8 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Logits, Runner, WeightMode};
 use crate::model::LlamaModel;
-use crate::tokenizer::Tokenizer;
+use crate::sample::{Sampler, SamplingParams};
+use crate::tokenizer::{Detokenize, TextStream, Tokenizer};
 
 /// Exit codes (the pipeline table's subset: 0 ok, 1 failure, 64 usage).
 pub const EXIT_OK: u8 = 0;
@@ -50,12 +51,41 @@ pub struct RunArgs {
     /// Token ids instead of a text prompt, comma-separated.
     #[arg(long = "prompt-ids", value_delimiter = ',')]
     pub prompt_ids: Vec<u32>,
-    /// Tokens to generate.
-    #[arg(short = 'n', default_value_t = 32)]
+    /// Tokens to generate (prompt + n must fit the context, -c).
+    #[arg(short = 'n', long = "n-predict", default_value_t = 32)]
     pub n: usize,
-    /// Greedy decoding (the only decoding implemented; accepted for explicitness).
-    #[arg(long)]
+    /// The context in tokens: prompt and generated tokens together (default: the model's).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub ctx_size: Option<usize>,
+    /// Greedy decoding: the same as --temp 0.
+    #[arg(long, conflicts_with = "temperature")]
     pub greedy: bool,
+    /// Sampling temperature; 0 (the default) is greedy (docs/runner.md "Sampling").
+    #[arg(
+        long = "temp",
+        visible_alias = "temperature",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the most likely tokens up to this cumulative probability (1.0 = off).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub top_p: f32,
+    /// Drop tokens less likely than this fraction of the most likely one (0 = off).
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    pub min_p: f32,
+    /// Penalise tokens among the last --repeat-last-n (1.0 = off).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub repeat_penalty: f32,
+    /// How many of the latest tokens the repetition penalty looks at (0 = off).
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Seed of the sampler's random stream (default: a random seed, printed on stderr).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Stream weights tile by tile from the file.
     #[arg(long, conflicts_with = "resident")]
     pub stream: bool,
@@ -68,9 +98,17 @@ pub struct RunArgs {
     /// Write every step's logits as float32 .npy [steps, vocab].
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
-    /// Wrap the prompt in the file's chat template (ChatML).
+    /// Wrap the prompt as one user message in the model's own chat template (Jinja, rendered
+    /// as transformers' apply_chat_template does).
     #[arg(long)]
     pub chat: bool,
+    /// With --chat or -i: a system message before the user's.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// An interactive chat session in the model's chat template (docs/runner.md "Interactive
+    /// session"): -n bounds each answer, -c the whole conversation (default min(model, 4096)).
+    #[arg(short = 'i', long, conflicts_with_all = ["json", "dump_logits", "prompt_ids", "artifact"])]
+    pub interactive: bool,
     /// A tokenizer.json to use instead of the GGUF vocabulary.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
@@ -107,6 +145,67 @@ impl From<ShapeArg> for kernels::gpu::MatvecShape {
     }
 }
 
+impl RunArgs {
+    /// The sampling settings; a random seed is drawn when none was given.
+    pub fn sampling(&self) -> Result<SamplingParams, RunError> {
+        let p = SamplingParams {
+            temperature: if self.greedy { 0.0 } else { self.temperature },
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed.unwrap_or_else(random_seed),
+        };
+        p.validate().map_err(|e| RunError::Usage(e.to_string()))?;
+        Ok(p)
+    }
+
+    /// The options of the generation loop.
+    pub fn gen_opts(&self) -> GenOpts {
+        GenOpts {
+            n: self.n,
+            ignore_eos: self.ignore_eos,
+            keep_logits: self.dump_logits.is_some(),
+        }
+    }
+}
+
+/// A seed from the clock and the process id (what `--seed` replaces).
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Refuses a generation that cannot fit: `prompt + n` tokens in a context of `-c` (default and
+/// ceiling: the model's `model_ctx`).
+pub fn check_context(
+    prompt: usize,
+    n: usize,
+    ctx_size: Option<usize>,
+    model_ctx: usize,
+) -> Result<usize, RunError> {
+    let ctx = ctx_size.unwrap_or(model_ctx);
+    if ctx == 0 || ctx > model_ctx {
+        return Err(RunError::Usage(format!(
+            "-c/--ctx-size {ctx}: the model's context is {model_ctx} tokens (give 1..={model_ctx})"
+        )));
+    }
+    if prompt.saturating_add(n) > ctx {
+        return Err(RunError::Usage(format!(
+            "the prompt ({prompt} tokens) and -n {n} need {} positions, more than the context of {ctx} (-c/--ctx-size; the model's is {model_ctx}): lower -n to at most {}",
+            prompt.saturating_add(n),
+            ctx.saturating_sub(prompt)
+        )));
+    }
+    Ok(ctx)
+}
+
+/// Where streamed text goes: each piece as soon as a token completes it.
+pub type TextSink<'a> = &'a mut dyn FnMut(&str);
+
 /// What a run produced.
 pub struct RunOutput {
     pub prompt_ids: Vec<u32>,
@@ -119,10 +218,23 @@ pub struct RunOutput {
     pub tile_reads: u64,
     /// Engine counters of each decode step (empty where the adapter does not count).
     pub steps: Vec<GpuStats>,
+    /// The sampling settings used (with the seed).
+    pub sampling: SamplingParams,
+    /// U+FFFD characters dropped at the end: a character the last token left incomplete.
+    pub dropped_incomplete: usize,
 }
 
 /// Runs the model as `args` says on `engine`.
 pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
+    run_streaming(engine, args, &mut |_| {})
+}
+
+/// As [`run`], writing each piece of text to `sink` as soon as it is complete.
+pub fn run_streaming(
+    engine: &Engine,
+    args: &RunArgs,
+    sink: TextSink<'_>,
+) -> Result<RunOutput, RunError> {
     let path = args.model.as_deref().ok_or_else(|| RunError::Model {
         path: String::new(),
         detail: "no --model given".into(),
@@ -134,7 +246,7 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
     };
     let prompt_ids = if args.prompt_ids.is_empty() {
         let text = if args.chat {
-            tok.chat_prompt(&args.prompt)?
+            tok.chat_prompt(args.system.as_deref(), &args.prompt)?
         } else {
             args.prompt.clone()
         };
@@ -154,11 +266,26 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
     } else {
         WeightMode::Resident
     };
+    let sampling = args.sampling()?;
+    check_context(
+        prompt_ids.len(),
+        args.n,
+        args.ctx_size,
+        model.config.context,
+    )?;
     let capacity = prompt_ids.len() + args.n;
     let mut runner = Runner::new(engine, &model, mode, capacity)?;
-    let g = greedy(&mut runner, &prompt_ids, args, tok.eos)?;
+    let mut sampler = Sampler::new(sampling);
+    let (g, text, dropped) = generate_text(
+        &mut runner,
+        &prompt_ids,
+        &args.gen_opts(),
+        &mut sampler,
+        &tok,
+        sink,
+    )?;
     Ok(RunOutput {
-        text: tok.decode(&g.tokens)?,
+        text,
         prompt_ids,
         tokens: g.tokens,
         logits: g.logits,
@@ -166,18 +293,59 @@ pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
         decode_s: g.decode_s,
         tile_reads: runner.tile_reads(),
         steps: g.steps,
+        sampling,
+        dropped_incomplete: dropped,
     })
 }
 
-/// What [`greedy`] decoded.
-pub struct Greedy {
+/// [`generate`] with each token's text streamed to `sink` through a [`TextStream`]; returns the
+/// generation, the whole text and how many U+FFFD of an incomplete last character were dropped.
+pub fn generate_text(
+    model: &mut dyn Decoder,
+    prompt_ids: &[u32],
+    opts: &GenOpts,
+    sampler: &mut Sampler,
+    tok: &dyn Detokenize,
+    sink: TextSink<'_>,
+) -> Result<(Generation, String, usize), RunError> {
+    let mut stream = TextStream::new(tok);
+    let mut text = String::new();
+    let g = generate(model, prompt_ids, opts, sampler, tok.eos(), &mut |id| {
+        let piece = stream.push(id)?;
+        if !piece.is_empty() {
+            sink(&piece);
+            text.push_str(&piece);
+        }
+        Ok(true)
+    })?;
+    let (rest, dropped) = stream.finish()?;
+    if !rest.is_empty() {
+        sink(&rest);
+        text.push_str(&rest);
+    }
+    Ok((g, text, dropped))
+}
+
+/// What [`generate`] produced.
+pub struct Generation {
     pub tokens: Vec<u32>,
-    /// The logits row before each token (only with `--dump-logits`).
+    /// The logits row before each token (only with `keep_logits`).
     pub logits: Vec<Vec<f32>>,
     pub prefill_s: f64,
     pub decode_s: f64,
     /// Engine counters of each decode step (after the prefill), when the decoder has them.
     pub steps: Vec<GpuStats>,
+}
+
+/// The options of the generation loop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GenOpts {
+    /// Tokens to generate at most.
+    pub n: usize,
+    /// Do not stop at the end-of-sequence token.
+    pub ignore_eos: bool,
+    /// Keep each step's logits row (`--dump-logits`).
+    pub keep_logits: bool,
 }
 
 /// A model the greedy loop can drive: logits when they are asked for, and the argmax of the
@@ -204,6 +372,12 @@ pub trait Decoder {
 
     /// Engine counters so far, if the decoder runs on one.
     fn stats(&self) -> Option<GpuStats> {
+        None
+    }
+
+    /// Keeps the first `n` positions fed so far and forgets the rest (a chat session reuses the
+    /// conversation's prefix); `None` when the decoder cannot.
+    fn rewind(&mut self, _n: usize) -> Option<()> {
         None
     }
 }
@@ -234,58 +408,73 @@ impl Decoder for Runner<'_> {
     fn stats(&self) -> Option<GpuStats> {
         Some(Runner::stats(self))
     }
+
+    fn rewind(&mut self, n: usize) -> Option<()> {
+        Runner::rewind(self, n);
+        Some(())
+    }
 }
 
-/// The greedy loop every `minirun-run` path shares: prefill `prompt_ids`, then up to `args.n`
-/// argmax tokens, stopping at `eos` unless `--ignore-eos`. With `--dump-logits` each step's
-/// logits row is read back and kept; otherwise only the chosen ids cross to the host (on a
-/// decoder that picks on the device).
-pub fn greedy(
+/// The generation loop every `minirun-run` path shares: prefill `prompt_ids`, then up to
+/// `opts.n` tokens, each handed to `on_token` as soon as it is chosen (which answers whether to go
+/// on: `false` stops, e.g. Ctrl-C in a session), stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a decoder that picks on the device do so
+/// (only the chosen ids cross to the host); otherwise each step's logits row is read back and the
+/// sampler picks.
+pub fn generate(
     model: &mut dyn Decoder,
     prompt_ids: &[u32],
-    args: &RunArgs,
+    opts: &GenOpts,
+    sampler: &mut Sampler,
     eos: Option<u32>,
-) -> Result<Greedy, RunError> {
-    let keep = args.dump_logits.is_some();
-    let pick = |last: &[f32]| {
-        kernels::reference::argmax(last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0)
-    };
+    on_token: &mut dyn FnMut(u32) -> Result<bool, RunError>,
+) -> Result<Generation, RunError> {
+    let on_device = sampler.params().is_greedy() && !opts.keep_logits;
+    let mut history: Vec<u32> = prompt_ids.to_vec();
     let mut logits = Vec::new();
     let mut steps = Vec::new();
-    let t0 = Instant::now();
-    let mut next = if keep {
-        let last = model.logits(prompt_ids)?;
-        let id = pick(&last);
-        logits.push(last);
-        id
-    } else {
-        model.argmax(prompt_ids)?
+    let mut tokens = Vec::with_capacity(opts.n);
+    if opts.n == 0 {
+        return Ok(Generation {
+            tokens,
+            logits,
+            prefill_s: 0.0,
+            decode_s: 0.0,
+            steps,
+        });
+    }
+    let mut pick = |model: &mut dyn Decoder, ids: &[u32], history: &[u32], first: bool| {
+        if on_device {
+            return if first {
+                model.argmax(ids)
+            } else {
+                model.next(ids[0])
+            };
+        }
+        let last = model.logits(ids)?;
+        let id = sampler.sample(&last, history);
+        if opts.keep_logits {
+            logits.push(last);
+        }
+        Ok(id)
     };
+    let t0 = Instant::now();
+    let mut next = pick(model, prompt_ids, &history, true)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let mut tokens = Vec::with_capacity(args.n);
-    for step in 0..args.n {
+    for step in 0..opts.n {
         tokens.push(next);
-        if (!args.ignore_eos && eos == Some(next)) || step + 1 == args.n {
+        history.push(next);
+        let go_on = on_token(next)?;
+        if !go_on || (!opts.ignore_eos && eos == Some(next)) || step + 1 == opts.n {
             break;
         }
         let before = model.stats();
-        next = if keep {
-            let last = model.logits(&[next])?;
-            let id = pick(&last);
-            logits.push(last);
-            id
-        } else {
-            model.next(next)?
-        };
+        next = pick(model, &[next], &history, false)?;
         if let (Some(a), Some(b)) = (before, model.stats()) {
             steps.push(b - a);
         }
     }
-    Ok(Greedy {
+    Ok(Generation {
         tokens,
         logits,
         prefill_s,
@@ -341,25 +530,76 @@ impl StepSummary {
 
 /// The CLI: parse, run, print; returns the exit code.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
-    let args = match RunArgs::try_parse_from(argv) {
+    let mut args = match RunArgs::try_parse_from(argv) {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    if args.system.is_some() && !args.chat && !args.interactive {
+        let _ = writeln!(
+            std::io::stderr(),
+            "minirun-run: error: --system needs --chat or -i"
+        );
+        return EXIT_USAGE;
+    }
+    // The seed is fixed (and said) before anything runs, so any run can be repeated.
+    let seed = *args.seed.get_or_insert_with(random_seed);
+    match args.sampling() {
+        Ok(p) if !p.is_greedy() => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "sampling: seed {seed}, temp {}, top-k {}, top-p {}, min-p {}, repeat-penalty {} over {}",
+                p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.repeat_last_n
+            );
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
+            return EXIT_USAGE;
+        }
+    }
+    if args.interactive {
+        return match crate::session::run_interactive(&args) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
+                if matches!(e, RunError::Usage(_)) {
+                    EXIT_USAGE
+                } else {
+                    EXIT_FAILURE
+                }
+            }
+        };
+    }
+    // Text mode: each piece is written and flushed as soon as a token completes it.
+    let mut stdout_sink = |piece: &str| {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(piece.as_bytes()).and_then(|()| out.flush());
+    };
+    let mut quiet = |_: &str| {};
+    let sink: TextSink<'_> = if args.json {
+        &mut quiet
+    } else {
+        &mut stdout_sink
+    };
     let result = if args.artifact.is_some() {
-        crate::artifact::cli::run_artifact(&args)
+        crate::artifact::cli::run_artifact_streaming(&args, crate::registry::ENTRIES, sink)
     } else {
         Engine::new_with_shape(args.matvec_shape.map(Into::into))
             .map_err(RunError::from)
-            .and_then(|engine| run(&engine, &args))
+            .and_then(|engine| run_streaming(&engine, &args, sink))
     };
     let out = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
-            return EXIT_FAILURE;
+            return if matches!(e, RunError::Usage(_)) {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILURE
+            };
         }
     };
     let decode_steps = out.tokens.len().saturating_sub(1);
@@ -376,10 +616,27 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             "tile_reads": out.tile_reads,
             "per_step": summary,
             "steps": out.steps,
+            "sampling": {
+                "temperature": out.sampling.temperature,
+                "top_k": out.sampling.top_k,
+                "top_p": out.sampling.top_p,
+                "min_p": out.sampling.min_p,
+                "repeat_penalty": out.sampling.repeat_penalty,
+                "repeat_last_n": out.sampling.repeat_last_n,
+                "seed": out.sampling.seed,
+            },
+            "dropped_incomplete": out.dropped_incomplete,
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {
-        let _ = writeln!(std::io::stdout(), "{}", out.text);
+        // The text was streamed; end its line.
+        let _ = writeln!(std::io::stdout());
+    }
+    if out.dropped_incomplete > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: the last token left a character incomplete; its bytes were not printed"
+        );
     }
     let reads = if args.stream {
         format!("; {} tile reads", out.tile_reads)

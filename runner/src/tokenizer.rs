@@ -2,13 +2,15 @@
 //! from GGUF metadata (`tokenizer.ggml.model` = `gpt2`: byte-level BPE over
 //! `tokenizer.ggml.tokens` / `merges`, control tokens (`token_type` 3) and user-defined ones (4) as
 //! special added tokens, the pre-tokenizer chosen by `tokenizer.ggml.pre`), or loaded from a
-//! `tokenizer.json`; and the ChatML prompt of SmolLM2's `tokenizer.chat_template`.
+//! `tokenizer.json`; the prompt of the file's `tokenizer.chat_template` (rendered by
+//! `crate::chat`); and [`TextStream`], the text of a growing token sequence for streamed output.
 
 use std::path::Path;
 
 use artifact::gguf::Metadata;
 use serde_json::{json, Map, Value};
 
+use crate::chat::{ChatTemplate, Message};
 use crate::error::RunError;
 
 /// A tokenizer with the model's special ids.
@@ -114,6 +116,10 @@ impl Tokenizer {
         if self.add_bos {
             ids.extend(self.bos);
         }
+        // A text that already starts with BOS (a chat template printed it) gets no second one.
+        if ids.len() == 1 && enc.get_ids().first() == self.bos.as_ref() {
+            ids.clear();
+        }
         ids.extend_from_slice(enc.get_ids());
         Ok(ids)
     }
@@ -123,33 +129,99 @@ impl Tokenizer {
         self.inner.decode(ids, true).map_err(tk_err)
     }
 
-    /// The prompt for one user message in the file's chat template. Supported: ChatML
-    /// (`<|im_start|>role\ncontent<|im_end|>\n`, as SmolLM2 and Qwen2 use), with the default
-    /// system message the template inserts when the conversation has none, and the generation
-    /// prompt `<|im_start|>assistant\n`.
-    pub fn chat_prompt(&self, user: &str) -> Result<String, RunError> {
+    /// The text of token `id`, if the vocabulary has it.
+    pub fn token_text(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// The file's `tokenizer.chat_template`, compiled, with the BOS/EOS texts it may print.
+    pub fn template(&self) -> Result<ChatTemplate, RunError> {
         let t = self.chat_template.as_deref().ok_or_else(|| {
             RunError::Tokenizer("the model has no `tokenizer.chat_template`; drop --chat".into())
         })?;
-        if !t.contains("<|im_start|>") {
-            return Err(RunError::Tokenizer(
-                "`tokenizer.chat_template` is not ChatML (`<|im_start|>`); only ChatML is supported".into(),
-            ));
+        let text = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
+        ChatTemplate::new(t, &text(self.bos), &text(self.eos), None)
+    }
+
+    /// The prompt for one user message (after an optional system message) in the file's chat
+    /// template, ending in the assistant's turn.
+    pub fn chat_prompt(&self, system: Option<&str>, user: &str) -> Result<String, RunError> {
+        let mut messages = Vec::with_capacity(2);
+        if let Some(s) = system {
+            messages.push(Message::new("system", s));
         }
-        let marker = "<|im_start|>system\n";
-        let system = t.find(marker).and_then(|i| {
-            let rest = t.get(i + marker.len()..)?;
-            rest.find("<|im_end|>").and_then(|j| rest.get(..j))
-        });
-        let mut p = String::new();
-        if let Some(sys) = system {
-            p.push_str("<|im_start|>system\n");
-            p.push_str(sys);
-            p.push_str("<|im_end|>\n");
+        messages.push(Message::new("user", user));
+        self.template()?.render(&messages, true)
+    }
+}
+
+/// The text of a growing token sequence, piece by piece, for streamed output: each piece is the
+/// text the newest token completes. The sequence is decoded from a moving prefix (one token of
+/// context, so a word's leading space survives), and a piece whose decoding ends in U+FFFD — the
+/// bytes of a character split across tokens — is held back until a later token completes it, so
+/// the pieces concatenate to the whole decoding and never carry a replacement character for a
+/// split code point.
+pub struct TextStream<'a> {
+    tok: &'a dyn Detokenize,
+    ids: Vec<u32>,
+    /// Where the decoded window starts.
+    prefix: usize,
+    /// Where the text already emitted ends (as a token index).
+    read: usize,
+}
+
+/// What [`TextStream`] and the generation loop need of a tokenizer: the text of ids (special
+/// tokens skipped) and the end-of-sequence id.
+pub trait Detokenize {
+    fn detokenize(&self, ids: &[u32]) -> Result<String, RunError>;
+    fn eos(&self) -> Option<u32>;
+}
+
+impl Detokenize for Tokenizer {
+    fn detokenize(&self, ids: &[u32]) -> Result<String, RunError> {
+        self.decode(ids)
+    }
+    fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+}
+
+impl<'a> TextStream<'a> {
+    pub fn new(tok: &'a dyn Detokenize) -> Self {
+        Self {
+            tok,
+            ids: Vec::new(),
+            prefix: 0,
+            read: 0,
         }
-        p.push_str("<|im_start|>user\n");
-        p.push_str(user);
-        p.push_str("<|im_end|>\n<|im_start|>assistant\n");
-        Ok(p)
+    }
+
+    /// Adds `id`; returns the text it completes (empty while a character is incomplete).
+    pub fn push(&mut self, id: u32) -> Result<String, RunError> {
+        self.ids.push(id);
+        let before = self.tok.detokenize(&self.ids[self.prefix..self.read])?;
+        let now = self.tok.detokenize(&self.ids[self.prefix..])?;
+        if now.len() <= before.len() || now.ends_with('\u{FFFD}') {
+            return Ok(String::new());
+        }
+        let Some(piece) = now.get(before.len()..).map(str::to_owned) else {
+            return Ok(String::new());
+        };
+        self.prefix = self.read;
+        self.read = self.ids.len();
+        Ok(piece)
+    }
+
+    /// The text held back at the end, less the bytes of a character left incomplete (returned
+    /// as how many U+FFFD were dropped): a generation cut mid-character prints no replacement.
+    pub fn finish(&mut self) -> Result<(String, usize), RunError> {
+        let before = self.tok.detokenize(&self.ids[self.prefix..self.read])?;
+        let now = self.tok.detokenize(&self.ids[self.prefix..])?;
+        let rest = now.get(before.len()..).unwrap_or("");
+        let kept = rest.trim_end_matches('\u{FFFD}');
+        let dropped = rest[kept.len()..].chars().count();
+        self.prefix = self.read;
+        self.read = self.ids.len();
+        Ok((kept.to_owned(), dropped))
     }
 }

@@ -84,3 +84,115 @@ fn dump_logits_writes_steps_by_vocab() {
     .unwrap();
     assert_eq!(tok.decode(&[top as u32]).unwrap(), " Paris");
 }
+
+fn run_text(model: &std::path::Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = bin()
+        .arg("--model")
+        .arg(model)
+        .args(["-p", "Once upon a time, there was a"])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sampling_is_reproducible_by_seed_and_settings_are_checked() {
+    let test = "sampling_is_reproducible_by_seed_and_settings_are_checked";
+    let Some(model) = common::model_path(test) else {
+        return;
+    };
+    if common::engine(test).is_none() {
+        return;
+    }
+    // Refusals are usage errors that say why, before anything runs long.
+    for (args, says) in [
+        (&["-n", "100000000"][..], "more than the context of 8192"),
+        (&["-c", "4", "-n", "8"][..], "more than the context of 4"),
+        (&["-c", "100000"][..], "the model's context is 8192"),
+        (&["--temp", "-1"][..], "--temp -1"),
+        (&["--top-p", "0"][..], "--top-p 0"),
+    ] {
+        let (code, _, err) = run_text(&model, args);
+        assert_eq!(code, Some(64), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let sample = |seed: &str| {
+        let (code, out, err) = run_text(
+            &model,
+            &[
+                "--temp",
+                "1.0",
+                "--seed",
+                seed,
+                "-n",
+                "24",
+                "--ignore-eos",
+                "--json",
+            ],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["sampling"]["seed"].as_u64(), Some(seed.parse().unwrap()));
+        v["tokens"].clone()
+    };
+    let a = sample("7");
+    assert_eq!(a, sample("7"), "the same seed gives the same tokens");
+    assert!(
+        ["8", "9", "10"].iter().any(|s| sample(s) != a),
+        "other seeds give other tokens"
+    );
+    // Greedy (the default) is the argmax path: equal to --temp 0 and to --greedy.
+    let (_, g1, _) = run_text(&model, &["-n", "8", "--ignore-eos"]);
+    let (_, g2, _) = run_text(&model, &["-n", "8", "--ignore-eos", "--temp", "0"]);
+    assert_eq!(g1, g2);
+    // Without --seed, the seed drawn is said on stderr.
+    let (code, _, err) = run_text(&model, &["--temp", "0.8", "-n", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("sampling: seed "), "{err}");
+}
+
+#[test]
+fn text_is_streamed_while_the_run_goes_on() {
+    use std::io::Read;
+    let test = "text_is_streamed_while_the_run_goes_on";
+    let Some(model) = common::model_path(test) else {
+        return;
+    };
+    if common::engine(test).is_none() {
+        return;
+    }
+    let mut child = bin()
+        .arg("--model")
+        .arg(&model)
+        .args([
+            "-p",
+            "Once upon a time, there was a",
+            "-n",
+            "160",
+            "--ignore-eos",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    // The first piece arrived; the run (160 tokens) is still going: nothing waits for the end.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "text came only at the end"
+    );
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("decode 159 tokens"), "{err}");
+    assert!(!String::from_utf8_lossy(&rest).contains('\u{FFFD}'));
+}

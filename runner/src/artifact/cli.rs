@@ -1,7 +1,7 @@
 //! `minirun-run --artifact DIR [--revision COMMIT]` (docs/runner.md "Verified-only execution"):
 //! open the artifact under its evidence (refused before any engine exists when unverified or
 //! modified), find its family's registry entry (refused, naming the family, when none), then
-//! tokenize, prefill and decode greedily like the GGUF path.
+//! tokenize, prefill and decode like the GGUF path (streamed text, sampling).
 
 use std::io::Write;
 
@@ -10,7 +10,8 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
 use crate::registry::{self, Entry, ModelOptions, Residency};
-use crate::run::{greedy, LogitsFn, RunArgs, RunOutput};
+use crate::run::{check_context, generate_text, LogitsFn, RunArgs, RunOutput, TextSink};
+use crate::sample::Sampler;
 
 /// Runs `args` (with `args.artifact` set) with the registered families and returns what
 /// `minirun-run` prints.
@@ -20,6 +21,15 @@ pub fn run_artifact(args: &RunArgs) -> Result<RunOutput, RunError> {
 
 /// As [`run_artifact`], looking the family up in `entries`.
 pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput, RunError> {
+    run_artifact_streaming(args, entries, &mut |_| {})
+}
+
+/// As [`run_artifact_with`], writing each piece of text to `sink` as soon as it is complete.
+pub fn run_artifact_streaming(
+    args: &RunArgs,
+    entries: &[Entry],
+    sink: TextSink<'_>,
+) -> Result<RunOutput, RunError> {
     let dir = args.artifact.as_deref().ok_or_else(|| RunError::Model {
         path: String::new(),
         detail: "no --artifact given".into(),
@@ -40,6 +50,11 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
             artifact.family()
         );
     }
+    if args.chat {
+        return Err(RunError::Usage(
+            "--chat with --artifact is not supported yet: the artifact's chat format is not read (docs/runner.md \"Chat templates\"); give the prompt text as the model expects it".into(),
+        ));
+    }
     let entry = registry::entry_in(entries, &artifact)?;
     let tok = (entry.tokenizer)(&artifact)?;
     let prompt_ids = if args.prompt_ids.is_empty() {
@@ -58,6 +73,13 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
             "prompt id {bad} is outside the model's vocabulary of {vocab}"
         )));
     }
+    let sampling = args.sampling()?;
+    let model_ctx = artifact
+        .config()
+        .get("max_position_embeddings")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+    check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;
     let engine = Engine::new()?;
     let opts = ModelOptions {
         engine: &engine,
@@ -73,9 +95,19 @@ pub fn run_artifact_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput,
         let mut rows = model.forward(ids, Logits::Last)?;
         Ok(rows.pop().unwrap_or_default())
     });
-    let g = greedy(&mut decoder, &prompt_ids, args, tok.eos)?;
+    let mut sampler = Sampler::new(sampling);
+    let (g, text, dropped) = generate_text(
+        &mut decoder,
+        &prompt_ids,
+        &args.gen_opts(),
+        &mut sampler,
+        &tok,
+        sink,
+    )?;
     Ok(RunOutput {
-        text: tok.decode(&g.tokens)?,
+        text,
+        sampling,
+        dropped_incomplete: dropped,
         prompt_ids,
         tokens: g.tokens,
         logits: g.logits,

@@ -182,6 +182,15 @@ fn id_of(v: Option<&serde_json::Value>) -> Option<u32> {
         .and_then(|x| u32::try_from(x).ok())
 }
 
+impl crate::tokenizer::Detokenize for ArtifactTokenizer {
+    fn detokenize(&self, ids: &[u32]) -> Result<String, crate::error::RunError> {
+        self.decode(ids)
+    }
+    fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+}
+
 impl ArtifactTokenizer {
     /// From the artifact's verified root files.
     pub fn from_artifact(a: &super::VerifiedArtifact) -> Result<Self, crate::error::RunError> {

@@ -141,6 +141,13 @@ impl Runner<'_> {
         self.pos = 0;
     }
 
+    /// Keeps the first `n` positions of the KV cache and forgets the rest (what follows is
+    /// overwritten; attention reads only positions below the current one). The next token must
+    /// come through [`Runner::forward`] or [`Runner::forward_argmax`].
+    pub fn rewind(&mut self, n: usize) {
+        self.pos = self.pos.min(n);
+    }
+
     fn check(&self, ids: &[u32]) -> Result<(), RunError> {
         if self.pos + ids.len() > self.capacity {
             return Err(RunError::ContextFull {

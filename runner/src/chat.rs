@@ -1,0 +1,304 @@
+//! Chat templates (docs/runner.md "Chat templates"): a model's own Jinja `chat_template` —
+//! from GGUF `tokenizer.chat_template` or a `tokenizer_config.json` — rendered with minijinja in
+//! the environment transformers gives it (`apply_chat_template`): `trim_blocks` and
+//! `lstrip_blocks`, Python string and dict methods (`.strip()`, `.split()`, `.get()` …),
+//! `raise_exception(message)`, `strftime_now(format)`, and the variables `messages`,
+//! `add_generation_prompt`, `bos_token`, `eos_token`. Rendering is checked byte for byte against
+//! transformers on recorded real templates (`runner/tests/chat_templates.rs`).
+
+use minijinja::{context, Environment, Error, ErrorKind};
+use serde::Serialize;
+
+use crate::error::RunError;
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Self {
+        Self {
+            role: role.to_owned(),
+            content: content.to_owned(),
+        }
+    }
+}
+
+/// A compiled chat template with the special-token texts it may print.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    pub bos_token: String,
+    pub eos_token: String,
+}
+
+/// The error of a template, with the construct and line minijinja names.
+fn template_err(what: &str, e: &Error) -> RunError {
+    let mut detail = format!("{what}: {e}");
+    if let Some(line) = e.line() {
+        detail.push_str(&format!(" (template line {line})"));
+    }
+    if let Some(d) = e.detail() {
+        if !detail.contains(d) {
+            detail.push_str(&format!(": {d}"));
+        }
+    }
+    RunError::Template(detail)
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `now` (seconds since the Unix epoch) is the clock `strftime_now` reads
+    /// (`None`: the system clock at each call).
+    pub fn new(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        now: Option<i64>,
+    ) -> Result<Self, RunError> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, msg))
+        });
+        env.add_function(
+            "strftime_now",
+            move |fmt: String| -> Result<String, Error> {
+                let t = now.unwrap_or_else(unix_now);
+                strftime(&fmt, t).map_err(|m| Error::new(ErrorKind::InvalidOperation, m))
+            },
+        );
+        env.add_template_owned("chat_template", python_string_continuations(source))
+            .map_err(|e| template_err("the chat template does not compile", &e))?;
+        Ok(Self {
+            env,
+            bos_token: bos_token.to_owned(),
+            eos_token: eos_token.to_owned(),
+        })
+    }
+
+    /// The prompt text of `messages`, ending in the assistant's turn when `add_generation_prompt`.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, RunError> {
+        let t = self
+            .env
+            .get_template("chat_template")
+            .map_err(|e| template_err("the chat template", &e))?;
+        t.render(context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token,
+            eos_token => self.eos_token,
+        })
+        .map_err(|e| template_err("the chat template refused the conversation", &e))
+    }
+}
+
+/// Jinja2 reads a string literal with Python's escapes, where a backslash before a line break
+/// continues the string on the next line (both vanish); minijinja keeps them. Real templates use
+/// it (Mistral Small 3.1's default system message), so inside string literals within `{{ }}` and
+/// `{% %}` the pair is removed before compiling. Text outside tags is left as it is.
+fn python_string_continuations(source: &str) -> String {
+    let b = source.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let (mut in_tag, mut quote, mut i) = (false, None::<u8>, 0);
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        match (in_tag, quote) {
+            (false, _) => {
+                if c == b'{' && matches!(next, Some(b'{') | Some(b'%')) {
+                    in_tag = true;
+                    out.extend_from_slice(&b[i..i + 2]);
+                    i += 2;
+                    continue;
+                }
+            }
+            (true, None) => {
+                if matches!(c, b'}' | b'%') && next == Some(b'}') {
+                    in_tag = false;
+                    out.extend_from_slice(&b[i..i + 2]);
+                    i += 2;
+                    continue;
+                }
+                if c == b'\'' || c == b'"' {
+                    quote = Some(c);
+                }
+            }
+            (true, Some(q)) => {
+                if c == b'\\' {
+                    if next == Some(b'\n') {
+                        i += 2;
+                        continue;
+                    }
+                    out.push(c);
+                    if let Some(n) = next {
+                        out.push(n);
+                    }
+                    i += 2;
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| source.to_owned())
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Days since 1970-01-01 → (year, month 1..=12, day 1..=31) in the proleptic Gregorian calendar
+/// (H. Hinnant's `civil_from_days`).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const DAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// Python's `strftime` for the directives chat templates use, in UTC: `%Y %m %d %B %b %A %a
+/// %H %M %S %j %y %e %%`; any other directive is an error naming it.
+pub fn strftime(fmt: &str, unix: i64) -> Result<String, String> {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    let weekday = (days + 3).rem_euclid(7) as usize; // 1970-01-01 was a Thursday
+    let month = MONTHS[(m - 1) as usize];
+    let yday = days - days_from_civil(y, 1, 1) + 1;
+    let mut out = String::new();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&y.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", y.rem_euclid(100))),
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('e') => out.push_str(&format!("{d:>2}")),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('B') => out.push_str(month),
+            Some('b') => out.push_str(&month[..3]),
+            Some('A') => out.push_str(DAYS[weekday]),
+            Some('a') => out.push_str(&DAYS[weekday][..3]),
+            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
+            Some('%') => out.push('%'),
+            other => {
+                return Err(format!(
+                    "strftime_now: directive `%{}` is not supported (Y y m d e j B b A a H M S %)",
+                    other.map(String::from).unwrap_or_default()
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// (year, month, day) → days since 1970-01-01 (H. Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backslash_line_break_continues_a_string_only_inside_tags() {
+        let src = "a\\\nb{{ 'x\\\ny' + \"\\\"q\\\n\" }}c\\\n";
+        assert_eq!(
+            python_string_continuations(src),
+            "a\\\nb{{ 'xy' + \"\\\"q\" }}c\\\n"
+        );
+    }
+
+    #[test]
+    fn strftime_matches_known_dates() {
+        // 2026-01-01T00:00:00Z was a Thursday; 2024-02-29T13:05:09Z a Thursday, day 60.
+        assert_eq!(
+            strftime("%Y-%m-%d %A %a %b %B", 1_767_225_600).unwrap(),
+            "2026-01-01 Thursday Thu Jan January"
+        );
+        assert_eq!(
+            strftime("%d %b %Y %H:%M:%S %j %%", 1_709_211_909).unwrap(),
+            "29 Feb 2024 13:05:09 060 %"
+        );
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(civil(days_from_civil(2000, 3, 1)), (2000, 3, 1));
+        assert!(strftime("%Z", 0).unwrap_err().contains("`%Z`"));
+    }
+
+    #[test]
+    fn raise_exception_and_compile_errors_name_what_failed() {
+        let t = ChatTemplate::new(
+            "{{ raise_exception('roles must alternate') }}",
+            "",
+            "",
+            Some(0),
+        )
+        .unwrap();
+        let e = t.render(&[], true).unwrap_err().to_string();
+        assert!(e.contains("roles must alternate"), "{e}");
+        let e = ChatTemplate::new("{% for m in messages %}", "", "", Some(0))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("does not compile") && e.contains("line 1"),
+            "{e}"
+        );
+    }
+}
