@@ -47,6 +47,9 @@ fn read_slice(src: &super::UploadSource, start: u64, len: u64) -> Result<Bytes, 
     }
 }
 
+/// Bytes read from a file per piece of an upload body.
+const UPLOAD_BLOCK: usize = 1 << 20;
+
 fn body_of(src: &super::UploadSource, path: &Option<PathBuf>) -> Result<reqwest::Body, HubError> {
     match (src, path) {
         (super::UploadSource::Bytes(b), _) => Ok(reqwest::Body::from(b.clone())),
@@ -55,7 +58,28 @@ fn body_of(src: &super::UploadSource, path: &Option<PathBuf>) -> Result<reqwest:
                 path: p.display().to_string(),
                 source,
             })?;
-            Ok(reqwest::Body::from(tokio::fs::File::from_std(f)))
+            // Read in blocks of UPLOAD_BLOCK: `Body::from(tokio::fs::File)` reads a few KiB per
+            // trip to the blocking pool, and that context switching was most of the client's CPU
+            // on a 2.5 GB upload (perf, docs/bench/upload.md).
+            let file = tokio::fs::File::from_std(f);
+            let stream = futures_util::stream::try_unfold(file, |mut f| async move {
+                use tokio::io::AsyncReadExt as _;
+                let mut buf = vec![0u8; UPLOAD_BLOCK];
+                let mut n = 0;
+                while n < buf.len() {
+                    let k = f.read(&mut buf[n..]).await?;
+                    if k == 0 {
+                        break;
+                    }
+                    n += k;
+                }
+                if n == 0 {
+                    return Ok::<_, std::io::Error>(None);
+                }
+                buf.truncate(n);
+                Ok(Some((Bytes::from(buf), f)))
+            });
+            Ok(reqwest::Body::wrap_stream(stream))
         }
     }
 }

@@ -113,6 +113,9 @@ pub(crate) async fn batch(st: &Arc<AppState>, req: Req, repo: &RepoId) -> Respon
 }
 
 /// Write a request body to a temp file, refusing more than `limit` bytes.
+/// Bytes of an upload body gathered before one write to its temporary file.
+const WRITE_BLOCK: usize = 1 << 20;
+
 async fn body_to_tmp(
     st: &AppState,
     body: axum::body::Body,
@@ -132,6 +135,7 @@ async fn body_to_tmp(
         None => u64::MAX,
     };
     let mut seen = 0u64;
+    let mut pending = Vec::with_capacity(WRITE_BLOCK);
     while let Some(chunk) = stream.next().await {
         let mut chunk = match chunk {
             Ok(c) => c,
@@ -163,9 +167,19 @@ async fn body_to_tmp(
             ));
         }
         h.update(&chunk);
-        if let Err(e) = f.write_all(&chunk).await {
-            return Err(internal("writing an upload", &e));
+        // Writes go out in blocks of WRITE_BLOCK: each tokio file write is a trip to the blocking
+        // pool, and a body arrives in frames of a few KiB (measured: per-frame writes made the
+        // hub's CPU the bound of a 2.5 GB upload on loopback, docs/bench/upload.md).
+        pending.extend_from_slice(&chunk);
+        if pending.len() >= WRITE_BLOCK {
+            if let Err(e) = f.write_all(&pending).await {
+                return Err(internal("writing an upload", &e));
+            }
+            pending.clear();
         }
+    }
+    if let Err(e) = f.write_all(&pending).await {
+        return Err(internal("writing an upload", &e));
     }
     if let Err(e) = f.sync_all().await {
         return Err(internal("syncing an upload", &e));
@@ -205,11 +219,12 @@ pub(crate) async fn upload(st: &Arc<AppState>, req: Req) -> Response {
     let chunk = st.opts.lfs_chunk_size.max(1);
     match (req.method.as_str(), s.get(2..).unwrap_or(&[])) {
         ("PUT", []) => {
-            let (tmp, _, _) = match body_to_tmp(st, req.body.take(), size).await {
+            let (tmp, got_size, got) = match body_to_tmp(st, req.body.take(), size).await {
                 Ok(x) => x,
                 Err(r) => return r,
             };
-            match st.store.adopt_lfs(&tmp, oid, size) {
+            // Hashed as it arrived: the digest is checked without reading the file again.
+            match st.store.adopt_lfs_hashed(&tmp, oid, size, &got, got_size) {
                 Ok(Ok(())) => axum::Json(json!({})).into_response(),
                 Ok(Err(m)) => bad_request(&m),
                 Err(e) => internal("storing an LFS object", &e),

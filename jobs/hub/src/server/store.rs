@@ -512,6 +512,18 @@ impl Store {
     /// Move a fully written temp file into the LFS store after checking its SHA-256 and size.
     pub fn adopt_lfs(&self, tmp: &Path, sha256: &str, size: u64) -> io::Result<Result<(), String>> {
         let (got, got_size) = sha256_file(tmp)?;
+        self.adopt_lfs_hashed(tmp, sha256, size, &got, got_size)
+    }
+
+    /// As [`Self::adopt_lfs`] for a file whose digest and size were taken as it was written.
+    pub fn adopt_lfs_hashed(
+        &self,
+        tmp: &Path,
+        sha256: &str,
+        size: u64,
+        got: &str,
+        got_size: u64,
+    ) -> io::Result<Result<(), String>> {
         if got != sha256 || got_size != size {
             let _ = fs::remove_file(tmp);
             return Ok(Err(format!("uploaded object has sha256 {got} and size {got_size}, expected {sha256} and {size}")));
