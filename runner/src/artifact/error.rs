@@ -66,7 +66,7 @@ pub enum ArtifactError {
         actual: String,
         expected: String,
     },
-    #[error("the artifact `{dir}` is verified, but no runner is registered for its family `{family}` (registered: {known})")]
+    #[error("the artifact `{dir}` is verified, not chat-capable: no runner is registered for its family `{family}` (registered: {known}); it is never run with a guessed adapter")]
     UnknownFamily {
         dir: String,
         family: String,

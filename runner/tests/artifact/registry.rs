@@ -114,6 +114,15 @@ fn a_registered_adapter_runs_through_the_artifact_path() {
         ])
         .unwrap()
     };
+    // A family with no registered runner: verified, reported as not chat-capable, never guessed.
+    let err = run_artifact_with(&args("--resident"), &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("is verified, not chat-capable: no runner is registered for its family"),
+        "{err}"
+    );
     let resident = run_artifact_with(&args("--resident"), &TOY).unwrap();
     let streamed = run_artifact_with(&args("--stream"), &TOY).unwrap();
     // An independent greedy chain over the same bytes.
