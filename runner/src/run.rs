@@ -283,6 +283,7 @@ pub fn run_streaming(
         &mut sampler,
         &tok,
         sink,
+        &|| true,
     )?;
     Ok(RunOutput {
         text,
@@ -298,8 +299,9 @@ pub fn run_streaming(
     })
 }
 
-/// [`generate`] with each token's text streamed to `sink` through a [`TextStream`]; returns the
-/// generation, the whole text and how many U+FFFD of an incomplete last character were dropped.
+/// [`generate`] with each token's text streamed to `sink` through a [`TextStream`], going on
+/// while `go_on()` says so (a session's Ctrl-C); returns the generation, the whole text and how
+/// many U+FFFD of an incomplete last character were dropped.
 pub fn generate_text(
     model: &mut dyn Decoder,
     prompt_ids: &[u32],
@@ -307,6 +309,7 @@ pub fn generate_text(
     sampler: &mut Sampler,
     tok: &dyn Detokenize,
     sink: TextSink<'_>,
+    go_on: &dyn Fn() -> bool,
 ) -> Result<(Generation, String, usize), RunError> {
     let mut stream = TextStream::new(tok);
     let mut text = String::new();
@@ -316,7 +319,7 @@ pub fn generate_text(
             sink(&piece);
             text.push_str(&piece);
         }
-        Ok(true)
+        Ok(go_on())
     })?;
     let (rest, dropped) = stream.finish()?;
     if !rest.is_empty() {

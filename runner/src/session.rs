@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use crate::chat::{ChatTemplate, Message};
 use crate::error::RunError;
-use crate::run::{generate, Decoder, GenOpts};
+use crate::run::{generate_text, Decoder, GenOpts};
 use crate::sample::Sampler;
-use crate::tokenizer::{TextStream, Tokenizer};
+use crate::tokenizer::Tokenizer;
 
 /// Set by SIGINT while an answer is being written.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -132,30 +132,20 @@ impl<'a> Session<'a> {
             ignore_eos: false,
             keep_logits: false,
         };
-        let mut stream = TextStream::new(self.tok);
-        let mut answer = String::new();
         INTERRUPTED.store(false, Ordering::SeqCst);
         GENERATING.store(true, Ordering::SeqCst);
-        let g = generate(
+        // The EOS token decodes to nothing (special tokens are skipped).
+        let result = generate_text(
             &mut *self.model,
             feed,
             &opts,
             &mut self.sampler,
-            self.tok.eos,
-            &mut |id| {
-                if Some(id) != self.tok.eos {
-                    let piece = stream.push(id)?;
-                    sink(&piece);
-                    answer.push_str(&piece);
-                }
-                Ok(!INTERRUPTED.load(Ordering::SeqCst))
-            },
+            self.tok,
+            sink,
+            &|| !INTERRUPTED.load(Ordering::SeqCst),
         );
         GENERATING.store(false, Ordering::SeqCst);
-        let g = g?;
-        let (rest, _) = stream.finish()?;
-        sink(&rest);
-        answer.push_str(&rest);
+        let (g, answer, _) = result?;
         // The cache holds the conversation and every generated token but the last (never fed).
         self.cached.extend_from_slice(feed);
         self.cached

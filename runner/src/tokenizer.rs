@@ -168,6 +168,8 @@ pub struct TextStream<'a> {
     prefix: usize,
     /// Where the text already emitted ends (as a token index).
     read: usize,
+    /// The decoding of `ids[prefix..read]` (it changes only when a piece is emitted).
+    before: String,
 }
 
 /// What [`TextStream`] and the generation loop need of a tokenizer: the text of ids (special
@@ -193,35 +195,41 @@ impl<'a> TextStream<'a> {
             ids: Vec::new(),
             prefix: 0,
             read: 0,
+            before: String::new(),
         }
     }
 
     /// Adds `id`; returns the text it completes (empty while a character is incomplete).
     pub fn push(&mut self, id: u32) -> Result<String, RunError> {
         self.ids.push(id);
-        let before = self.tok.detokenize(&self.ids[self.prefix..self.read])?;
         let now = self.tok.detokenize(&self.ids[self.prefix..])?;
-        if now.len() <= before.len() || now.ends_with('\u{FFFD}') {
+        if now.len() <= self.before.len() || now.ends_with('\u{FFFD}') {
             return Ok(String::new());
         }
-        let Some(piece) = now.get(before.len()..).map(str::to_owned) else {
+        let Some(piece) = now.get(self.before.len()..).map(str::to_owned) else {
             return Ok(String::new());
         };
-        self.prefix = self.read;
-        self.read = self.ids.len();
+        self.advance()?;
         Ok(piece)
     }
 
     /// The text held back at the end, less the bytes of a character left incomplete (returned
     /// as how many U+FFFD were dropped): a generation cut mid-character prints no replacement.
     pub fn finish(&mut self) -> Result<(String, usize), RunError> {
-        let before = self.tok.detokenize(&self.ids[self.prefix..self.read])?;
         let now = self.tok.detokenize(&self.ids[self.prefix..])?;
-        let rest = now.get(before.len()..).unwrap_or("");
+        let rest = now.get(self.before.len()..).unwrap_or("");
         let kept = rest.trim_end_matches('\u{FFFD}');
         let dropped = rest[kept.len()..].chars().count();
+        let kept = kept.to_owned();
+        self.advance()?;
+        Ok((kept, dropped))
+    }
+
+    /// Everything so far is emitted: the window moves to start at the last emitted token.
+    fn advance(&mut self) -> Result<(), RunError> {
         self.prefix = self.read;
         self.read = self.ids.len();
-        Ok((kept.to_owned(), dropped))
+        self.before = self.tok.detokenize(&self.ids[self.prefix..self.read])?;
+        Ok(())
     }
 }

@@ -103,6 +103,7 @@ pub fn run_artifact_streaming(
         &mut sampler,
         &tok,
         sink,
+        &|| true,
     )?;
     Ok(RunOutput {
         text,
