@@ -13,5 +13,6 @@ pub mod reference;
 pub mod registry;
 pub mod run;
 pub mod sample;
+pub mod serve;
 pub mod session;
 pub mod tokenizer;

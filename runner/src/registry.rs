@@ -17,6 +17,7 @@ use crate::artifact::{ArtifactError, ArtifactTokenizer, VerifiedArtifact};
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
+use crate::run::Decoder;
 
 /// Where an adapter keeps its matrices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,26 @@ pub trait ArtifactModel {
     /// Tile reads so far (0 for a resident model).
     fn tile_reads(&self) -> u64 {
         0
+    }
+    /// Keeps the first `n` positions fed so far and forgets the rest; `None` when the adapter
+    /// cannot (every adapter can at least start a new sequence with `n = 0`).
+    fn rewind(&mut self, n: usize) -> Option<()>;
+}
+
+/// An [`ArtifactModel`] as the generation loop's [`Decoder`] (logits read back each step).
+pub struct ArtifactDecoder<'a>(pub Box<dyn ArtifactModel + 'a>);
+
+impl Decoder for ArtifactDecoder<'_> {
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        let mut rows = self.0.forward(ids, Logits::Last)?;
+        rows.pop().ok_or_else(|| RunError::Model {
+            path: String::new(),
+            detail: "the adapter returned no logits row".into(),
+        })
+    }
+
+    fn rewind(&mut self, n: usize) -> Option<()> {
+        self.0.rewind(n)
     }
 }
 

@@ -172,7 +172,7 @@ impl RunArgs {
 }
 
 /// A seed from the clock and the process id (what `--seed` replaces).
-fn random_seed() -> u64 {
+pub fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

@@ -52,6 +52,66 @@ pub struct TurnStats {
     pub interrupted: bool,
 }
 
+/// The tokens a decoder's KV cache holds, so that a new prompt feeds only what the cache lacks
+/// (a session's next turn, the server's next request): the cache keeps the longest common prefix
+/// of what it was fed and the new prompt, and is rewound to where they part.
+#[derive(Debug, Default)]
+pub struct CachedPrefix {
+    tokens: Vec<u32>,
+}
+
+impl CachedPrefix {
+    /// Rewinds `model` to the longest common prefix of the cache and `ids` (at most all but the
+    /// last id: one is always fed) and returns its length; a decoder that cannot keep a prefix is
+    /// rewound to 0, one that cannot even do that is an error.
+    pub fn reuse(&mut self, model: &mut dyn Decoder, ids: &[u32]) -> Result<usize, RunError> {
+        let mut common = self
+            .tokens
+            .iter()
+            .zip(ids)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(ids.len().saturating_sub(1));
+        if model.rewind(common).is_none() {
+            common = 0;
+            if !self.tokens.is_empty() && model.rewind(0).is_none() {
+                return Err(RunError::Model {
+                    path: String::new(),
+                    detail: "this model cannot forget its context; it runs one prompt only".into(),
+                });
+            }
+        }
+        self.tokens.truncate(common);
+        Ok(common)
+    }
+
+    /// Records what a generation fed: `feed`, then every generated token but the last (which
+    /// was chosen, never fed).
+    pub fn fed(&mut self, feed: &[u32], generated: &[u32]) {
+        self.tokens.extend_from_slice(feed);
+        self.tokens
+            .extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
+    }
+
+    /// Forgets everything where the model can be rewound to 0 (otherwise the next
+    /// [`CachedPrefix::reuse`] refuses).
+    pub fn forget(&mut self, model: &mut dyn Decoder) {
+        if model.rewind(0).is_some() {
+            self.tokens.clear();
+        }
+    }
+
+    /// How many tokens the cache holds.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+}
+
 /// A conversation over a decoder whose KV cache it keeps.
 pub struct Session<'a> {
     model: &'a mut dyn Decoder,
@@ -60,8 +120,8 @@ pub struct Session<'a> {
     sampler: Sampler,
     system: Option<String>,
     messages: Vec<Message>,
-    /// The tokens the decoder's cache holds, in order.
-    cached: Vec<u32>,
+    /// The tokens the decoder's cache holds.
+    cached: CachedPrefix,
     ctx: usize,
     n_max: usize,
 }
@@ -83,7 +143,7 @@ impl<'a> Session<'a> {
             sampler,
             system,
             messages: Vec::new(),
-            cached: Vec::new(),
+            cached: CachedPrefix::default(),
             ctx,
             n_max,
         };
@@ -97,8 +157,7 @@ impl<'a> Session<'a> {
         if let Some(sys) = &self.system {
             self.messages.push(Message::new("system", sys));
         }
-        self.cached.clear();
-        let _ = self.model.rewind(0);
+        self.cached.forget(&mut *self.model);
     }
 
     /// One turn: `user` says something, the answer is streamed to `sink`.
@@ -114,18 +173,7 @@ impl<'a> Session<'a> {
                 self.ctx
             )));
         }
-        // Reuse the cache up to where it and the new rendering part; feed at least one token.
-        let mut common = self
-            .cached
-            .iter()
-            .zip(&ids)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(ids.len() - 1);
-        if self.model.rewind(common).is_none() {
-            common = 0;
-        }
-        self.cached.truncate(common);
+        let common = self.cached.reuse(&mut *self.model, &ids)?;
         let feed = &ids[common..];
         let opts = GenOpts {
             n: self.n_max.min(self.ctx - ids.len()),
@@ -146,10 +194,7 @@ impl<'a> Session<'a> {
         );
         GENERATING.store(false, Ordering::SeqCst);
         let (g, answer, _) = result?;
-        // The cache holds the conversation and every generated token but the last (never fed).
-        self.cached.extend_from_slice(feed);
-        self.cached
-            .extend_from_slice(&g.tokens[..g.tokens.len().saturating_sub(1)]);
+        self.cached.fed(feed, &g.tokens);
         self.messages.push(Message::new("assistant", &answer));
         Ok(TurnStats {
             reused: common,

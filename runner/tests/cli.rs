@@ -196,3 +196,63 @@ fn text_is_streamed_while_the_run_goes_on() {
     assert!(err.contains("decode 159 tokens"), "{err}");
     assert!(!String::from_utf8_lossy(&rest).contains('\u{FFFD}'));
 }
+
+/// `minirun-serve`'s CLI contract: --version, --help naming the environment, a remote address
+/// refused without --allow-remote (64, before any model is opened), --dry-run saying what it
+/// would serve (text and JSON), and a missing model failing with 1.
+#[test]
+fn serve_cli_contract() {
+    let serve = || Command::new(env!("CARGO_BIN_EXE_minirun-serve"));
+    let out = serve().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("minirun-serve "));
+    let out = serve().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Environment:") && help.contains("--api-key-file"),
+        "{help}"
+    );
+    let out = serve().args(["--port", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let model = std::env::current_exe().unwrap();
+    let m = model.to_str().unwrap();
+    let out = serve()
+        .args(["--model", m, "--host", "0.0.0.0", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"));
+    let out = serve()
+        .args([
+            "--model",
+            m,
+            "--host",
+            "0.0.0.0",
+            "--allow-remote",
+            "--port",
+            "9",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("would load the gguf") && said.contains("http://0.0.0.0:9"),
+        "{said}"
+    );
+    let out = serve()
+        .args(["--model", m, "--dry-run", "--json", "--queue", "3"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "minirun-serve/1");
+    assert_eq!(v["would_listen"], "http://127.0.0.1:8080");
+    assert_eq!(v["queue"], 3);
+    let out = serve()
+        .args(["--model", "/nonexistent/m.gguf", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`/nonexistent/m.gguf`"));
+}

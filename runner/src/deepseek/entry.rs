@@ -45,6 +45,11 @@ impl ArtifactModel for V4Artifact {
     fn tile_reads(&self) -> u64 {
         self.model.tile_reads()
     }
+
+    /// Only a new sequence: the compressor and indexer states are not kept per position.
+    fn rewind(&mut self, n: usize) -> Option<()> {
+        (n == 0).then(|| self.model.reset())
+    }
 }
 
 /// Opens the V4 adapter over `artifact` on the wgpu kernels, resident or with routed experts

@@ -15,6 +15,7 @@ mod deepseek;
 #[path = "../deepseek_common/mod.rs"]
 mod deepseek_common;
 mod registry;
+mod serve;
 mod stream;
 mod verify;
 

@@ -63,6 +63,10 @@ impl ArtifactModel for Bigram<'_> {
         }
         Ok(rows)
     }
+    /// A bigram keeps no state between positions.
+    fn rewind(&mut self, _n: usize) -> Option<()> {
+        Some(())
+    }
 }
 
 fn open_bigram<'a>(
@@ -83,7 +87,7 @@ fn open_bigram<'a>(
     }))
 }
 
-static TOY: [Entry; 1] = [Entry {
+pub static TOY: [Entry; 1] = [Entry {
     family: "deepseek-v4",
     open: open_bigram,
     tokenizer: ArtifactTokenizer::from_artifact,

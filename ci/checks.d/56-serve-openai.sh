@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# minirun-serve (issue 17 item 5) against the REAL `openai` Python client ($CI_CACHE/venv-openai,
+# openai 3.57.0): SmolLM2-135M-Instruct Q4_1 on the wgpu engine (lavapipe without a GPU), behind
+# an API key, with a queue of one. The pytest suite (ci/serve_openai/test_openai.py) covers
+# streamed and non-streamed chat and completions, seeds, stop sequences, a disconnect mid-stream,
+# the error bodies, 401, 413 and 503. Afterwards the key must not appear in anything the server
+# printed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${CI_CACHE:=$PWD/ci/.cache}"
+model="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
+py="$CI_CACHE/venv-openai/bin/python"
+[ -x "$py" ] || { echo "missing $py (run ci/install.d/10-python.sh)"; exit 1; }
+[ -f "$model" ] || { echo "missing $model (run ci/install.d/10-python.sh)"; exit 1; }
+
+cargo build -q --workspace --bin minirun-serve
+target=${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')}
+bin="$target/debug/minirun-serve"
+
+work=$(mktemp -d)
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+key="sk-minirun-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+printf '%s\n' "$key" > "$work/key"
+
+"$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 \
+    > "$work/out" 2> "$work/err" &
+pid=$!
+url=
+for _ in $(seq 1 600); do
+    url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/out" | head -1)
+    [ -n "$url" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "minirun-serve did not start:"; cat "$work/err"; exit 1; }
+echo "--- minirun-serve at $url"
+
+fail=0
+SERVE_URL="$url" SERVE_MODEL="SmolLM2-135M-Instruct.Q4_1" SERVE_KEY_FILE="$work/key" \
+    "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_openai.py || fail=1
+
+# A clean stop on SIGTERM, and the key never printed.
+kill -TERM "$pid"
+if ! wait "$pid"; then echo "minirun-serve did not exit 0 on SIGTERM"; fail=1; fi
+pid=
+if grep -qF "$key" "$work/out" "$work/err"; then echo "the API key appears in the server's output"; fail=1; fi
+grep -q 'POST /v1/chat/completions 200' "$work/err" || { echo "no request log line"; fail=1; }
+[ "$fail" -eq 0 ] || tail -40 "$work/err"
+exit $fail

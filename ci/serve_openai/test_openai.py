@@ -1,0 +1,207 @@
+"""minirun-serve against the official `openai` Python client (pinned in venv-openai).
+
+The server (started by ci/checks.d/56-serve-openai.sh, SmolLM2-135M-Instruct Q4_1 on the wgpu
+engine, an API key, --queue 1) is at $SERVE_URL, its model id is $SERVE_MODEL and the key is in
+the file $SERVE_KEY_FILE. Raw HTTP (malformed JSON, oversized bodies, the 503 header) goes through
+the standard library's http.client, a second independent client.
+"""
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+
+import openai
+import pytest
+
+URL = os.environ["SERVE_URL"]
+MODEL = os.environ["SERVE_MODEL"]
+with open(os.environ["SERVE_KEY_FILE"]) as f:
+    KEY = f.read().strip()
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def client(**kw):
+    kw.setdefault("max_retries", 0)
+    return openai.OpenAI(api_key=KEY, base_url=URL + "/v1", **kw)
+
+
+def raw(method, path, body=None, headers=None, key=KEY):
+    u = urllib.parse.urlparse(URL)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    h = {"Content-Type": "application/json"}
+    if key is not None:
+        h["Authorization"] = "Bearer " + key
+    h.update(headers or {})
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), data
+
+
+def health():
+    status, _, data = raw("GET", "/health", key=None)
+    assert status == 200
+    return json.loads(data)
+
+
+def test_models_lists_the_served_model():
+    models = client().models.list()
+    ids = [m.id for m in models.data]
+    assert ids == [MODEL]
+    extra = models.data[0].model_extra["minirun"]
+    assert extra["chat_capable"] is True and extra["chat_template"] is True
+    assert extra["source"] == "gguf" and extra["context"] > 0
+
+
+def test_chat_non_streamed_has_text_usage_and_finish_reason():
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=12, temperature=0)
+    c = r.choices[0]
+    assert r.object == "chat.completion" and r.model == MODEL
+    assert c.message.role == "assistant" and c.message.content.strip()
+    assert c.finish_reason in ("stop", "length")
+    assert 0 < r.usage.completion_tokens <= 12
+    assert r.usage.prompt_tokens > 5
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    # Greedy: the same request gives the same answer, and reuses the cached prompt.
+    before = health()["reused_prompt_tokens"]
+    again = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=12, temperature=0)
+    assert again.choices[0].message.content == c.message.content
+    assert health()["reused_prompt_tokens"] - before == r.usage.prompt_tokens - 1
+
+
+def test_chat_streamed_equals_non_streamed_and_reports_usage():
+    whole = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=12, temperature=0)
+    chunks = list(
+        client().chat.completions.create(
+            model=MODEL, messages=QUESTION, max_tokens=12, temperature=0,
+            stream=True, stream_options={"include_usage": True},
+        )
+    )
+    assert all(ch.object == "chat.completion.chunk" for ch in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == whole.choices[0].message.content
+    finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    # The wire format ends in `data: [DONE]` (the client hides it).
+    status, headers, data = raw("POST", "/v1/chat/completions", json.dumps(
+        {"model": MODEL, "messages": QUESTION, "max_tokens": 3, "stream": True}).encode())
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    events = [l for l in data.decode().split("\n") if l.startswith("data: ")]
+    assert events[-1] == "data: [DONE]" and len(events) >= 3
+
+
+def test_completions_streamed_and_not():
+    r = client().completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6, temperature=0)
+    assert r.object == "text_completion" and r.choices[0].text
+    assert r.usage.completion_tokens <= 6
+    s = client().completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6,
+                                    temperature=0, stream=True)
+    assert "".join(ch.choices[0].text for ch in s if ch.choices) == r.choices[0].text
+    # OpenAI's default for /v1/completions is 16 tokens.
+    d = client().completions.create(model=MODEL, prompt="Once upon a time", temperature=0)
+    assert d.usage.completion_tokens <= 16
+
+
+def test_seed_reproduces_a_sampled_answer():
+    def ask(seed):
+        r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=16,
+                                             temperature=1.0, top_p=1.0, seed=seed)
+        return r.choices[0].message.content
+    a, b = ask(7), ask(7)
+    assert a == b
+    others = {ask(s) for s in (8, 9, 10)}
+    assert others - {a}, "three other seeds all gave seed 7's answer"
+
+
+def test_stop_sequence_cuts_before_it():
+    prompt = "Count: 1, 2, 3, 4, 5, 6, 7,"
+    full = client().completions.create(model=MODEL, prompt=prompt, max_tokens=12, temperature=0).choices[0].text
+    # A stop sequence taken from the middle of the greedy answer.
+    cut = len(full) // 2
+    stop = full[cut:cut + 2]
+    assert stop.strip(), full
+    want = full[: full.find(stop)]
+    for stream in (False, True):
+        r = client().completions.create(model=MODEL, prompt=prompt, max_tokens=12, temperature=0,
+                                        stop=[stop, "never-seen"], stream=stream)
+        if stream:
+            chunks = list(r)
+            text = "".join(ch.choices[0].text for ch in chunks if ch.choices)
+            finish = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+        else:
+            text, finish = r.choices[0].text, [r.choices[0].finish_reason]
+        assert text == want, (full, stop, text)
+        assert finish == ["stop"]
+
+
+def test_a_disconnect_mid_stream_cancels_and_the_next_request_runs():
+    before = health()
+    stream = client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Write a long story about a dragon."}],
+        max_tokens=400, temperature=0, stream=True)
+    got = 0
+    for ch in stream:
+        if ch.choices and ch.choices[0].delta.content:
+            got += 1
+        if got == 3:
+            break
+    stream.close()
+    deadline = time.time() + 60
+    while time.time() < deadline and health()["cancelled"] == before["cancelled"]:
+        time.sleep(0.1)
+    after = health()
+    assert after["cancelled"] == before["cancelled"] + 1
+    assert after["completion_tokens"] - before["completion_tokens"] < 100
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=4, temperature=0)
+    assert r.choices[0].message.content
+
+
+def test_errors_are_openai_error_bodies():
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(model="no-such-model", messages=QUESTION, max_tokens=2)
+    assert e.value.code == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=10**6)
+    assert e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as e:
+        client().completions.create(model=MODEL, prompt="word " * 5000, max_tokens=1)
+    assert e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(api_key="wrong", base_url=URL + "/v1", max_retries=0).models.list()
+    status, _, data = raw("POST", "/v1/chat/completions", b'{"model": ')
+    assert status == 400 and json.loads(data)["error"]["type"] == "invalid_request_error"
+    status, _, data = raw("POST", "/v1/completions", json.dumps({"model": MODEL, "prompt": "x" * (5 << 20)}).encode())
+    assert status == 413 and json.loads(data)["error"]["code"] == "request_too_large"
+    status, _, _ = raw("GET", "/v1/models", key=None)
+    assert status == 401
+
+
+def test_a_full_queue_answers_503_with_retry_after():
+    # --queue 1: one generation runs, one waits, the third is refused.
+    running = client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Tell me a long story."}],
+        max_tokens=300, temperature=0, stream=True)
+    first = next(iter(running))
+    assert first.choices[0].delta.role == "assistant"
+    waiting = {}
+    t = threading.Thread(target=lambda: waiting.update(r=client(timeout=300).completions.create(
+        model=MODEL, prompt="The capital of France is", max_tokens=3, temperature=0)))
+    t.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and health()["admitted"] < 2:
+        time.sleep(0.05)
+    assert health()["admitted"] == 2
+    status, headers, data = raw("POST", "/v1/completions", json.dumps(
+        {"model": MODEL, "prompt": "hi", "max_tokens": 1}).encode())
+    assert status == 503 and headers["retry-after"] == "1"
+    assert json.loads(data)["error"]["code"] == "server_busy"
+    with pytest.raises(openai.InternalServerError):
+        client().completions.create(model=MODEL, prompt="hi", max_tokens=1)
+    running.close()
+    t.join(300)
+    assert waiting["r"].choices[0].text

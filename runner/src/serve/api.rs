@@ -1,0 +1,420 @@
+//! The OpenAI-compatible request and response bodies of `minirun-serve` (docs/runner.md
+//! "minirun-serve"): requests are parsed into one [`GenRequest`], answers are built from what the
+//! worker reports, errors carry OpenAI's error body `{"error": {message, type, param, code}}`.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::chat::Message;
+use crate::sample::SamplingParams;
+
+/// At most this many stop sequences (OpenAI allows 4; llama-server more).
+pub const MAX_STOPS: usize = 16;
+
+/// What `/v1/completions` generates when the request names no `max_tokens` (OpenAI's default).
+pub const COMPLETIONS_DEFAULT_MAX_TOKENS: usize = 16;
+
+/// An error answered with OpenAI's error body.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub kind: &'static str,
+    pub code: Option<&'static str>,
+    pub param: Option<&'static str>,
+    /// Seconds for `Retry-After` (503).
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    /// A 400 `invalid_request_error`.
+    pub fn invalid(message: impl Into<String>, param: Option<&'static str>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            code: None,
+            param,
+            retry_after: None,
+        }
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// A 500 from the model or the engine.
+    pub fn server(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+            kind: "server_error",
+            code: None,
+            param: None,
+            retry_after: None,
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, axum::Json(self.body())).into_response();
+        if let Some(s) = self.retry_after {
+            if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        r
+    }
+}
+
+/// `stop`: a string or a list of strings.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StopField {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A chat message's `content`: a string or a list of parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Part {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatMessageIn {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The fields both endpoints share.
+#[derive(Debug, Deserialize)]
+pub struct Common {
+    pub model: String,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub n: Option<u32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    #[serde(flatten)]
+    pub common: Common,
+    pub messages: Vec<ChatMessageIn>,
+}
+
+/// `prompt`: a string or a list holding one string.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum PromptField {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    #[serde(flatten)]
+    pub common: Common,
+    pub prompt: PromptField,
+    #[serde(default)]
+    pub echo: Option<bool>,
+}
+
+/// What the prompt is.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// Rendered in the model's chat template.
+    Chat(Vec<Message>),
+    /// Tokenized as it is.
+    Text(String),
+}
+
+/// One generation, as the worker runs it.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    pub prompt: Prompt,
+    /// `None`: the rest of the context.
+    pub max_tokens: Option<usize>,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+/// Parses a JSON body into `T`, or the 400 that names what is wrong.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            format!("the request body is not a valid request: {e}"),
+            None,
+        )
+    })
+}
+
+impl Common {
+    /// The generation settings: the server's defaults, with the request's temperature, top_p and
+    /// seed (a random seed where none is given); refuses what the server does not do.
+    pub fn settings(
+        &self,
+        served: &str,
+        defaults: &SamplingParams,
+        default_max: Option<usize>,
+    ) -> Result<(Option<usize>, SamplingParams, Vec<String>), ApiError> {
+        if self.model != served {
+            return Err(ApiError::invalid(
+                format!(
+                    "the model `{}` does not exist here; this server serves `{served}` (GET /v1/models)",
+                    self.model
+                ),
+                Some("model"),
+            )
+            .with_code("model_not_found"));
+        }
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::invalid("only n = 1 is supported", Some("n")));
+        }
+        for (v, name) in [
+            (self.frequency_penalty, "frequency_penalty"),
+            (self.presence_penalty, "presence_penalty"),
+        ] {
+            if v.is_some_and(|v| v != 0.0) {
+                return Err(ApiError::invalid(
+                    format!("{name} is not supported (the server's --repeat-penalty applies)"),
+                    Some(if name == "frequency_penalty" {
+                        "frequency_penalty"
+                    } else {
+                        "presence_penalty"
+                    }),
+                ));
+            }
+        }
+        if self
+            .logprobs
+            .as_ref()
+            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
+        {
+            return Err(ApiError::invalid(
+                "logprobs are not supported",
+                Some("logprobs"),
+            ));
+        }
+        let max = match self.max_completion_tokens.or(self.max_tokens) {
+            Some(0) => {
+                return Err(ApiError::invalid(
+                    "max_tokens must be at least 1",
+                    Some("max_tokens"),
+                ))
+            }
+            Some(m) => Some(usize::try_from(m).unwrap_or(usize::MAX)),
+            None => default_max,
+        };
+        let mut sampling = *defaults;
+        if let Some(t) = self.temperature {
+            sampling.temperature = t;
+        }
+        if let Some(p) = self.top_p {
+            sampling.top_p = p;
+        }
+        sampling.seed = match self.seed {
+            Some(s) => s as u64,
+            None => crate::run::random_seed(),
+        };
+        sampling
+            .validate()
+            .map_err(|e| ApiError::invalid(e.to_string(), None))?;
+        let stop = match &self.stop {
+            None => Vec::new(),
+            Some(StopField::One(s)) => vec![s.clone()],
+            Some(StopField::Many(v)) => v.clone(),
+        };
+        if stop.len() > MAX_STOPS || stop.iter().any(String::is_empty) {
+            return Err(ApiError::invalid(
+                format!("stop: at most {MAX_STOPS} non-empty strings"),
+                Some("stop"),
+            ));
+        }
+        Ok((max, sampling, stop))
+    }
+
+    fn stream_flags(&self) -> (bool, bool) {
+        let stream = self.stream.unwrap_or(false);
+        let usage = stream
+            && self
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage);
+        (stream, usage)
+    }
+}
+
+impl ChatRequest {
+    pub fn into_gen(self, served: &str, defaults: &SamplingParams) -> Result<GenRequest, ApiError> {
+        let (max_tokens, sampling, stop) = self.common.settings(served, defaults, None)?;
+        if self.messages.is_empty() {
+            return Err(ApiError::invalid(
+                "messages must hold at least one message",
+                Some("messages"),
+            ));
+        }
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for m in &self.messages {
+            let content = match &m.content {
+                None => String::new(),
+                Some(Content::Text(t)) => t.clone(),
+                Some(Content::Parts(parts)) => {
+                    let mut text = String::new();
+                    for p in parts {
+                        match (p.kind.as_str(), &p.text) {
+                            ("text", Some(t)) => text.push_str(t),
+                            (kind, _) => {
+                                return Err(ApiError::invalid(
+                                    format!(
+                                    "content parts of type `{kind}` are not supported (text only)"
+                                ),
+                                    Some("messages"),
+                                ))
+                            }
+                        }
+                    }
+                    text
+                }
+            };
+            let role = m.role.as_str();
+            if !matches!(role, "system" | "developer" | "user" | "assistant") {
+                return Err(ApiError::invalid(
+                    format!("message role `{role}` is not supported (system, developer, user, assistant)"),
+                    Some("messages"),
+                ));
+            }
+            // `developer` is the newer name of `system`; chat templates know `system`.
+            let role = if role == "developer" { "system" } else { role };
+            messages.push(Message::new(role, &content));
+        }
+        let (stream, include_usage) = self.common.stream_flags();
+        Ok(GenRequest {
+            prompt: Prompt::Chat(messages),
+            max_tokens,
+            sampling,
+            stop,
+            stream,
+            include_usage,
+        })
+    }
+}
+
+impl CompletionRequest {
+    pub fn into_gen(self, served: &str, defaults: &SamplingParams) -> Result<GenRequest, ApiError> {
+        let (max_tokens, sampling, stop) =
+            self.common
+                .settings(served, defaults, Some(COMPLETIONS_DEFAULT_MAX_TOKENS))?;
+        if self.echo == Some(true) {
+            return Err(ApiError::invalid("echo is not supported", Some("echo")));
+        }
+        let text = match self.prompt {
+            PromptField::One(s) => s,
+            PromptField::Many(mut v) if v.len() == 1 => v.remove(0),
+            PromptField::Many(_) => {
+                return Err(ApiError::invalid(
+                    "prompt: one string (a batch of prompts is not supported)",
+                    Some("prompt"),
+                ))
+            }
+        };
+        let (stream, include_usage) = self.common.stream_flags();
+        Ok(GenRequest {
+            prompt: Prompt::Text(text),
+            max_tokens,
+            sampling,
+            stop,
+            stream,
+            include_usage,
+        })
+    }
+}
+
+/// Why a generation ended, as OpenAI names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The end-of-sequence token or a stop sequence.
+    Stop,
+    /// `max_tokens` (or the context) reached.
+    Length,
+    /// The client went away (never sent: nobody is listening).
+    Cancelled,
+}
+
+impl Finish {
+    pub fn name(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// `usage`.
+pub fn usage(prompt: usize, completion: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}

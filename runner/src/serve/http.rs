@@ -1,0 +1,399 @@
+//! The HTTP side of `minirun-serve`: routes, the API key check, the admission limit, the body
+//! limit, and the JSON and server-sent-event answers built from the worker's [`Event`]s.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream, StreamExt};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequest};
+use super::worker::{Event, Job, ServeStats, Slot};
+use crate::sample::SamplingParams;
+
+/// What `/v1/models` says of the served model.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ModelInfo {
+    pub id: String,
+    /// `gguf` or `artifact`.
+    pub source: &'static str,
+    /// The artifact's commit (verified), or the GGUF file's path.
+    pub origin: String,
+    /// Whether a runtime runs it (false: "verified, not chat-capable").
+    pub chat_capable: bool,
+    /// Why not, when it is not.
+    pub reason: Option<String>,
+    /// Whether the model has a chat format (`/v1/chat/completions`).
+    pub chat_template: bool,
+    /// Positions of the context.
+    pub context: usize,
+}
+
+/// Everything a handler needs.
+pub struct AppState {
+    pub info: ModelInfo,
+    pub defaults: SamplingParams,
+    /// `None` when the model cannot run (every generation is refused).
+    pub jobs: Option<SyncSender<Job>>,
+    pub admitted: Arc<AtomicUsize>,
+    /// Requests admitted at once: the running one and the queue.
+    pub limit: usize,
+    /// SHA-256 of the API key, when one is required.
+    pub key_digest: Option<[u8; 32]>,
+    pub created: u64,
+    pub stats: Arc<ServeStats>,
+}
+
+/// The router: `/health` is open; `/v1/*` needs the key when one is set.
+pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
+    let v1 = Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
+    Router::new()
+        .route("/health", get(health))
+        .merge(v1)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(log_line))
+        .with_state(state)
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// One stderr line per request: method, path, status, time (never a header).
+async fn log_line(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let t0 = Instant::now();
+    let r = next.run(req).await;
+    eprintln!(
+        "{method} {path} {} {:.3} s",
+        r.status().as_u16(),
+        t0.elapsed().as_secs_f64()
+    );
+    r
+}
+
+/// Compares the bearer token with the key in constant time (over their SHA-256 digests, so the
+/// key's length does not show either).
+async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(want) = state.key_digest else {
+        return next.run(req).await;
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let got: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+    let diff = got.iter().zip(&want).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    if diff != 0 {
+        return ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            message: "a valid API key is required (Authorization: Bearer KEY)".into(),
+            kind: "invalid_request_error",
+            code: Some("invalid_api_key"),
+            param: None,
+            retry_after: None,
+        }
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Liveness and what the worker has done (open without the API key: counts only).
+async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let n = |a: &AtomicUsize| a.load(Ordering::SeqCst);
+    let s = &state.stats;
+    Json(json!({
+        "status": "ok",
+        "admitted": n(&state.admitted),
+        "generations": n(&s.generations),
+        "cancelled": n(&s.cancelled),
+        "completion_tokens": n(&s.completion_tokens),
+        "reused_prompt_tokens": n(&s.reused_prompt_tokens),
+    }))
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::invalid(
+        format!("no route for {} {}", req.method(), req.uri().path()),
+        None,
+    )
+    .with_status(StatusCode::NOT_FOUND)
+}
+
+async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": state.info.id,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "minirun",
+            "minirun": state.info,
+        }],
+    }))
+}
+
+/// The body, or the 413/400 that says why not.
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
+        let status = r.status();
+        let e = ApiError::invalid(format!("the request body: {}", r.body_text()), None);
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            e.with_status(status).with_code("request_too_large")
+        } else {
+            e
+        }
+    })
+}
+
+async fn chat(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let req: ChatRequest = api::parse(&body_of(body)?)?;
+    let gen = req.into_gen(&state.info.id, &state.defaults)?;
+    answer(state, gen, Kind::Chat).await
+}
+
+async fn completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let req: CompletionRequest = api::parse(&body_of(body)?)?;
+    let gen = req.into_gen(&state.info.id, &state.defaults)?;
+    answer(state, gen, Kind::Completion).await
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Chat,
+    Completion,
+}
+
+/// Queues the job and answers as JSON or as server-sent events.
+async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Response, ApiError> {
+    let Some(jobs) = &state.jobs else {
+        return Err(ApiError::invalid(
+            format!(
+                "`{}` is verified, not chat-capable: {}",
+                state.info.id,
+                state.info.reason.as_deref().unwrap_or("no runtime")
+            ),
+            Some("model"),
+        )
+        .with_code("model_not_runnable"));
+    };
+    let busy = || ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: format!(
+            "the server is busy: one generation runs and {} wait; retry later",
+            state.limit - 1
+        ),
+        kind: "server_error",
+        code: Some("server_busy"),
+        param: None,
+        retry_after: Some(1),
+    };
+    let slot = Slot::take(&state.admitted, state.limit).ok_or_else(busy)?;
+    let (tx, mut rx) = unbounded_channel();
+    let stream = gen.stream;
+    let include_usage = gen.include_usage;
+    jobs.try_send(Job {
+        request: gen,
+        events: tx,
+        slot,
+    })
+    .map_err(|_| busy())?;
+    let prompt_tokens = match rx.recv().await {
+        Some(Event::Started { prompt_tokens }) => prompt_tokens,
+        Some(Event::Failed(e)) => return Err(e),
+        _ => {
+            return Err(ApiError::server(
+                "the worker ended the request without an answer",
+            ))
+        }
+    };
+    let id = format!(
+        "{}-{:016x}",
+        match kind {
+            Kind::Chat => "chatcmpl",
+            Kind::Completion => "cmpl",
+        },
+        crate::run::random_seed()
+    );
+    let meta = Meta {
+        id,
+        created: unix_now(),
+        model: state.info.id.clone(),
+        kind,
+        prompt_tokens,
+    };
+    if stream {
+        Ok(Sse::new(sse(meta, rx, include_usage)).into_response())
+    } else {
+        whole(meta, &mut rx).await.map(IntoResponse::into_response)
+    }
+}
+
+struct Meta {
+    id: String,
+    created: u64,
+    model: String,
+    kind: Kind,
+    prompt_tokens: usize,
+}
+
+impl Meta {
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+            (Kind::Completion, _) => "text_completion",
+        }
+    }
+
+    fn envelope(&self, chunk: bool, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(chunk),
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": concat!("minirun-", env!("CARGO_PKG_VERSION")),
+            "choices": choices,
+        })
+    }
+
+    /// One choice: a chat message or delta, or a completion's text.
+    fn choice(&self, chunk: bool, text: Option<&str>, finish: Option<Finish>) -> Value {
+        let finish = finish.map(Finish::name);
+        match (self.kind, chunk) {
+            (Kind::Chat, false) => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text.unwrap_or("")},
+                "logprobs": null,
+                "finish_reason": finish,
+            }),
+            (Kind::Chat, true) => {
+                let delta = match text {
+                    Some(t) => json!({"content": t}),
+                    None if finish.is_none() => json!({"role": "assistant", "content": ""}),
+                    None => json!({}),
+                };
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+            }
+            (Kind::Completion, _) => json!({
+                "index": 0,
+                "text": text.unwrap_or(""),
+                "logprobs": null,
+                "finish_reason": finish,
+            }),
+        }
+    }
+}
+
+/// The non-streamed answer: every event collected.
+async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Value>, ApiError> {
+    let mut text = String::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Text(t) => text.push_str(&t),
+            Event::Failed(e) => return Err(e),
+            Event::Started { .. } => {}
+            Event::Done {
+                finish,
+                completion_tokens,
+            } => {
+                let mut body = meta.envelope(
+                    false,
+                    json!([meta.choice(false, Some(&text), Some(finish))]),
+                );
+                body["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
+                return Ok(Json(body));
+            }
+        }
+    }
+    Err(ApiError::server(
+        "the worker ended the request without an answer",
+    ))
+}
+
+/// The streamed answer: a first chunk (chat: the assistant's role), one chunk per piece of
+/// text, a last chunk with the finish reason, the usage chunk when asked, then `[DONE]`.
+fn sse(
+    meta: Meta,
+    rx: UnboundedReceiver<Event>,
+    include_usage: bool,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    let first = match meta.kind {
+        Kind::Chat => Some(data(
+            meta.envelope(true, json!([meta.choice(true, None, None)])),
+        )),
+        Kind::Completion => None,
+    };
+    let meta = Arc::new(meta);
+    let body = stream::unfold((rx, false), move |(mut rx, ended)| {
+        let meta = Arc::clone(&meta);
+        async move {
+            if ended {
+                return None;
+            }
+            let mut out: Vec<Result<SseEvent, Infallible>> = Vec::new();
+            let mut end = false;
+            match rx.recv().await {
+                Some(Event::Text(t)) => out.push(data(
+                    meta.envelope(true, json!([meta.choice(true, Some(&t), None)])),
+                )),
+                Some(Event::Done {
+                    finish,
+                    completion_tokens,
+                }) => {
+                    out.push(data(
+                        meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
+                    ));
+                    if include_usage {
+                        let mut u = meta.envelope(true, json!([]));
+                        u["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
+                        out.push(data(u));
+                    }
+                    out.push(Ok(SseEvent::default().data("[DONE]")));
+                    end = true;
+                }
+                Some(Event::Failed(e)) => {
+                    out.push(data(e.body()));
+                    out.push(Ok(SseEvent::default().data("[DONE]")));
+                    end = true;
+                }
+                Some(Event::Started { .. }) => {}
+                None => return None,
+            }
+            Some((stream::iter(out), (rx, end)))
+        }
+    })
+    .flatten();
+    stream::iter(first).chain(body)
+}

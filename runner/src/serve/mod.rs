@@ -1,0 +1,647 @@
+//! `minirun-serve` (docs/runner.md "minirun-serve"): an OpenAI-compatible HTTP API over one
+//! model — a GGUF file (`--model`) or a verified Minirun artifact (`--artifact`, verified-only as
+//! `minirun-run`). One thread owns the model and runs one generation at a time from a bounded
+//! queue ([`worker`]); the HTTP side ([`http`]) admits, parses, and answers as JSON or as
+//! server-sent events.
+
+pub mod api;
+pub mod http;
+pub mod stop;
+pub mod worker;
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+
+use clap::Parser;
+use sha2::{Digest, Sha256};
+
+use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
+use crate::engine::Engine;
+use crate::error::RunError;
+use crate::llama::{Runner, WeightMode};
+use crate::model::LlamaModel;
+use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions, Residency};
+use crate::run::{check_context, ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::sample::SamplingParams;
+use crate::session::DEFAULT_SESSION_CTX;
+use crate::tokenizer::Tokenizer;
+use http::{AppState, ModelInfo};
+use worker::{Backend, Job, ServeStats};
+
+/// Request bodies larger than this get 413 (default of `--max-body-bytes`).
+pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "minirun-serve",
+    version,
+    about = "an OpenAI-compatible HTTP API over a GGUF model or a verified Minirun artifact",
+    after_help = "Environment: none is read (the API key comes only from --api-key-file; the \
+                  wgpu adapter follows wgpu's own WGPU_* variables).\n\
+                  Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, \
+                  POST /v1/completions (docs/runner.md \"minirun-serve\")."
+)]
+pub struct ServeArgs {
+    /// The GGUF file (or the first part of a split).
+    #[arg(
+        long,
+        required_unless_present = "artifact",
+        conflicts_with = "artifact"
+    )]
+    pub model: Option<PathBuf>,
+    /// A verified Minirun artifact directory.
+    #[arg(long)]
+    pub artifact: Option<PathBuf>,
+    /// With --artifact: the commit to serve (default: the only one with evidence).
+    #[arg(long, requires = "artifact")]
+    pub revision: Option<String>,
+    /// The model id clients name (default: the GGUF file's stem, or the artifact's repository).
+    #[arg(long)]
+    pub alias: Option<String>,
+    /// Address to listen on; anything but a loopback address needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (0: any free port; the `listening on` line says which).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Listen on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// A file holding the API key clients must send as `Authorization: Bearer KEY`.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// Context in tokens: prompt and completion of one request (default min(model, 4096)).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub ctx_size: Option<usize>,
+    /// Requests that may wait while one runs; more get 503 with Retry-After.
+    #[arg(long, default_value_t = 8)]
+    pub queue: usize,
+    /// Request bodies over this many bytes get 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY)]
+    pub max_body_bytes: usize,
+    /// Default temperature (a request's `temperature` overrides it); 0 is greedy.
+    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
+    pub temperature: f32,
+    /// Default top-k (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Default top-p (a request's `top_p` overrides it).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub top_p: f32,
+    /// Default min-p (0 = off).
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    pub min_p: f32,
+    /// Repetition penalty over the last --repeat-last-n tokens (1.0 = off).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Stream weights tile by tile from the file instead of uploading them once.
+    #[arg(long)]
+    pub stream: bool,
+    /// Streamed tile size in bytes.
+    #[arg(long, default_value_t = crate::run::DEFAULT_TILE_BYTES)]
+    pub tile_bytes: usize,
+    /// Row mapping of the matmul kernels (default: by the adapter's type).
+    #[arg(long, value_enum)]
+    pub matvec_shape: Option<ShapeArg>,
+    /// Check the arguments and say what would be served, without loading the model.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Machine-readable lines (schema `minirun-serve/1`) on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ServeArgs {
+    fn defaults(&self) -> Result<SamplingParams, RunError> {
+        let p = SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: 0,
+        };
+        p.validate().map_err(|e| RunError::Usage(e.to_string()))?;
+        Ok(p)
+    }
+
+    /// The socket address, refused when remote without --allow-remote.
+    fn addr(&self) -> Result<SocketAddr, RunError> {
+        if !self.host.is_loopback() && !self.allow_remote {
+            return Err(RunError::Usage(format!(
+                "--host {} is not a loopback address: add --allow-remote to serve other machines (and consider --api-key-file)",
+                self.host
+            )));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(RunError::Usage("--max-body-bytes must be positive".into()));
+        }
+        Ok(SocketAddr::new(self.host, self.port))
+    }
+
+    /// The SHA-256 of the key in --api-key-file (its first line), never the key itself.
+    fn key_digest(&self) -> Result<Option<[u8; 32]>, RunError> {
+        let Some(path) = &self.api_key_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| RunError::Io {
+            what: "read the API key file",
+            path: path.display().to_string(),
+            source,
+        })?;
+        let key = text.lines().next().unwrap_or("").trim();
+        if key.is_empty() {
+            return Err(RunError::Usage(format!(
+                "the API key file `{}` is empty",
+                path.display()
+            )));
+        }
+        Ok(Some(Sha256::digest(key.as_bytes()).into()))
+    }
+}
+
+/// A running server.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub info: ModelInfo,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), RunError>>>,
+    /// Ends when the HTTP side has dropped the job queue; joined last, so the device is
+    /// released before the process exits (Mesa's exit handlers must not race a live device).
+    model_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Stops accepting, lets running answers end, and waits.
+    pub fn stop(mut self) -> Result<(), RunError> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), RunError> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.join()
+    }
+
+    /// Serves until Ctrl-C or SIGTERM.
+    pub fn wait(mut self) -> Result<(), RunError> {
+        self.join()
+    }
+
+    /// Waits for the HTTP thread, then for the model thread.
+    fn join(&mut self) -> Result<(), RunError> {
+        let r = match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(RunError::Model {
+                path: String::new(),
+                detail: "the server thread panicked".into(),
+            }),
+            None => Ok(()),
+        };
+        if let Some(t) = self.model_thread.take() {
+            let _ = t.join();
+        }
+        r
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+/// Loads the model on its worker thread, binds, and serves on a background thread. With
+/// `signals`, Ctrl-C and SIGTERM stop it as well.
+pub fn start(
+    args: &ServeArgs,
+    entries: &'static [Entry],
+    signals: bool,
+) -> Result<Server, RunError> {
+    let addr = args.addr()?;
+    let defaults = args.defaults()?;
+    let key_digest = args.key_digest()?;
+    let limit = args.queue.saturating_add(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| RunError::Io {
+            what: "start the HTTP runtime",
+            path: String::new(),
+            source,
+        })?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(|source| RunError::Io {
+            what: "listen on",
+            path: addr.to_string(),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| RunError::Io {
+        what: "listen on",
+        path: addr.to_string(),
+        source,
+    })?;
+    let (job_tx, job_rx) = sync_channel::<Job>(limit);
+    let (ready_tx, ready_rx) = sync_channel::<Result<(ModelInfo, bool), RunError>>(1);
+    let owned = WorkerArgs::from(args);
+    let stats = Arc::new(ServeStats::default());
+    let worker_stats = Arc::clone(&stats);
+    let model_thread = std::thread::Builder::new()
+        .name("minirun-serve-model".into())
+        .spawn(move || {
+            if let Err(e) = run_worker(&owned, entries, &ready_tx, job_rx, &worker_stats) {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(|source| RunError::Io {
+            what: "start the model thread",
+            path: String::new(),
+            source,
+        })?;
+    let (info, runnable) = match ready_rx.recv() {
+        Ok(Ok(ready)) => ready,
+        Ok(Err(e)) => {
+            let _ = model_thread.join();
+            return Err(e);
+        }
+        Err(_) => {
+            let _ = model_thread.join();
+            return Err(RunError::Model {
+                path: String::new(),
+                detail: "the model thread ended before the model was ready".into(),
+            });
+        }
+    };
+    let state = Arc::new(AppState {
+        info: info.clone(),
+        defaults,
+        jobs: runnable.then_some(job_tx),
+        admitted: Arc::new(AtomicUsize::new(0)),
+        limit,
+        key_digest,
+        created: http::unix_now(),
+        stats,
+    });
+    let app = http::router(state, args.max_body_bytes);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("minirun-serve-http".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let stop = async move {
+                    tokio::select! {
+                        _ = stop_rx => {}
+                        () = os_signal(signals) => {}
+                    }
+                };
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+                    .map_err(|source| RunError::Io {
+                        what: "serve",
+                        path: bound.to_string(),
+                        source,
+                    })
+            })
+        })
+        .map_err(|source| RunError::Io {
+            what: "start the HTTP thread",
+            path: String::new(),
+            source,
+        })?;
+    Ok(Server {
+        addr: bound,
+        info,
+        shutdown: Some(stop_tx),
+        thread: Some(thread),
+        model_thread: Some(model_thread),
+    })
+}
+
+/// Ctrl-C or SIGTERM (never, without `signals`).
+async fn os_signal(signals: bool) {
+    if !signals {
+        return std::future::pending().await;
+    }
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+/// What the model thread needs of the arguments.
+#[derive(Debug, Clone)]
+struct WorkerArgs {
+    model: Option<PathBuf>,
+    artifact: Option<PathBuf>,
+    revision: Option<String>,
+    alias: Option<String>,
+    ctx_size: Option<usize>,
+    stream: bool,
+    tile_bytes: usize,
+    shape: Option<kernels::gpu::MatvecShape>,
+}
+
+impl From<&ServeArgs> for WorkerArgs {
+    fn from(a: &ServeArgs) -> Self {
+        Self {
+            model: a.model.clone(),
+            artifact: a.artifact.clone(),
+            revision: a.revision.clone(),
+            alias: a.alias.clone(),
+            ctx_size: a.ctx_size,
+            stream: a.stream,
+            tile_bytes: a.tile_bytes,
+            shape: a.matvec_shape.map(Into::into),
+        }
+    }
+}
+
+type Ready = SyncSender<Result<(ModelInfo, bool), RunError>>;
+
+fn run_worker(
+    a: &WorkerArgs,
+    entries: &[Entry],
+    ready: &Ready,
+    jobs: Receiver<Job>,
+    stats: &ServeStats,
+) -> Result<(), RunError> {
+    match (&a.model, &a.artifact) {
+        (Some(path), _) => run_gguf(a, path, ready, jobs, stats),
+        (None, Some(dir)) => run_artifact(a, dir, entries, ready, jobs, stats),
+        (None, None) => Err(RunError::Usage(
+            "give --model FILE or --artifact DIR".into(),
+        )),
+    }
+}
+
+fn run_gguf(
+    a: &WorkerArgs,
+    path: &std::path::Path,
+    ready: &Ready,
+    jobs: Receiver<Job>,
+    stats: &ServeStats,
+) -> Result<(), RunError> {
+    let model = LlamaModel::open(path)?;
+    let tok = Tokenizer::from_gguf(model.gguf.metadata())?;
+    let model_ctx = model.config.context;
+    let ctx = check_context(
+        0,
+        0,
+        Some(a.ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
+        model_ctx,
+    )?;
+    let engine = Engine::new_with_shape(a.shape)?;
+    let mode = if a.stream {
+        WeightMode::Streamed {
+            tile_bytes: a.tile_bytes,
+        }
+    } else {
+        WeightMode::Resident
+    };
+    let mut runner = Runner::new(&engine, &model, mode, ctx)?;
+    let template = match &tok.chat_template {
+        Some(_) => tok.template().map_err(|e| e.to_string()),
+        None => Err("the GGUF has no `tokenizer.chat_template`".to_owned()),
+    };
+    let id = a.alias.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map_or_else(|| "model".to_owned(), |s| s.to_string_lossy().into_owned())
+    });
+    let info = ModelInfo {
+        id,
+        source: "gguf",
+        origin: path.display().to_string(),
+        chat_capable: true,
+        reason: None,
+        chat_template: template.is_ok(),
+        context: ctx,
+    };
+    let _ = ready.send(Ok((info, true)));
+    let encode = |t: &str| tok.encode(t);
+    let mut backend = Backend {
+        decoder: &mut runner,
+        encode: &encode,
+        detok: &tok,
+        template,
+        ctx,
+    };
+    worker::serve_jobs(&mut backend, jobs, stats);
+    Ok(())
+}
+
+fn run_artifact(
+    a: &WorkerArgs,
+    dir: &std::path::Path,
+    entries: &[Entry],
+    ready: &Ready,
+    jobs: Receiver<Job>,
+    stats: &ServeStats,
+) -> Result<(), RunError> {
+    let artifact = VerifiedArtifact::open(
+        dir,
+        &OpenOptions {
+            revision: a.revision.clone(),
+            require_evidence: true,
+        },
+    )?;
+    let authority = artifact.authority();
+    let id = a
+        .alias
+        .clone()
+        .unwrap_or_else(|| authority.map_or_else(|| dir.display().to_string(), |x| x.repo.clone()));
+    let origin = authority.map_or_else(String::new, |x| format!("{}@{}", x.repo, x.commit));
+    let model_ctx = artifact
+        .config()
+        .get("max_position_embeddings")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+    let ctx = check_context(
+        0,
+        0,
+        Some(a.ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
+        model_ctx,
+    )?;
+    let entry = match registry::entry_in(entries, &artifact) {
+        Ok(e) => e,
+        Err(e @ ArtifactError::UnknownFamily { .. }) => {
+            let info = ModelInfo {
+                id,
+                source: "artifact",
+                origin,
+                chat_capable: false,
+                reason: Some(e.to_string()),
+                chat_template: false,
+                context: ctx,
+            };
+            let _ = ready.send(Ok((info, false)));
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let tok = (entry.tokenizer)(&artifact)?;
+    let engine = Engine::new_with_shape(a.shape)?;
+    let opts = ModelOptions {
+        engine: &engine,
+        residency: if a.stream {
+            Residency::Streamed
+        } else {
+            Residency::Resident
+        },
+        capacity: ctx,
+    };
+    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
+    let template: Result<crate::chat::ChatTemplate, String> = Err(format!(
+        "the `{}` artifact's chat format is not applied (docs/runner.md \"Chat templates\")",
+        artifact.family()
+    ));
+    let info = ModelInfo {
+        id,
+        source: "artifact",
+        origin,
+        chat_capable: true,
+        reason: None,
+        chat_template: false,
+        context: ctx,
+    };
+    let _ = ready.send(Ok((info, true)));
+    let vocab = artifact.vocab_size();
+    let encode = |t: &str| {
+        let ids = tok.encode(t)?;
+        match ids.iter().find(|&&id| u64::from(id) >= vocab) {
+            Some(bad) => Err(RunError::Tokenizer(format!(
+                "prompt id {bad} is outside the model's vocabulary of {vocab}"
+            ))),
+            None => Ok(ids),
+        }
+    };
+    let mut backend = Backend {
+        decoder: &mut decoder,
+        encode: &encode,
+        detok: &tok,
+        template,
+        ctx,
+    };
+    worker::serve_jobs(&mut backend, jobs, stats);
+    Ok(())
+}
+
+/// What `--dry-run` says.
+fn dry_run(args: &ServeArgs, addr: SocketAddr, json: bool) -> Result<String, RunError> {
+    let (source, path) = match (&args.model, &args.artifact) {
+        (Some(p), _) => ("gguf", p),
+        (None, Some(d)) => ("artifact", d),
+        (None, None) => {
+            return Err(RunError::Usage(
+                "give --model FILE or --artifact DIR".into(),
+            ))
+        }
+    };
+    if !path.exists() {
+        return Err(RunError::Io {
+            what: "open",
+            path: path.display().to_string(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let auth = args.api_key_file.is_some();
+    if json {
+        return Ok(serde_json::json!({
+            "schema": "minirun-serve/1",
+            "dry_run": true,
+            "would_listen": format!("http://{addr}"),
+            "source": source,
+            "path": path.display().to_string(),
+            "api_key_required": auth,
+            "queue": args.queue,
+            "max_body_bytes": args.max_body_bytes,
+            "ctx_size": args.ctx_size,
+        })
+        .to_string());
+    }
+    Ok(format!(
+        "would load the {source} `{}`{}, listen on http://{addr} ({}), admit 1 running + {} queued requests, refuse bodies over {} bytes",
+        path.display(),
+        if source == "artifact" { " (verified-only)" } else { "" },
+        if auth { "API key required" } else { "no API key" },
+        args.queue,
+        args.max_body_bytes
+    ))
+}
+
+/// The CLI: parse, start, print the `listening on` line, serve until a signal; the exit code.
+pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
+    let args = match ServeArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let fail = |e: RunError| {
+        let _ = writeln!(std::io::stderr(), "minirun-serve: error: {e}");
+        if matches!(e, RunError::Usage(_)) {
+            EXIT_USAGE
+        } else {
+            EXIT_FAILURE
+        }
+    };
+    if args.dry_run {
+        return match args.addr().and_then(|a| dry_run(&args, a, args.json)) {
+            Ok(line) => {
+                let _ = writeln!(std::io::stdout(), "{line}");
+                EXIT_OK
+            }
+            Err(e) => fail(e),
+        };
+    }
+    let server = match start(&args, registry::ENTRIES, true) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let url = format!("http://{}", server.addr);
+    let line = if args.json {
+        serde_json::json!({"schema": "minirun-serve/1", "listening": url, "model": server.info})
+            .to_string()
+    } else {
+        let i = &server.info;
+        if !i.chat_capable {
+            let _ = writeln!(
+                std::io::stderr(),
+                "minirun-serve: `{}` is verified, not chat-capable: {}",
+                i.id,
+                i.reason.as_deref().unwrap_or("")
+            );
+        }
+        format!(
+            "listening on {url} (model `{}`, context {})",
+            i.id, i.context
+        )
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+    match server.wait() {
+        Ok(()) => EXIT_OK,
+        Err(e) => fail(e),
+    }
+}

@@ -1,0 +1,252 @@
+//! The one thread that owns the model (docs/runner.md "minirun-serve"): it takes jobs from a
+//! bounded queue one at a time, renders and tokenizes the prompt, checks it against the context,
+//! reuses the KV cache's common prefix with the previous request, generates, and reports each
+//! piece of text as an [`Event`]. A job whose client has gone (its event receiver dropped) is
+//! skipped, or stopped at the next token.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::api::{ApiError, Finish, GenRequest, Prompt};
+use super::stop::StopMatcher;
+use crate::chat::ChatTemplate;
+use crate::error::RunError;
+use crate::run::{generate, Decoder, GenOpts};
+use crate::sample::Sampler;
+use crate::session::CachedPrefix;
+use crate::tokenizer::{Detokenize, TextStream};
+
+/// What the worker tells the request's handler.
+#[derive(Debug)]
+pub enum Event {
+    /// The prompt was accepted: this many tokens.
+    Started { prompt_tokens: usize },
+    /// Text ready to send.
+    Text(String),
+    /// The end.
+    Done {
+        finish: Finish,
+        completion_tokens: usize,
+    },
+    /// The request was refused (before `Started`) or failed.
+    Failed(ApiError),
+}
+
+/// Counts the requests admitted and not yet finished; a [`Slot`] is one of them.
+#[derive(Debug)]
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// Takes a slot if fewer than `limit` are taken.
+    pub fn take(count: &Arc<AtomicUsize>, limit: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(count)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What the worker has done since the server started (reported by `GET /health`).
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    /// Generations that ran to an end (stop, length or cancel).
+    pub generations: AtomicUsize,
+    /// Generations stopped because their client went away.
+    pub cancelled: AtomicUsize,
+    /// Tokens generated, in all.
+    pub completion_tokens: AtomicUsize,
+    /// Prompt tokens the KV cache already held (not fed again), in all.
+    pub reused_prompt_tokens: AtomicUsize,
+}
+
+/// One request for the worker.
+pub struct Job {
+    pub request: GenRequest,
+    pub events: UnboundedSender<Event>,
+    pub slot: Slot,
+}
+
+/// What the worker runs on: the decoder, the text pipeline and the context.
+pub struct Backend<'a> {
+    pub decoder: &'a mut dyn Decoder,
+    pub encode: &'a dyn Fn(&str) -> Result<Vec<u32>, RunError>,
+    pub detok: &'a dyn Detokenize,
+    /// The model's chat template, or why there is none.
+    pub template: Result<ChatTemplate, String>,
+    /// Positions of the KV cache.
+    pub ctx: usize,
+}
+
+/// Serves jobs until the queue's sender is dropped.
+pub fn serve_jobs(
+    backend: &mut Backend<'_>,
+    jobs: std::sync::mpsc::Receiver<Job>,
+    stats: &ServeStats,
+) {
+    let mut cache = CachedPrefix::default();
+    for job in jobs {
+        if job.events.is_closed() {
+            stats.cancelled.fetch_add(1, Ordering::SeqCst);
+            continue;
+        }
+        let events = job.events.clone();
+        if let Err(e) = run_job(backend, &mut cache, &job, stats) {
+            // A model or engine failure leaves the cache unknown: start the next one afresh.
+            cache.forget(&mut *backend.decoder);
+            let _ = events.send(Event::Failed(e));
+        }
+        drop(job);
+    }
+}
+
+/// The prompt's ids, or the 400 that says why not.
+fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+    let text = match prompt {
+        Prompt::Text(t) => t.clone(),
+        Prompt::Chat(messages) => {
+            let template = backend.template.as_ref().map_err(|why| {
+                ApiError::invalid(
+                    format!("this model has no chat format: {why}; use /v1/completions"),
+                    Some("messages"),
+                )
+            })?;
+            template
+                .render(messages, true)
+                .map_err(|e| ApiError::invalid(e.to_string(), Some("messages")))?
+        }
+    };
+    let ids = (backend.encode)(&text).map_err(|e| ApiError::server(e.to_string()))?;
+    if ids.is_empty() {
+        return Err(ApiError::invalid("the prompt is empty", Some("prompt")));
+    }
+    Ok(ids)
+}
+
+/// How many tokens the request may generate in a context of `ctx`.
+fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize, ApiError> {
+    let over = |need: usize| {
+        ApiError::invalid(
+            format!(
+                "this model's context is {ctx} tokens; the prompt ({prompt} tokens) and the completion need {need} (lower max_tokens or shorten the prompt)"
+            ),
+            Some("messages"),
+        )
+        .with_code("context_length_exceeded")
+    };
+    if prompt >= ctx {
+        return Err(over(prompt + 1));
+    }
+    match max_tokens {
+        Some(m) if prompt.saturating_add(m) > ctx => Err(over(prompt.saturating_add(m))),
+        Some(m) => Ok(m),
+        None => Ok(ctx - prompt),
+    }
+}
+
+fn run_job(
+    backend: &mut Backend<'_>,
+    cache: &mut CachedPrefix,
+    job: &Job,
+    stats: &ServeStats,
+) -> Result<(), ApiError> {
+    let req = &job.request;
+    let ids = prompt_ids(backend, &req.prompt)?;
+    let n = budget(backend.ctx, ids.len(), req.max_tokens)?;
+    let events = &job.events;
+    let _ = events.send(Event::Started {
+        prompt_tokens: ids.len(),
+    });
+    let server = |e: RunError| ApiError::server(e.to_string());
+    let common = cache.reuse(&mut *backend.decoder, &ids).map_err(server)?;
+    stats
+        .reused_prompt_tokens
+        .fetch_add(common, Ordering::SeqCst);
+    let feed = &ids[common..];
+    let mut sampler = Sampler::new(req.sampling);
+    let mut stream = TextStream::new(backend.detok);
+    let mut stops = StopMatcher::new(req.stop.clone());
+    let opts = GenOpts {
+        n,
+        ignore_eos: false,
+        keep_logits: false,
+    };
+    let eos = backend.detok.eos();
+    let g = generate(
+        &mut *backend.decoder,
+        feed,
+        &opts,
+        &mut sampler,
+        eos,
+        &mut |id| {
+            let piece = stops.push(&stream.push(id)?);
+            if !piece.is_empty() {
+                let _ = events.send(Event::Text(piece));
+            }
+            Ok(!stops.stopped() && !events.is_closed())
+        },
+    );
+    let g = g.map_err(server)?;
+    cache.fed(feed, &g.tokens);
+    let (rest, _) = stream.finish().map_err(server)?;
+    let tail = stops.push(&rest) + &stops.finish();
+    if !tail.is_empty() {
+        let _ = events.send(Event::Text(tail));
+    }
+    let finish = if events.is_closed() {
+        Finish::Cancelled
+    } else if stops.stopped() || (eos.is_some() && g.tokens.last() == eos.as_ref()) {
+        Finish::Stop
+    } else {
+        Finish::Length
+    };
+    stats.generations.fetch_add(1, Ordering::SeqCst);
+    stats
+        .completion_tokens
+        .fetch_add(g.tokens.len(), Ordering::SeqCst);
+    if finish == Finish::Cancelled {
+        stats.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+    let _ = events.send(Event::Done {
+        finish,
+        completion_tokens: g.tokens.len(),
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_the_rest_of_the_context_and_never_more() {
+        assert_eq!(budget(100, 10, None).unwrap(), 90);
+        assert_eq!(budget(100, 10, Some(90)).unwrap(), 90);
+        let e = budget(100, 10, Some(91)).unwrap_err();
+        assert_eq!(e.code, Some("context_length_exceeded"));
+        assert!(e.message.contains("need 101"), "{}", e.message);
+        assert!(budget(100, 100, None).is_err());
+    }
+
+    #[test]
+    fn slots_are_bounded_and_returned_on_drop() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let a = Slot::take(&count, 2).unwrap();
+        let b = Slot::take(&count, 2).unwrap();
+        assert!(Slot::take(&count, 2).is_none());
+        drop(a);
+        let c = Slot::take(&count, 2);
+        assert!(c.is_some());
+        drop((b, c));
+        assert_eq!(count.load(Ordering::SeqCst), 0);
+    }
+}

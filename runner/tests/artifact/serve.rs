@@ -1,0 +1,134 @@
+//! `minirun-serve --artifact` in process (`runner::serve::start`) over the verified demo artifact:
+//! with a registered adapter (the test-local bigram of `registry.rs`) completions run and a chat
+//! request is refused because the artifact carries no chat format; with no adapter for the
+//! family the server still starts and `/v1/models` reports the model as verified, not
+//! chat-capable, and every generation is refused with `model_not_runnable`. An unverified copy
+//! is refused before the server starts.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use clap::Parser;
+use runner::serve::{start, ServeArgs};
+use serde_json::Value;
+
+use super::registry::TOY;
+use super::{engine, fixture};
+
+/// One HTTP/1.1 request; (status, JSON body).
+fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status: u16 = raw[9..12].parse().unwrap();
+    let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn args(dir: &str) -> ServeArgs {
+    ServeArgs::try_parse_from([
+        "minirun-serve",
+        "--artifact",
+        dir,
+        "--port",
+        "0",
+        "-c",
+        "64",
+    ])
+    .unwrap()
+}
+
+#[test]
+fn serve_an_artifact_with_and_without_a_runtime() {
+    if engine("serve_an_artifact_with_and_without_a_runtime").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let dir = fx.consumer.to_str().unwrap();
+
+    let server = start(&args(dir), &TOY, false).unwrap();
+    let addr = server.addr;
+    let id = server.info.id.clone();
+    assert_eq!(id, super::TARGET);
+    let (st, models) = request(addr, "GET", "/v1/models", "");
+    assert_eq!(st, 200);
+    let m = &models["data"][0];
+    assert_eq!(m["id"], id.as_str());
+    assert_eq!(m["minirun"]["chat_capable"], true);
+    assert_eq!(m["minirun"]["chat_template"], false);
+    assert_eq!(
+        m["minirun"]["origin"],
+        format!("{}@{}", super::TARGET, fx.commit)
+    );
+    let body = format!(r#"{{"model": "{id}", "prompt": "hello", "max_tokens": 4}}"#);
+    let (st, a) = request(addr, "POST", "/v1/completions", &body);
+    assert_eq!(st, 200, "{a}");
+    assert_eq!(a["usage"]["completion_tokens"], 4);
+    assert_eq!(a["choices"][0]["finish_reason"], "length");
+    // A second request starts a new sequence (the adapter rewinds) and, greedy, repeats the first.
+    let (st, b) = request(addr, "POST", "/v1/completions", &body);
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"]);
+    let chat = format!(r#"{{"model": "{id}", "messages": [{{"role": "user", "content": "hi"}}]}}"#);
+    let (st, e) = request(addr, "POST", "/v1/chat/completions", &chat);
+    assert_eq!(st, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no chat format"),
+        "{e}"
+    );
+    // The context (-c 64) bounds prompt + max_tokens.
+    let long = format!(r#"{{"model": "{id}", "prompt": "hello", "max_tokens": 64}}"#);
+    let (st, e) = request(addr, "POST", "/v1/completions", &long);
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (400, Some("context_length_exceeded"))
+    );
+    server.stop().unwrap();
+
+    // No runtime for the family: listed, verified, not chat-capable, and refused.
+    let server = start(&args(dir), &[], false).unwrap();
+    let (st, models) = request(server.addr, "GET", "/v1/models", "");
+    assert_eq!(st, 200);
+    let m = &models["data"][0]["minirun"];
+    assert_eq!(m["chat_capable"], false);
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is verified, not chat-capable"),
+        "{m}"
+    );
+    let (st, e) = request(server.addr, "POST", "/v1/completions", &body);
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (400, Some("model_not_runnable"))
+    );
+    server.stop().unwrap();
+
+    // A copy without evidence is refused before anything listens.
+    let copy = fx.scratch.join("serve-unverified");
+    let _ = std::fs::remove_dir_all(&copy);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&fx.consumer)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_dir_all(copy.join(".minirun-evidence")).unwrap();
+    let err = start(&args(copy.to_str().unwrap()), &TOY, false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("evidence"), "{err}");
+    let _ = std::fs::remove_dir_all(&copy);
+}
