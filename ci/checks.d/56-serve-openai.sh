@@ -3,7 +3,7 @@
 # openai 3.57.0): SmolLM2-135M-Instruct Q4_1 on the wgpu engine (lavapipe without a GPU), behind
 # an API key, with a queue of one. The pytest suite (ci/serve_openai/test_openai.py) covers
 # streamed and non-streamed chat and completions, seeds, stop sequences, a disconnect mid-stream,
-# the error bodies, 401, 413 and 503. Afterwards the key must not appear in anything the server
+# the error bodies, 401, 413 and 503, and a `.megakv` prompt cache loaded at start. Afterwards the key must not appear in anything the server
 # printed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ py="$CI_CACHE/venv-openai/bin/python"
 [ -x "$py" ] || { echo "missing $py (run ci/install.d/10-python.sh)"; exit 1; }
 [ -f "$model" ] || { echo "missing $model (run ci/install.d/10-python.sh)"; exit 1; }
 
-cargo build -q --workspace --bin minirun-serve
+cargo build -q --workspace --bin minirun-serve --bin minirun-run
 target=${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')}
 bin="$target/debug/minirun-serve"
 
@@ -27,8 +27,12 @@ trap cleanup EXIT
 key="sk-minirun-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 printf '%s\n' "$key" > "$work/key"
 
+# A prompt cache of the first question, made by minirun-run (-n 0: the prompt only) and loaded
+# by the server at start: its first chat request feeds one token of the prompt.
+"$target/debug/minirun-run" --model "$model" --chat -p "What is the capital of France?" -n 0 \
+    --prompt-cache "$work/question.megakv" 2> "$work/run.err" || { cat "$work/run.err"; exit 1; }
 "$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 \
-    > "$work/out" 2> "$work/err" &
+    --prompt-cache "$work/question.megakv" > "$work/out" 2> "$work/err" &
 pid=$!
 url=
 for _ in $(seq 1 600); do

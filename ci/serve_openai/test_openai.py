@@ -2,7 +2,7 @@
 
 The server (started by ci/checks.d/56-serve-openai.sh, SmolLM2-135M-Instruct Q4_1 on the wgpu
 engine, an API key, --queue 1) is at $SERVE_URL, its model id is $SERVE_MODEL and the key is in
-the file $SERVE_KEY_FILE. Raw HTTP (malformed JSON, oversized bodies, the 503 header) goes through
+the file $SERVE_KEY_FILE; it loaded a prompt cache of QUESTION at start. Raw HTTP (malformed JSON, oversized bodies, the 503 header) goes through
 the standard library's http.client, a second independent client.
 """
 import http.client
@@ -45,6 +45,13 @@ def health():
     status, _, data = raw("GET", "/health", key=None)
     assert status == 200
     return json.loads(data)
+
+
+def test_0_the_prompt_cache_loaded_at_start_serves_the_first_request():
+    # The script made the cache from this very question (minirun-run --chat -n 0 --prompt-cache).
+    assert health()["generations"] == 0
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2, temperature=0)
+    assert health()["reused_prompt_tokens"] == r.usage.prompt_tokens - 1
 
 
 def test_models_lists_the_served_model():

@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Logits, Runner, WeightMode};
 use crate::model::LlamaModel;
+use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::sample::{Sampler, SamplingParams};
 use crate::tokenizer::{Detokenize, TextStream, Tokenizer};
 
@@ -127,6 +128,13 @@ pub struct RunArgs {
     /// Print one JSON report (schema `minirun-run/1`) on stdout instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// A `.megakv` prefix cache (docs/runner.md "Prompt cache"): its KV state is loaded and the
+    /// positions it shares with the prompt are not fed again; after the run it holds the prompt.
+    #[arg(long, value_name = "FILE", conflicts_with = "artifact")]
+    pub prompt_cache: Option<PathBuf>,
+    /// With --prompt-cache: read the file, never rewrite it.
+    #[arg(long, requires = "prompt_cache")]
+    pub prompt_cache_ro: bool,
 }
 
 /// `--matvec-shape`.
@@ -222,6 +230,8 @@ pub struct RunOutput {
     pub sampling: SamplingParams,
     /// U+FFFD characters dropped at the end: a character the last token left incomplete.
     pub dropped_incomplete: usize,
+    /// Prompt tokens whose KV state came from --prompt-cache (not fed).
+    pub prompt_cache_reused: usize,
 }
 
 /// Runs the model as `args` says on `engine`.
@@ -275,16 +285,33 @@ pub fn run_streaming(
     )?;
     let capacity = prompt_ids.len() + args.n;
     let mut runner = Runner::new(engine, &model, mode, capacity)?;
+    let cache = match &args.prompt_cache {
+        Some(p) => Some(PromptCache::new(p, gguf_identity(path)?, &runner)),
+        None => None,
+    };
+    let reused = match &cache {
+        Some(c) => c.load(&mut runner, &prompt_ids)?.map_or(0, |t| t.len()),
+        None => 0,
+    };
     let mut sampler = Sampler::new(sampling);
     let (g, text, dropped) = generate_text(
         &mut runner,
-        &prompt_ids,
+        &prompt_ids[reused..],
         &args.gen_opts(),
         &mut sampler,
         &tok,
         sink,
         &|| true,
     )?;
+    if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
+        if reused + 1 < prompt_ids.len() {
+            if args.n == 0 {
+                // Nothing was generated, so the prompt was not fed: feed it for the cache.
+                runner.forward_argmax(&prompt_ids[reused..])?;
+            }
+            c.save(&runner, &prompt_ids)?;
+        }
+    }
     Ok(RunOutput {
         text,
         prompt_ids,
@@ -296,6 +323,7 @@ pub fn run_streaming(
         steps: g.steps,
         sampling,
         dropped_incomplete: dropped,
+        prompt_cache_reused: reused,
     })
 }
 
@@ -629,6 +657,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 "seed": out.sampling.seed,
             },
             "dropped_incomplete": out.dropped_incomplete,
+            "prompt_cache_reused": out.prompt_cache_reused,
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {
@@ -639,6 +668,15 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         let _ = writeln!(
             std::io::stderr(),
             "note: the last token left a character incomplete; its bytes were not printed"
+        );
+    }
+    if let Some(p) = &args.prompt_cache {
+        let _ = writeln!(
+            std::io::stderr(),
+            "prompt cache `{}`: {} of {} prompt tokens reused",
+            p.display(),
+            out.prompt_cache_reused,
+            out.prompt_ids.len()
         );
     }
     let reads = if args.stream {

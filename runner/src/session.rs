@@ -85,6 +85,11 @@ impl CachedPrefix {
         Ok(common)
     }
 
+    /// Takes `tokens` as what the cache holds (a prompt cache was just loaded into the model).
+    pub fn assume(&mut self, tokens: Vec<u32>) {
+        self.tokens = tokens;
+    }
+
     /// Records what a generation fed: `feed`, then every generated token but the last (which
     /// was chosen, never fed).
     pub fn fed(&mut self, feed: &[u32], generated: &[u32]) {
@@ -147,8 +152,18 @@ impl<'a> Session<'a> {
             ctx,
             n_max,
         };
-        s.reset();
+        // The model's cache is left as it is: empty for a fresh runner, or a loaded prompt
+        // cache the caller names with `assume_cached`.
+        if let Some(sys) = &s.system {
+            s.messages.push(Message::new("system", sys));
+        }
         Ok(s)
+    }
+
+    /// The model's cache holds `tokens` (a prompt cache loaded after [`Session::new`]); the
+    /// first turn reuses what its rendering shares with them.
+    pub fn assume_cached(&mut self, tokens: Vec<u32>) {
+        self.cached.assume(tokens);
     }
 
     /// Forgets the conversation; the system message stays.
@@ -311,7 +326,26 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
         WeightMode::Resident
     };
     let mut runner = Runner::new(&engine, &model, mode, ctx)?;
+    let loaded = match &args.prompt_cache {
+        Some(p) => {
+            let cache = crate::prompt_cache::PromptCache::new(
+                p,
+                crate::prompt_cache::gguf_identity(path)?,
+                &runner,
+            );
+            cache.load_all(&mut runner)?
+        }
+        None => None,
+    };
     let mut session = Session::new(&mut runner, &tok, sampler, args.system.clone(), ctx, args.n)?;
+    if let Some(tokens) = loaded {
+        let _ = writeln!(
+            std::io::stderr(),
+            "prompt cache: {} tokens loaded (the first turn reuses what it shares with them)",
+            tokens.len()
+        );
+        session.assume_cached(tokens);
+    }
     let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
     repl(&mut session, first)
 }

@@ -116,6 +116,7 @@ pub fn run_artifact_streaming(
         decode_s: g.decode_s,
         tile_reads: model.tile_reads(),
         steps: g.steps,
+        prompt_cache_reused: 0,
     })
 }
 

@@ -101,7 +101,7 @@ pub struct Runner<'e> {
     weights: Vec<ResidentMatrix>,
     #[allow(dead_code)]
     norms: Vec<wgpu::Buffer>,
-    #[allow(dead_code)]
+    /// Per layer K then V, `[capacity, n_kv_heads, head_dim]` f32.
     kv: Vec<wgpu::Buffer>,
     #[allow(dead_code)]
     embed: wgpu::Buffer,
@@ -146,6 +146,42 @@ impl Runner<'_> {
     /// come through [`Runner::forward`] or [`Runner::forward_argmax`].
     pub fn rewind(&mut self, n: usize) {
         self.pos = self.pos.min(n);
+    }
+
+    /// The keys and values of the first `n` positions (at most [`Runner::position`]): per layer,
+    /// K then V, each `[n, n_kv_heads, head_dim]` f32 — the `.megakv` payload (docs/mega.md §12).
+    pub fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
+        let n = n.min(self.pos);
+        let c = &self.shapes.c;
+        let bytes = (n * c.n_kv_heads * c.head_dim * 4) as u64;
+        let mut out = Vec::with_capacity(bytes as usize * self.kv.len());
+        for buffer in &self.kv {
+            out.extend_from_slice(&self.engine.gpu().read_bytes(buffer, bytes)?);
+        }
+        Ok(out)
+    }
+
+    /// Puts a [`Runner::kv_payload`] of `n` positions back: the cache then holds those positions
+    /// and the next token must come through [`Runner::forward`] or [`Runner::forward_argmax`].
+    pub fn kv_restore(&mut self, n: usize, payload: &[u8]) -> Result<(), RunError> {
+        let c = &self.shapes.c;
+        let bytes = n * c.n_kv_heads * c.head_dim * 4;
+        if n > self.capacity || payload.len() != bytes * self.kv.len() {
+            return Err(RunError::Model {
+                path: String::new(),
+                detail: format!(
+                    "a KV state of {} bytes for {n} positions does not fit this cache ({} layers, {} positions)",
+                    payload.len(),
+                    self.kv.len() / 2,
+                    self.capacity
+                ),
+            });
+        }
+        for (buffer, chunk) in self.kv.iter().zip(payload.chunks_exact(bytes.max(1))) {
+            self.engine.gpu().write(buffer, 0, chunk);
+        }
+        self.pos = n;
+        Ok(())
     }
 
     fn check(&self, ids: &[u32]) -> Result<(), RunError> {

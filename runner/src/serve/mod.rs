@@ -24,6 +24,7 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
+use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions, Residency};
 use crate::run::{check_context, ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
@@ -109,6 +110,10 @@ pub struct ServeArgs {
     /// Row mapping of the matmul kernels (default: by the adapter's type).
     #[arg(long, value_enum)]
     pub matvec_shape: Option<ShapeArg>,
+    /// A `.megakv` prompt cache to load at start (GGUF only; read, never written): requests
+    /// whose prompt starts like its tokens do not feed them again.
+    #[arg(long, value_name = "FILE", conflicts_with = "artifact")]
+    pub prompt_cache: Option<PathBuf>,
     /// Check the arguments and say what would be served, without loading the model.
     #[arg(long)]
     pub dry_run: bool,
@@ -358,6 +363,7 @@ struct WorkerArgs {
     stream: bool,
     tile_bytes: usize,
     shape: Option<kernels::gpu::MatvecShape>,
+    prompt_cache: Option<PathBuf>,
 }
 
 impl From<&ServeArgs> for WorkerArgs {
@@ -371,6 +377,7 @@ impl From<&ServeArgs> for WorkerArgs {
             stream: a.stream,
             tile_bytes: a.tile_bytes,
             shape: a.matvec_shape.map(Into::into),
+            prompt_cache: a.prompt_cache.clone(),
         }
     }
 }
@@ -418,6 +425,12 @@ fn run_gguf(
         WeightMode::Resident
     };
     let mut runner = Runner::new(&engine, &model, mode, ctx)?;
+    let preloaded = match &a.prompt_cache {
+        Some(p) => PromptCache::new(p, gguf_identity(path)?, &runner)
+            .load_all(&mut runner)?
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
     let template = match &tok.chat_template {
         Some(_) => tok.template().map_err(|e| e.to_string()),
         None => Err("the GGUF has no `tokenizer.chat_template`".to_owned()),
@@ -443,6 +456,7 @@ fn run_gguf(
         detok: &tok,
         template,
         ctx,
+        preloaded,
     };
     worker::serve_jobs(&mut backend, jobs, stats);
     Ok(())
@@ -539,6 +553,7 @@ fn run_artifact(
         detok: &tok,
         template,
         ctx,
+        preloaded: Vec::new(),
     };
     worker::serve_jobs(&mut backend, jobs, stats);
     Ok(())

@@ -85,6 +85,8 @@ pub struct Backend<'a> {
     pub template: Result<ChatTemplate, String>,
     /// Positions of the KV cache.
     pub ctx: usize,
+    /// What the model's cache already holds (a loaded `--prompt-cache`).
+    pub preloaded: Vec<u32>,
 }
 
 /// Serves jobs until the queue's sender is dropped.
@@ -94,6 +96,7 @@ pub fn serve_jobs(
     stats: &ServeStats,
 ) {
     let mut cache = CachedPrefix::default();
+    cache.assume(std::mem::take(&mut backend.preloaded));
     for job in jobs {
         if job.events.is_closed() {
             stats.cancelled.fetch_add(1, Ordering::SeqCst);

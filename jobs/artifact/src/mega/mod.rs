@@ -9,11 +9,13 @@
 //! - [`index`]: the `.mega.index.json` schema and the release view that resolves the index first;
 //! - [`inspect`]: the hub card's entry-point rules, summary, fallbacks, hash and trust states;
 //! - [`convert`]: safetensors (single or sharded) → MEGA, byte-preserving;
-//! - [`ops`]: the `minirun-mega` operations (convert, inspect, verify) returning text + status.
+//! - [`ops`]: the `minirun-mega` operations (convert, inspect, verify) returning text + status;
+//! - [`kv`]: the `.megakv` KV-cache sidecar (prefix cache), reader and writer.
 
 pub mod convert;
 pub mod index;
 pub mod inspect;
+pub mod kv;
 pub mod layout;
 pub mod metadata;
 pub mod ops;

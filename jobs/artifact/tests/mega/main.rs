@@ -8,4 +8,5 @@ mod fuzz;
 mod golden;
 mod hostile;
 mod inspection;
+mod kv;
 mod roundtrip;
