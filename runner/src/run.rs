@@ -30,7 +30,10 @@ pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
 #[derive(Debug, Parser)]
 #[command(
     name = "minirun-run",
-    about = "run a GGUF Llama-family model on the wgpu engine"
+    version,
+    about = "run a GGUF Llama-family model or a verified Minirun artifact on the wgpu engine",
+    after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
+                  the graphics backend, read by wgpu; nothing else is read."
 )]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).

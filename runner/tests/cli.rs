@@ -206,6 +206,11 @@ fn serve_cli_contract() {
     let out = serve().arg("--version").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("minirun-serve "));
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("minirun-run "));
+    let out = bin().arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Environment: WGPU_BACKEND"));
     let out = serve().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -151,6 +151,10 @@ pub struct Common {
     pub presence_penalty: Option<f32>,
     #[serde(default)]
     pub logprobs: Option<Value>,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,6 +257,22 @@ impl Common {
             return Err(ApiError::invalid(
                 "logprobs are not supported",
                 Some("logprobs"),
+            ));
+        }
+        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(ApiError::invalid(
+                "tools (function calling) are not supported",
+                Some("tools"),
+            ));
+        }
+        if self
+            .response_format
+            .as_ref()
+            .is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text"))
+        {
+            return Err(ApiError::invalid(
+                "response_format other than {\"type\": \"text\"} is not supported",
+                Some("response_format"),
             ));
         }
         let max = match self.max_completion_tokens.or(self.max_tokens) {
@@ -417,4 +437,88 @@ pub fn usage(prompt: usize, completion: usize) -> Value {
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(body: &str) -> Result<GenRequest, ApiError> {
+        parse::<ChatRequest>(body.as_bytes())?.into_gen("m", &SamplingParams::default())
+    }
+
+    #[test]
+    fn requests_take_the_server_defaults_and_refuse_what_is_not_done() {
+        let g = chat(r#"{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"stop":"x","seed":5,"temperature":0.5}"#).unwrap();
+        match &g.prompt {
+            Prompt::Chat(m) => assert_eq!(
+                (m[0].role.as_str(), m[0].content.as_str()),
+                ("system", "ab")
+            ),
+            Prompt::Text(_) => panic!("a chat request became a text prompt"),
+        }
+        assert_eq!(
+            (g.stop.clone(), g.sampling.seed, g.sampling.temperature),
+            (vec!["x".to_owned()], 5, 0.5)
+        );
+        assert_eq!(g.max_tokens, None);
+        let refused = |body: &str, param: &str| {
+            let e = chat(body).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{body}");
+            assert_eq!(
+                e.param,
+                Some(param).filter(|p| !p.is_empty()),
+                "{body}: {}",
+                e.message
+            );
+        };
+        refused(
+            r#"{"model":"other","messages":[{"role":"user","content":"a"}]}"#,
+            "model",
+        );
+        refused(r#"{"model":"m","messages":[]}"#, "messages");
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"n":2}"#,
+            "n",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}"#,
+            "tools",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}"#,
+            "response_format",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"stop":[""]}"#,
+            "stop",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"max_tokens":0}"#,
+            "max_tokens",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"tool","content":"a"}]}"#,
+            "messages",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+            "messages",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"top_p":0}"#,
+            "",
+        );
+        refused(r#"{"model": "#, "");
+        let c = parse::<CompletionRequest>(br#"{"model":"m","prompt":["only"]}"#)
+            .unwrap()
+            .into_gen("m", &SamplingParams::default())
+            .unwrap();
+        assert_eq!(c.max_tokens, Some(COMPLETIONS_DEFAULT_MAX_TOKENS));
+        let e = parse::<CompletionRequest>(br#"{"model":"m","prompt":["a","b"]}"#)
+            .unwrap()
+            .into_gen("m", &SamplingParams::default())
+            .unwrap_err();
+        assert_eq!(e.param, Some("prompt"));
+    }
 }

@@ -227,7 +227,12 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         events: tx,
         slot,
     })
-    .map_err(|_| busy())?;
+    .map_err(|e| match e {
+        std::sync::mpsc::TrySendError::Full(_) => busy(),
+        std::sync::mpsc::TrySendError::Disconnected(_) => {
+            ApiError::server("the model thread has stopped; restart minirun-serve")
+        }
+    })?;
     let prompt_tokens = match rx.recv().await {
         Some(Event::Started { prompt_tokens }) => prompt_tokens,
         Some(Event::Failed(e)) => return Err(e),

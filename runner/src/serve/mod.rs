@@ -41,8 +41,9 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
     name = "minirun-serve",
     version,
     about = "an OpenAI-compatible HTTP API over a GGUF model or a verified Minirun artifact",
-    after_help = "Environment: none is read (the API key comes only from --api-key-file; the \
-                  wgpu adapter follows wgpu's own WGPU_* variables).\n\
+    after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
+                  the graphics backend, read by wgpu; nothing else is read (the API key comes \
+                  only from --api-key-file).\n\
                   Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, \
                   POST /v1/completions (docs/runner.md \"minirun-serve\")."
 )]

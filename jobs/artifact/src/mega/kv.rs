@@ -1,5 +1,5 @@
 //! `.megakv`: MEGA's KV-cache sidecar (seed `004`: "for prompt or prefix cache reuse"; the byte
-//! layout is `docs/mega.md` §12, frozen by `tests/golden/mega/kv/`). A file holds the attention
+//! layout is `docs/mega.md` §12, frozen by `tests/golden/megakv/`). A file holds the attention
 //! keys and values a model computed for a token prefix, bound to the exact model (GGUF file digest
 //! or verified artifact commit), the KV layout and the tokens; it records the SHA-256 of its
 //! payload and of everything after the fixed header, so a truncated, altered or foreign file is

@@ -1,5 +1,5 @@
 //! `.megakv` (docs/mega.md §12): the writer's output for a fixed KV state is frozen byte for byte
-//! in `tests/golden/mega/kv/tiny.megakv` (regenerate deliberately with `MEGA_BLESS=1 cargo test
+//! in `tests/golden/megakv/tiny.megakv` (regenerate deliberately with `MEGA_BLESS=1 cargo test
 //! -p artifact --test mega megakv_golden`), the reader returns what was written, and a truncated,
 //! extended, altered (every single byte of the file, one at a time) or wrong-version file is
 //! refused.
@@ -35,7 +35,7 @@ fn tiny() -> (KvHeader, Vec<u8>) {
 fn megakv_golden_is_byte_identical_and_reads_back() {
     let (h, p) = tiny();
     let bytes = write_kv(&h, &p).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mega/kv/tiny.megakv");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/megakv/tiny.megakv");
     if std::env::var_os("MEGA_BLESS").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
         std::fs::write(&golden, &bytes).unwrap();
