@@ -295,6 +295,17 @@ pub fn repl(session: &mut Session<'_>, first: Option<&str>) -> Result<(), RunErr
 /// cache is allocated for the whole context up front; llama.cpp's default is 4096 as well).
 pub const DEFAULT_SESSION_CTX: usize = 4096;
 
+/// The context of a long-lived model (a session, a server): `-c` if given, else the model's, at
+/// most [`DEFAULT_SESSION_CTX`]; refused past the model's.
+pub fn session_ctx(ctx_size: Option<usize>, model_ctx: usize) -> Result<usize, RunError> {
+    crate::run::check_context(
+        0,
+        0,
+        Some(ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
+        model_ctx,
+    )
+}
+
 /// `minirun-run -i --model FILE`: load, then the REPL.
 pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     use crate::llama::{Runner, WeightMode};
@@ -310,12 +321,7 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
         None => Tokenizer::from_gguf(model.gguf.metadata())?,
     };
     let model_ctx = model.config.context;
-    let ctx = crate::run::check_context(
-        0,
-        0,
-        Some(args.ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
-        model_ctx,
-    )?;
+    let ctx = session_ctx(args.ctx_size, model_ctx)?;
     let sampler = Sampler::new(args.sampling()?);
     let engine = crate::engine::Engine::new_with_shape(args.matvec_shape.map(Into::into))?;
     let mode = if args.stream {

@@ -74,11 +74,7 @@ pub fn run_artifact_streaming(
         )));
     }
     let sampling = args.sampling()?;
-    let model_ctx = artifact
-        .config()
-        .get("max_position_embeddings")
-        .and_then(serde_json::Value::as_u64)
-        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+    let model_ctx = artifact.context();
     check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;
     let engine = Engine::new()?;
     let opts = ModelOptions {

@@ -238,6 +238,15 @@ impl VerifiedArtifact {
         &self.root_files.config
     }
     /// The configuration's `vocab_size`.
+    /// The context in tokens its configuration allows (`max_position_embeddings`; unbounded
+    /// when absent).
+    pub fn context(&self) -> usize {
+        self.config()
+            .get("max_position_embeddings")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX))
+    }
+
     pub fn vocab_size(&self) -> u64 {
         self.root_files.vocab_size
     }

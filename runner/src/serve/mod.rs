@@ -26,9 +26,9 @@ use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
 use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions, Residency};
-use crate::run::{check_context, ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
-use crate::session::DEFAULT_SESSION_CTX;
+use crate::session::session_ctx;
 use crate::tokenizer::Tokenizer;
 use http::{AppState, ModelInfo};
 use worker::{Backend, Job, ServeStats};
@@ -36,7 +36,7 @@ use worker::{Backend, Job, ServeStats};
 /// Request bodies larger than this get 413 (default of `--max-body-bytes`).
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "minirun-serve",
     version,
@@ -259,7 +259,7 @@ pub fn start(
     })?;
     let (job_tx, job_rx) = sync_channel::<Job>(limit);
     let (ready_tx, ready_rx) = sync_channel::<Result<(ModelInfo, bool), RunError>>(1);
-    let owned = WorkerArgs::from(args);
+    let owned = args.clone();
     let stats = Arc::new(ServeStats::default());
     let worker_stats = Arc::clone(&stats);
     let model_thread = std::thread::Builder::new()
@@ -353,40 +353,10 @@ async fn os_signal(signals: bool) {
     }
 }
 
-/// What the model thread needs of the arguments.
-#[derive(Debug, Clone)]
-struct WorkerArgs {
-    model: Option<PathBuf>,
-    artifact: Option<PathBuf>,
-    revision: Option<String>,
-    alias: Option<String>,
-    ctx_size: Option<usize>,
-    stream: bool,
-    tile_bytes: usize,
-    shape: Option<kernels::gpu::MatvecShape>,
-    prompt_cache: Option<PathBuf>,
-}
-
-impl From<&ServeArgs> for WorkerArgs {
-    fn from(a: &ServeArgs) -> Self {
-        Self {
-            model: a.model.clone(),
-            artifact: a.artifact.clone(),
-            revision: a.revision.clone(),
-            alias: a.alias.clone(),
-            ctx_size: a.ctx_size,
-            stream: a.stream,
-            tile_bytes: a.tile_bytes,
-            shape: a.matvec_shape.map(Into::into),
-            prompt_cache: a.prompt_cache.clone(),
-        }
-    }
-}
-
 type Ready = SyncSender<Result<(ModelInfo, bool), RunError>>;
 
 fn run_worker(
-    a: &WorkerArgs,
+    a: &ServeArgs,
     entries: &[Entry],
     ready: &Ready,
     jobs: Receiver<Job>,
@@ -402,7 +372,7 @@ fn run_worker(
 }
 
 fn run_gguf(
-    a: &WorkerArgs,
+    a: &ServeArgs,
     path: &std::path::Path,
     ready: &Ready,
     jobs: Receiver<Job>,
@@ -410,14 +380,8 @@ fn run_gguf(
 ) -> Result<(), RunError> {
     let model = LlamaModel::open(path)?;
     let tok = Tokenizer::from_gguf(model.gguf.metadata())?;
-    let model_ctx = model.config.context;
-    let ctx = check_context(
-        0,
-        0,
-        Some(a.ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
-        model_ctx,
-    )?;
-    let engine = Engine::new_with_shape(a.shape)?;
+    let ctx = session_ctx(a.ctx_size, model.config.context)?;
+    let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
     let mode = if a.stream {
         WeightMode::Streamed {
             tile_bytes: a.tile_bytes,
@@ -464,7 +428,7 @@ fn run_gguf(
 }
 
 fn run_artifact(
-    a: &WorkerArgs,
+    a: &ServeArgs,
     dir: &std::path::Path,
     entries: &[Entry],
     ready: &Ready,
@@ -484,17 +448,7 @@ fn run_artifact(
         .clone()
         .unwrap_or_else(|| authority.map_or_else(|| dir.display().to_string(), |x| x.repo.clone()));
     let origin = authority.map_or_else(String::new, |x| format!("{}@{}", x.repo, x.commit));
-    let model_ctx = artifact
-        .config()
-        .get("max_position_embeddings")
-        .and_then(serde_json::Value::as_u64)
-        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-    let ctx = check_context(
-        0,
-        0,
-        Some(a.ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
-        model_ctx,
-    )?;
+    let ctx = session_ctx(a.ctx_size, artifact.context())?;
     let entry = match registry::entry_in(entries, &artifact) {
         Ok(e) => e,
         Err(e @ ArtifactError::UnknownFamily { .. }) => {
@@ -513,7 +467,7 @@ fn run_artifact(
         Err(e) => return Err(e.into()),
     };
     let tok = (entry.tokenizer)(&artifact)?;
-    let engine = Engine::new_with_shape(a.shape)?;
+    let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
     let opts = ModelOptions {
         engine: &engine,
         residency: if a.stream {
