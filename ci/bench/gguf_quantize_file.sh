@@ -14,7 +14,7 @@ real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
 cargo build -q --release -p artifact --example gguf_quantize_file
 ours="${CARGO_TARGET_DIR:-target}/release/examples/gguf_quantize_file"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$ours" "$real" "$work/in-f16.gguf" f16 --pure >/dev/null
+"$ours" "$real" "$work/in-f16.gguf" f16 --pure --allow-requantize >/dev/null
 echo "input: SmolLM2 as f16, $(stat -c %s "$work/in-f16.gguf") bytes; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "| type | llama-quantize s | llama-quantize peak RSS MiB | minirun s | minirun peak RSS MiB | minirun / llama | same SHA-256 |"
 echo "|---|---|---|---|---|---|---|"

@@ -9,7 +9,8 @@
    and must reproduce the source within the type's resolution (gguf-py has no K encoder, so this
    checks block layout and scales, not byte parity; see docs/gguf.md).
 3. Reader parity on the real SmolLM2 file: `minirun-gguf info` vs gguf.GGUFReader — tensor
-   names, types, dims, absolute offsets, sizes, and metadata keys/types in order.
+   names, types, dims, absolute offsets, sizes, and metadata keys/types in order, and every
+   metadata value (typed JSON; arrays cut at `array_limit` with their `count`).
 
 4. With LIBGGML_QUANTS (ggml's own ggml-quants.c compiled by build_ggml_quants.sh, fixture
    verified by the caller): every target, K-quants included, byte-identical per tensor to ggml's
@@ -60,6 +61,8 @@ def write_src(path, dtype):
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 
 def quantize(src, out, ty, *extra):
+    if src == REAL:   # its weights are q4_1/q8_0: re-encoding them is asked for, as llama-quantize
+        extra = (*extra, "--allow-requantize")
     r = subprocess.run([BIN, "quantize", src, out, "--type", ty, *extra], capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"quantize {ty} exited {r.returncode}: {r.stderr.strip()}")
@@ -138,9 +141,20 @@ def our_type(s):
 our_k = [(m["key"], our_type(m["type"])) for m in info["metadata"]]
 if py_k != our_k:
     fail(f"real file: metadata keys/types differ: gguf-py {py_k[:5]}… vs ours {our_k[:5]}…")
+if info.get("schema") != "minirun.gguf-info/1":
+    fail(f"info: schema {info.get('schema')!r}, expected 'minirun.gguf-info/1'")
+lim = info["array_limit"]
+for m in info["metadata"]:
+    want = rd.fields[m["key"]].contents()
+    if isinstance(want, list):
+        if m.get("count") != len(want):
+            fail(f"real file: {m['key']}: count {m.get('count')} vs gguf-py {len(want)}")
+        want = want[:lim]
+    if m["value"] != want:
+        fail(f"real file: {m['key']}: value {str(m['value'])[:80]} vs gguf-py {str(want)[:80]}")
 if info["data_start"] != rd.data_offset:
     fail(f"real file: data section at {info['data_start']}, gguf-py says {rd.data_offset}")
-print(f"[gguf reader] real file: {len(our_t)} tensors and {len(our_k)} metadata keys agree with gguf.GGUFReader")
+print(f"[gguf reader] real file: {len(our_t)} tensors and {len(our_k)} metadata keys and values agree with gguf.GGUFReader")
 
 # 6. convert: a tiny Qwen2 checkpoint written here (safetensors by hand, bf16), converted by
 # minirun-gguf, every payload compared with an independent numpy conversion (bf16 -> f32 -> f16 by

@@ -42,6 +42,8 @@ fn quantize(input: &Path, output: &Path, target: &str) -> Vec<(String, GgmlType)
         split_max_size: None,
         fma: FmaContract::Off,
         pure: false,
+        mixture: false,
+        allow_requantize: true,
     })
     .unwrap_or_else(|e| panic!("quantize {target}: {e}"));
     for line in &report.lines {

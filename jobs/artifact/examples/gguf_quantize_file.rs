@@ -1,7 +1,7 @@
 //! `minirun-gguf quantize` as a library call (`tooling::run_quantize`, the code the binary runs),
 //! for the file-level benchmark against `llama-quantize` (ci/bench/gguf_quantize_file.sh,
 //! docs/bench/gguf-quantize.md): a release build of the `artifact` crate alone.
-//! Usage: `cargo run --release -p artifact --example gguf_quantize_file -- IN OUT TYPE [--pure]`.
+//! Usage: `cargo run --release -p artifact --example gguf_quantize_file -- IN OUT TYPE [--pure] [--allow-requantize]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         split_max_size: None,
         fma: FmaContract::Off,
         pure: a.iter().any(|s| s == "--pure"),
+        mixture: false,
+        allow_requantize: a.iter().any(|s| s == "--allow-requantize"),
     };
     match run_quantize(&opts) {
         Ok(r) => {

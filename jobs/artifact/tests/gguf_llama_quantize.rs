@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use artifact::gguf::mixture::FileType;
 use artifact::gguf::quant::FmaContract;
 use artifact::gguf::testmodel::write_test_model;
 use artifact::gguf::tooling::{run_quantize, Action, QuantizeOpts};
@@ -61,6 +62,23 @@ fn check_entry(
     dir: &Path,
     only: Option<&[&str]>,
 ) -> (Vec<String>, Vec<(String, usize)>) {
+    check_outputs(entry, input, dir, only, Kind::Pure)
+}
+
+/// `--pure` (the `inputs` record) or a mixture (the `mixtures` record).
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Pure,
+    Mixture,
+}
+
+fn check_outputs(
+    entry: &serde_json::Value,
+    input: &Path,
+    dir: &Path,
+    only: Option<&[&str]>,
+    kind: Kind,
+) -> (Vec<String>, Vec<(String, usize)>) {
     let mut failures = Vec::new();
     let mut counts = Vec::new();
     for out in entry["outputs"].as_array().unwrap() {
@@ -76,10 +94,14 @@ fn check_entry(
             target: Some(ty.to_string()),
             split_max_size: None,
             fma: FmaContract::Off,
-            pure: true,
+            pure: kind == Kind::Pure,
+            mixture: kind == Kind::Mixture,
+            allow_requantize: out["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("--allow-requantize")),
         })
         .unwrap();
-        let want_t = GgmlType::from_name(ty).unwrap();
+        let want_t = FileType::parse(ty).unwrap().default_type();
         let encoded = r
             .plan
             .iter()
@@ -88,7 +110,8 @@ fn check_entry(
         let (n, d) = digest(&path);
         let ok = n == out["bytes"].as_u64().unwrap() && d == out["sha256"].as_str().unwrap();
         println!(
-            "[llama-quantize --pure parity] {stem} -> {ty}: {} ({n} bytes, sha256 {}…), {encoded} tensor(s) encoded at {ty}",
+            "[llama-quantize{} parity] {stem} -> {ty}: {} ({n} bytes, sha256 {}…), {encoded} tensor(s) encoded at {want_t}",
+            if kind == Kind::Pure { " --pure" } else { "" },
             if ok { "identical" } else { "DIFFERS" },
             &d[..16]
         );
@@ -100,7 +123,7 @@ fn check_entry(
                 out["bytes"], out["sha256"], path.display()
             ));
         }
-        let recorded_at_target = out["tensor_types"][ty.to_ascii_lowercase()]
+        let recorded_at_target = out["tensor_types"][want_t.name().to_ascii_lowercase()]
             .as_u64()
             .unwrap_or(0);
         if recorded_at_target == 0 {
@@ -196,6 +219,82 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_smollm2() {
         .map(|v| v.iter().map(String::as_str).collect());
     let (mut failures, counts) = check_entry(entry, &real, &keep, only_ref.as_deref());
     assert_every_target_encoded(&counts, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let _ = std::fs::remove_dir_all(&keep);
+}
+
+/// The mixtures on the two test models: regenerated inputs, whole files compared.
+#[test]
+fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
+    let rec = record();
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.keep();
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for entry in rec["mixtures"].as_array().expect("mixtures are recorded") {
+        let name = entry["input"].as_str().unwrap();
+        let source = match name {
+            "tiny-qwen2-f32.gguf" => GgmlType::F32,
+            "tiny-qwen2-f16.gguf" => GgmlType::F16,
+            _ => continue,
+        };
+        let input = keep.join(name);
+        write_test_model(&input, source).unwrap();
+        assert_eq!(
+            digest(&input).1,
+            entry["sha256"].as_str().unwrap(),
+            "{name}"
+        );
+        failures.extend(check_outputs(entry, &input, &keep, None, Kind::Mixture).0);
+        n += 1;
+    }
+    assert_eq!(n, 2, "both test models are recorded");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let _ = std::fs::remove_dir_all(&keep);
+}
+
+/// The mixtures on SmolLM2 dequantized to f32 by our own `--pure f32` (whose digest must equal
+/// llama-quantize's recorded f32 output first). MINIRUN_GGUF_MIXTURES=Q4_K_M,… narrows them.
+#[test]
+fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_smollm2() {
+    let Some(real) = real_file() else { return };
+    let rec = record();
+    let entry = rec["mixtures"]
+        .as_array()
+        .expect("mixtures are recorded")
+        .iter()
+        .find(|e| {
+            e["input"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("SmolLM2"))
+        })
+        .expect("SmolLM2 f32 is recorded");
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.keep();
+    let f32_in = keep.join(entry["input"].as_str().unwrap());
+    run_quantize(&QuantizeOpts {
+        input: real,
+        output: f32_in.clone(),
+        target: Some("f32".into()),
+        split_max_size: None,
+        fma: FmaContract::Off,
+        pure: true,
+        mixture: false,
+        allow_requantize: true,
+    })
+    .unwrap();
+    assert_eq!(
+        digest(&f32_in).1,
+        entry["sha256"].as_str().unwrap(),
+        "our --pure f32 of SmolLM2 is not llama-quantize's"
+    );
+    let only: Option<Vec<String>> = std::env::var("MINIRUN_GGUF_MIXTURES")
+        .ok()
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let only_ref: Option<Vec<&str>> = only
+        .as_ref()
+        .map(|v| v.iter().map(String::as_str).collect());
+    let (failures, _) = check_outputs(entry, &f32_in, &keep, only_ref.as_deref(), Kind::Mixture);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&keep);
 }

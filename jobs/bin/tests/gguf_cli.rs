@@ -424,3 +424,177 @@ fn convert_qwen2_and_refusals() {
         "{e}"
     );
 }
+
+/// llama-quantize's guard: a quantized tensor is re-encoded only with --allow-requantize; a copy
+/// (same type) needs no flag.
+#[test]
+fn requantizing_a_quantized_source_needs_allow_requantize() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("m.gguf");
+    tiny(&src, true);
+    let q = d.path().join("q4.gguf");
+    let p = |x: &Path| x.to_str().unwrap().to_string();
+    assert_eq!(run(&["quantize", &p(&src), &p(&q), "--type", "q4_0"]).0, 0);
+    let out = d.path().join("q8.gguf");
+    let (c, _, e) = run(&["quantize", &p(&q), &p(&out), "--type", "q8_0"]);
+    assert_eq!(c, 1, "{e}");
+    assert!(e.contains("requantizing from type q4_0 is disabled: tensor 'token_embd.weight' is already q4_0-quantized") && e.contains("--allow-requantize"), "{e}");
+    assert!(!out.exists(), "nothing is written on a refusal");
+    let (c, _, e) = run(&[
+        "quantize",
+        &p(&q),
+        &p(&out),
+        "--type",
+        "q8_0",
+        "--allow-requantize",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    // Same type: every quantized tensor is a copy, so no flag is needed.
+    let same = d.path().join("same.gguf");
+    let (c, _, e) = run(&["quantize", &p(&q), &p(&same), "--type", "q4_0"]);
+    assert_eq!(c, 0, "{e}");
+}
+
+/// A mixture name selects llama-quantize's rules: its tensor order, its file type number, the
+/// tied embedding (no output.weight) at q6_K and the attn_v bump of Q4_K_M.
+#[test]
+fn a_mixture_name_selects_llama_quantize_rules() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("m.gguf");
+    let mut md = Metadata::default();
+    md.set("general.architecture", Value::str("llama"));
+    md.set("llama.block_count", Value::U32(1));
+    md.set("llama.attention.head_count", Value::U32(4));
+    let specs = [
+        "blk.0.attn_v.weight",
+        "blk.0.attn_q.weight",
+        "token_embd.weight",
+    ]
+    .map(|n| TensorSpec {
+        name: n.into(),
+        dims: vec![256, 4],
+        ggml_type: GgmlType::F32,
+    });
+    write_file(&src, &md, &specs, 32, |_| {
+        Ok(Cow::Owned(f32_bytes(&[0.25; 1024])))
+    })
+    .unwrap();
+    let out = d.path().join("m.gguf.q4km");
+    let (c, o, e) = run(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--type",
+        "Q4_K_M",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    assert!(
+        o.contains(
+            "(llama-quantize's mixture): token_embd.weight → q6_K, blk.0.attn_v.weight → q6_K"
+        ),
+        "{o}"
+    );
+    let m = GgufModel::open(&out).unwrap();
+    let names: Vec<&str> = m.tensors.iter().map(|(_, t)| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "token_embd.weight",
+            "blk.0.attn_q.weight",
+            "blk.0.attn_v.weight"
+        ]
+    );
+    assert_eq!(
+        m.tensor("blk.0.attn_q.weight").unwrap().ggml_type,
+        GgmlType::Q4_K
+    );
+    assert_eq!(m.metadata().get_u32("general.file_type"), Ok(15));
+    // Q4_K_S is 14; a q3_K mixture has no encoder; --pure with --llama-mixture is a usage error.
+    let (c, _, e) = run(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--type",
+        "q4_k_s",
+    ]);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(
+        GgufModel::open(&out)
+            .unwrap()
+            .metadata()
+            .get_u32("general.file_type"),
+        Ok(14)
+    );
+    let (c, _, e) = run(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--type",
+        "Q3_K_M",
+    ]);
+    assert_eq!(c, 1);
+    assert!(
+        e.contains("Q3_K_M puts most tensors at q3_K, and minirun-gguf has no q3_K encoder yet"),
+        "{e}"
+    );
+    let (c, _, _) = run(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--type",
+        "Q6_K",
+        "--pure",
+        "--llama-mixture",
+    ]);
+    assert_eq!(c, 64);
+}
+
+/// `info` prints typed values: strings as strings, numbers as numbers, arrays cut with a count.
+#[test]
+fn info_prints_typed_metadata_values() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("m.gguf");
+    let mut md = Metadata::default();
+    md.set("general.architecture", Value::str("llama"));
+    md.set("llama.block_count", Value::U32(30));
+    md.set("llama.rope.freq_base", Value::F32(10000.0));
+    md.set("tokenizer.ggml.add_bos_token", Value::Bool(false));
+    let toks: Vec<Vec<u8>> = (0..40).map(|i| format!("t{i}").into_bytes()).collect();
+    md.set("tokenizer.ggml.tokens", Value::StringArray(toks));
+    md.set("tokenizer.ggml.token_type", Value::u32_array(&[1; 40]));
+    let specs = [TensorSpec {
+        name: "a.weight".into(),
+        dims: vec![32],
+        ggml_type: GgmlType::F32,
+    }];
+    write_file(&src, &md, &specs, 32, |_| {
+        Ok(Cow::Owned(f32_bytes(&[1.0; 32])))
+    })
+    .unwrap();
+    let (c, o, e) = run(&["info", src.to_str().unwrap(), "--json"]);
+    assert_eq!(c, 0, "{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(v["schema"], "minirun.gguf-info/1");
+    let m = |k: &str| {
+        v["metadata"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["key"] == k)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(m("general.architecture")["value"], "llama");
+    assert_eq!(m("llama.block_count")["value"], 30);
+    assert_eq!(m("llama.rope.freq_base")["value"], 10000.0);
+    assert_eq!(m("tokenizer.ggml.add_bos_token")["value"], false);
+    let toks = m("tokenizer.ggml.tokens");
+    assert_eq!(toks["count"], 40);
+    assert_eq!(
+        toks["value"].as_array().unwrap().len(),
+        v["array_limit"].as_u64().unwrap() as usize
+    );
+    assert_eq!(toks["value"][1], "t1");
+    assert_eq!(m("tokenizer.ggml.token_type")["value"][0], 1);
+    assert_eq!(v["tensors"][0]["type"], "f32");
+}

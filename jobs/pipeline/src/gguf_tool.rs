@@ -39,7 +39,8 @@ enum Cmd {
         input: PathBuf,
         /// The output GGUF (parts are written beside it with --split-max-size).
         output: PathBuf,
-        /// Target: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, f16, f32 (required).
+        /// Target: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, f16, f32, or a llama-quantize
+        /// file type (Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, Q8_0, …) (required).
         #[arg(long = "type")]
         target: Option<String>,
         /// Split the output into parts of at most this data size.
@@ -52,6 +53,13 @@ enum Cmd {
         /// rule, loader tensor order, metadata order): the output is that tool's file, byte for byte.
         #[arg(long)]
         pure: bool,
+        /// llama-quantize's whole file with its per-tensor mixture (what `llama-quantize IN OUT
+        /// TYPE` writes, e.g. attn_v/ffn_down bumps); implied by a mixture name (Q4_K_M, Q5_K_S, …).
+        #[arg(long)]
+        llama_mixture: bool,
+        /// Re-encode tensors that are already quantized (refused by default, as llama-quantize).
+        #[arg(long)]
+        allow_requantize: bool,
     },
     /// Convert a Qwen2 / Qwen3 HuggingFace safetensors checkpoint to GGUF.
     Convert {
@@ -66,10 +74,14 @@ enum Cmd {
         #[arg(long)]
         split_max_size: Option<String>,
     },
-    /// Print a model's metadata and tensor index as JSON.
+    /// Print a model's metadata (typed JSON values, arrays cut at 16 with their count) and
+    /// tensor index as JSON, schema `minirun.gguf-info/1` (docs/gguf.md).
     Info {
         /// A GGUF file or the first part of a split.
         input: PathBuf,
+        /// Accepted for the common CLI contract: `info` always prints JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -113,6 +125,8 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             split_max_size,
             fp_contract,
             pure,
+            llama_mixture,
+            allow_requantize,
         } => {
             let fma = if fp_contract == "fast" {
                 FmaContract::Fast
@@ -126,6 +140,8 @@ fn run(cli: Cli) -> Result<(), ToolError> {
                 split_max_size,
                 fma,
                 pure,
+                mixture: llama_mixture,
+                allow_requantize,
             })?;
             for l in r.lines {
                 println!("{l}");
@@ -150,7 +166,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
                 println!("{l}");
             }
         }
-        Cmd::Info { input } => {
+        Cmd::Info { input, json: _ } => {
             let v = tooling::run_info(&input)?;
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }

@@ -8,6 +8,7 @@
 
 pub mod convert;
 pub mod metadata;
+pub mod mixture;
 pub mod pure;
 pub mod quant;
 pub mod reader;

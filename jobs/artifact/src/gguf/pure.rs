@@ -23,9 +23,9 @@
 
 use std::cmp::Ordering;
 
-use super::quant::{self, QuantTarget};
+use super::quant;
 use super::reader::TensorInfo;
-use super::tooling::{Action, Note, PlanEntry, ToolError, PROG};
+use super::tooling::{undecodable, Action, Note, PlanEntry, ToolError, PROG};
 use super::types::{GgmlType, Value};
 use super::{Metadata, DEFAULT_ALIGNMENT};
 
@@ -123,11 +123,12 @@ pub fn llama_order(a: &str, b: &str) -> Ordering {
 }
 
 /// `tensor_type_fallback` for a row of `ncols` elements and a quantized `target`.
-fn fallback(ncols: u64, target: GgmlType) -> GgmlType {
+pub(crate) fn fallback(ncols: u64, target: GgmlType) -> GgmlType {
     if ncols % target.block_size() == 0 {
         return target;
     }
     let ret = match target {
+        GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
         GgmlType::Q4_K => GgmlType::Q5_0,
         GgmlType::Q5_K => GgmlType::Q5_1,
         GgmlType::Q6_K => GgmlType::Q8_0,
@@ -154,13 +155,12 @@ pub fn reorder(tensors: &[TensorInfo]) -> Vec<TensorInfo> {
     v
 }
 
-/// Plan `target` over `tensors` (already in output order) with llama-quantize --pure's rules.
+/// Plan `want` over `tensors` (already in output order) with llama-quantize --pure's rules.
 pub fn plan_pure(
     tensors: &[TensorInfo],
-    target: QuantTarget,
+    want: GgmlType,
     arch: &str,
 ) -> Result<Vec<PlanEntry>, ToolError> {
-    let want = target.ggml_type();
     let quantized = !matches!(want, GgmlType::F16 | GgmlType::F32);
     let mut plan = Vec::with_capacity(tensors.len());
     for t in tensors {
@@ -181,10 +181,7 @@ pub fn plan_pure(
             Action::Copy
         } else {
             if !quant::is_decodable(t.ggml_type) {
-                return Err(ToolError::Refused(format!(
-                    "{PROG} quantize: tensor '{}' has type {}, which {PROG} cannot decode (no dequantizer for it); re-quantizing a K-quant/I-quant source is unsupported — start from an f16 or f32 GGUF",
-                    t.name, t.ggml_type
-                )));
+                return Err(undecodable(t));
             }
             Action::Encode(ty)
         };
@@ -198,17 +195,17 @@ pub fn plan_pure(
     Ok(plan)
 }
 
-/// The output metadata of llama-quantize: split keys removed, the two quantization keys
+/// The output metadata of llama-quantize (with or without `--pure`): split keys removed, the two quantization keys
 /// re-appended. Refuses a source whose `general.alignment` is not 32 (llama-quantize pads at 32).
 pub fn pure_metadata(
     src: &Metadata,
     alignment: u64,
-    target: QuantTarget,
+    file_type: u32,
     shown: &str,
 ) -> Result<Metadata, ToolError> {
     if alignment != DEFAULT_ALIGNMENT {
         return Err(ToolError::Refused(format!(
-            "{PROG} quantize: {shown} has general.alignment = {alignment}; --pure reproduces llama-quantize, which pads tensor data at {DEFAULT_ALIGNMENT} whatever the key says — rewrite the source at alignment {DEFAULT_ALIGNMENT} or quantize without --pure"
+            "{PROG} quantize: {shown} has general.alignment = {alignment}; --pure and the llama-quantize mixtures reproduce llama-quantize, which pads tensor data at {DEFAULT_ALIGNMENT} whatever the key says — rewrite the source at alignment {DEFAULT_ALIGNMENT} or quantize to a seed target (q4_0 … f32 without --pure)"
         )));
     }
     let mut md = src.clone();
@@ -224,7 +221,7 @@ pub fn pure_metadata(
     md.kv
         .push(("general.quantization_version".into(), Value::U32(2)));
     md.kv
-        .push(("general.file_type".into(), Value::U32(target.file_type())));
+        .push(("general.file_type".into(), Value::U32(file_type)));
     Ok(md)
 }
 
@@ -277,5 +274,7 @@ mod tests {
         assert_eq!(fallback(48, GgmlType::Q4_0), GgmlType::F16);
         assert_eq!(fallback(64, GgmlType::Q4_0), GgmlType::Q4_0);
         assert_eq!(fallback(512, GgmlType::Q4_K), GgmlType::Q4_K);
+        assert_eq!(fallback(544, GgmlType::Q3_K), GgmlType::Q4_0);
+        assert_eq!(fallback(48, GgmlType::Q2_K), GgmlType::F16);
     }
 }

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
+use super::mixture::{self, FileType, Hparams};
 use super::pure;
 use super::quant::{self, FmaContract, QuantTarget};
 use super::reader::{GgufModel, TensorInfo};
@@ -197,6 +198,16 @@ pub enum Note {
     Tied,
     /// `--pure`: a 2-D tensor llama.cpp's `tensor_allows_quantization` name rules exclude.
     Excluded,
+    /// A llama-quantize mixture put this tensor at another type than the file type's default.
+    Mixture(GgmlType),
+    /// A mixture's choice `from` fell back to `to` (`tensor_type_fallback`: the row is not a
+    /// multiple of `from`'s block).
+    Fallback {
+        /// The type the mixture chose.
+        from: GgmlType,
+        /// The type written.
+        to: GgmlType,
+    },
 }
 
 /// The per-tensor plan of `quantize`.
@@ -222,6 +233,14 @@ impl PlanEntry {
     }
 }
 
+/// The refusal of a tensor whose type has no decoder here (it cannot be re-encoded).
+pub(crate) fn undecodable(t: &TensorInfo) -> ToolError {
+    ToolError::Refused(format!(
+        "{PROG} quantize: tensor '{}' has type {}, which {PROG} cannot decode (no dequantizer for it); re-quantizing a K-quant/I-quant source is unsupported — start from an f16 or f32 GGUF",
+        t.name, t.ggml_type
+    ))
+}
+
 /// Plan `target` over `tensors` (seed 003 §2.2). Refuses undecodable sources.
 pub fn plan_quantize(
     tensors: &[TensorInfo],
@@ -233,10 +252,7 @@ pub fn plan_quantize(
     for t in tensors {
         let int_type = matches!(t.ggml_type, G::I8 | G::I16 | G::I32 | G::I64);
         if !int_type && !quant::is_decodable(t.ggml_type) {
-            return Err(ToolError::Refused(format!(
-                "{PROG} quantize: tensor '{}' has type {}, which {PROG} cannot decode (no dequantizer for it); re-quantizing a K-quant/I-quant source is unsupported — start from an f16 or f32 GGUF",
-                t.name, t.ggml_type
-            )));
+            return Err(undecodable(t));
         }
         let want = target.ggml_type();
         let row = t.row_len();
@@ -287,7 +303,7 @@ pub fn plan_quantize(
 }
 
 /// The printed lists of a plan (one line per non-empty list).
-pub fn plan_lines(plan: &[PlanEntry], target: QuantTarget) -> Vec<String> {
+pub fn plan_lines(plan: &[PlanEntry], want: GgmlType) -> Vec<String> {
     let names = |f: &dyn Fn(&PlanEntry) -> bool| -> Vec<String> {
         plan.iter()
             .filter(|e| f(e))
@@ -308,8 +324,8 @@ pub fn plan_lines(plan: &[PlanEntry], target: QuantTarget) -> Vec<String> {
         out.push(format!(
             "quantize: {} tensor(s) keep their source type (row length not a multiple of the {} block size {}): {}",
             row.len(),
-            target.ggml_type(),
-            target.ggml_type().block_size(),
+            want,
+            want.block_size(),
             row.join(", ")
         ));
     }
@@ -340,8 +356,40 @@ pub fn plan_lines(plan: &[PlanEntry], target: QuantTarget) -> Vec<String> {
         out.push(format!(
             "quantize: {} tensor(s) demoted from {} (row length not a multiple of 256; llama.cpp's tensor_type_fallback): {}",
             dem.len(),
-            target.ggml_type(),
+            want,
             dem.join(", ")
+        ));
+    }
+    let listed = |f: &dyn Fn(&Note) -> Option<String>| -> Vec<String> {
+        plan.iter()
+            .filter_map(|e| {
+                e.note
+                    .as_ref()
+                    .and_then(f)
+                    .map(|t| format!("{} → {t}", e.name))
+            })
+            .collect()
+    };
+    let mixed = listed(&|n| match n {
+        Note::Mixture(t) => Some(t.to_string()),
+        _ => None,
+    });
+    if !mixed.is_empty() {
+        out.push(format!(
+            "quantize: {} tensor(s) at another type than {want} (llama-quantize's mixture): {}",
+            mixed.len(),
+            mixed.join(", ")
+        ));
+    }
+    let fell = listed(&|n| match n {
+        Note::Fallback { from, to } => Some(format!("{to} (not {from})")),
+        _ => None,
+    });
+    if !fell.is_empty() {
+        out.push(format!(
+            "quantize: {} tensor(s) fell back (row length not a multiple of the block; llama.cpp's tensor_type_fallback): {}",
+            fell.len(),
+            fell.join(", ")
         ));
     }
     for e in plan.iter().filter(|e| e.note == Some(Note::Tied)) {
@@ -385,14 +433,65 @@ pub struct QuantizeOpts {
     pub fma: FmaContract,
     /// `--pure`: llama-quantize --pure's whole-file rules ([`super::pure`]).
     pub pure: bool,
+    /// `--llama-mixture`: llama-quantize's whole-file rules with its per-tensor mixture
+    /// ([`super::mixture`]); implied by a mixture name such as `Q4_K_M`.
+    pub mixture: bool,
+    /// `--allow-requantize`: re-encode tensors that are already quantized.
+    pub allow_requantize: bool,
+}
+
+/// How `quantize` chooses each tensor's type and lays out the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The seed's rules (tied embedding at q8_0 for 4/5-bit legacy targets; source order).
+    Seed(QuantTarget),
+    /// `llama-quantize --pure IN OUT TYPE`: one type, llama.cpp's file layout.
+    Pure(FileType),
+    /// `llama-quantize IN OUT TYPE`: its mixture and file layout.
+    Mixture(FileType),
+}
+
+impl Mode {
+    /// The type most tensors get (the file type's default).
+    pub fn default_type(self) -> GgmlType {
+        match self {
+            Mode::Seed(t) => t.ggml_type(),
+            Mode::Pure(f) | Mode::Mixture(f) => f.default_type(),
+        }
+    }
+}
+
+/// Parse `--type` with `--pure` / `--llama-mixture` into a [`Mode`].
+pub fn parse_mode(t: Option<&str>, pure: bool, mixture: bool) -> Result<Mode, ToolError> {
+    if pure && mixture {
+        return Err(ToolError::Usage(
+            "quantize: --pure and --llama-mixture exclude each other (--pure is llama-quantize without its mixture)".into(),
+        ));
+    }
+    let llama = match t {
+        Some(s) if pure || mixture || FileType::is_mixture_name(s) => FileType::parse(s),
+        _ => None,
+    };
+    match llama {
+        Some(f) if !quant::is_encodable(f.default_type()) => Err(ToolError::Refused(format!(
+            "{PROG} quantize: {} puts most tensors at {}, and {PROG} has no {} encoder yet; supported file types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, F16, F32",
+            f.name(),
+            f.default_type(),
+            f.default_type()
+        ))),
+        Some(f) if pure => Ok(Mode::Pure(f)),
+        Some(f) => Ok(Mode::Mixture(f)),
+        None => parse_target(t).map(Mode::Seed),
+    }
 }
 
 /// Parse a `--type` value into a target, with the seed's three refusals.
 pub fn parse_target(t: Option<&str>) -> Result<QuantTarget, ToolError> {
     let s = t.ok_or_else(|| {
         ToolError::Refused(format!(
-            "{PROG} quantize: --type is required (no silent default: a wrong target would write wrong weights); supported: {}",
-            quant::SUPPORTED
+            "{PROG} quantize: --type is required (no silent default: a wrong target would write wrong weights); supported: {}; llama-quantize's file types select its mixture: {}",
+            quant::SUPPORTED,
+            FileType::names()
         ))
     })?;
     if let Some(q) = QuantTarget::parse(s) {
@@ -474,9 +573,27 @@ pub fn encode_tensor(
     Ok(out)
 }
 
+/// llama-quantize's guard: re-encoding an already-quantized tensor compounds its quantization
+/// error, so it is refused unless asked for (`--allow-requantize`). Copies are not re-encoding.
+fn refuse_requantize(plan: &[PlanEntry]) -> Result<(), ToolError> {
+    let requant = plan
+        .iter()
+        .find(|e| matches!(e.action, Action::Encode(_)) && e.from.block_size() > 1);
+    match requant {
+        None => Ok(()),
+        Some(e) => Err(ToolError::Refused(format!(
+            "{PROG} quantize: requantizing from type {} is disabled: tensor '{}' is already {}-quantized, and re-encoding it to {} compounds the quantization error; pass --allow-requantize to do it anyway (as llama-quantize does), or start from an f16/f32 GGUF",
+            e.from,
+            e.name,
+            e.from,
+            e.out_type()
+        ))),
+    }
+}
+
 /// `minirun-gguf quantize` (seed 003 §2.2).
 pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
-    let target = parse_target(o.target.as_deref())?;
+    let mode = parse_mode(o.target.as_deref(), o.pure, o.mixture)?;
     let max = o.split_max_size.as_deref().map(parse_size).transpose()?;
     let shown = o.input.display();
     let model = GgufModel::open(&o.input).map_err(gg("quantize"))?;
@@ -487,32 +604,36 @@ pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
         )));
     }
     let part = &model.parts[0];
-    let (tensors, plan, md, align) = if o.pure {
-        let arch = part
-            .header
-            .metadata
-            .get_str("general.architecture")
-            .unwrap_or_default();
-        let tensors = pure::reorder(&part.header.tensors);
-        let plan = pure::plan_pure(&tensors, target, arch)?;
-        let md = pure::pure_metadata(
-            &part.header.metadata,
-            part.header.alignment,
-            target,
-            &shown.to_string(),
-        )?;
-        (Cow::Owned(tensors), plan, md, part.header.alignment)
-    } else {
-        let tensors = &part.header.tensors;
-        let plan = plan_quantize(tensors, target)?;
-        let mut md: Metadata = part.header.metadata.clone();
-        md.kv.retain(|(k, _)| !k.starts_with("split."));
-        md.set("general.quantization_version", Value::U32(2));
-        md.set("general.file_type", Value::U32(target.file_type()));
-        (Cow::Borrowed(tensors), plan, md, part.header.alignment)
+    let src_md = &part.header.metadata;
+    let (tensors, plan, md) = match mode {
+        Mode::Seed(target) => {
+            let tensors = &part.header.tensors;
+            let plan = plan_quantize(tensors, target)?;
+            let mut md: Metadata = src_md.clone();
+            md.kv.retain(|(k, _)| !k.starts_with("split."));
+            md.set("general.quantization_version", Value::U32(2));
+            md.set("general.file_type", Value::U32(target.file_type()));
+            (Cow::Borrowed(tensors), plan, md)
+        }
+        Mode::Pure(f) | Mode::Mixture(f) => {
+            let tensors = pure::reorder(&part.header.tensors);
+            let plan = if matches!(mode, Mode::Pure(_)) {
+                let arch = src_md.get_str("general.architecture").unwrap_or_default();
+                pure::plan_pure(&tensors, f.default_type(), arch)?
+            } else {
+                mixture::plan_mixture(&tensors, f, &Hparams::from_metadata(src_md)?)?
+            };
+            let md =
+                pure::pure_metadata(src_md, part.header.alignment, f.id(), &shown.to_string())?;
+            (Cow::Owned(tensors), plan, md)
+        }
     };
+    if !o.allow_requantize {
+        refuse_requantize(&plan)?;
+    }
+    let align = part.header.alignment;
     let tensors: &[TensorInfo] = &tensors;
-    let lines = plan_lines(&plan, target);
+    let lines = plan_lines(&plan, mode.default_type());
     let specs: Vec<TensorSpec> = tensors
         .iter()
         .zip(&plan)
@@ -558,6 +679,9 @@ pub fn run_quantize(o: &QuantizeOpts) -> Result<QuantizeReport, ToolError> {
     })
 }
 
+/// How many elements of an array value `info` shows (its `count` says how many there are).
+pub const INFO_ARRAY_LIMIT: usize = 16;
+
 /// `minirun-gguf info`: a JSON description of a model (one file or a split) — the index the
 /// independent Python reader is compared against.
 pub fn run_info(path: &Path) -> Result<serde_json::Value, ToolError> {
@@ -572,7 +696,14 @@ pub fn run_info(path: &Path) -> Result<serde_json::Value, ToolError> {
                 Value::NumArray { elem, .. } => format!("array[{}]", elem.name()),
                 other => other.value_type().name().to_string(),
             };
-            serde_json::json!({"key": k, "type": ty, "value": v.summary()})
+            let mut m =
+                serde_json::json!({"key": k, "type": ty, "value": v.to_json(INFO_ARRAY_LIMIT)});
+            if let Value::StringArray(items) = v {
+                m["count"] = items.len().into();
+            } else if let Value::NumArray { count, .. } = v {
+                m["count"] = (*count).into();
+            }
+            m
         })
         .collect();
     let tensors: Vec<serde_json::Value> = model
@@ -587,6 +718,8 @@ pub fn run_info(path: &Path) -> Result<serde_json::Value, ToolError> {
         })
         .collect();
     Ok(serde_json::json!({
+        "schema": "minirun.gguf-info/1",
+        "array_limit": INFO_ARRAY_LIMIT,
         "parts": model.parts.iter().map(|p| p.path().display().to_string()).collect::<Vec<_>>(),
         "alignment": model.parts[0].header.alignment,
         "data_start": model.parts[0].header.data_start,

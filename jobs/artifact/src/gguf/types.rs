@@ -329,6 +329,46 @@ impl Value {
         }
     }
 
+    /// The value as JSON: numbers as numbers (a non-finite float as its name, "NaN", "inf" or
+    /// "-inf", which JSON cannot hold), booleans, strings (invalid UTF-8 replaced by U+FFFD), and
+    /// arrays of at most `limit` elements (the caller reports the full count).
+    pub fn to_json(&self, limit: usize) -> serde_json::Value {
+        use serde_json::Value as J;
+        let float = |v: f64| {
+            serde_json::Number::from_f64(v).map_or_else(|| J::String(format!("{v}")), J::Number)
+        };
+        match self {
+            Value::U8(v) => J::from(*v),
+            Value::I8(v) => J::from(*v),
+            Value::U16(v) => J::from(*v),
+            Value::I16(v) => J::from(*v),
+            Value::U32(v) => J::from(*v),
+            Value::I32(v) => J::from(*v),
+            Value::U64(v) => J::from(*v),
+            Value::I64(v) => J::from(*v),
+            Value::F32(v) => float(f64::from(*v)),
+            Value::F64(v) => float(*v),
+            Value::Bool(v) => J::Bool(*v),
+            Value::String(b) => J::String(String::from_utf8_lossy(b).into_owned()),
+            Value::StringArray(v) => J::Array(
+                v.iter()
+                    .take(limit)
+                    .map(|b| J::String(String::from_utf8_lossy(b).into_owned()))
+                    .collect(),
+            ),
+            Value::NumArray { elem, raw, .. } => {
+                let size = elem.scalar_size().unwrap_or(1).max(1);
+                J::Array(
+                    raw.chunks_exact(size)
+                        .take(limit)
+                        .filter_map(|c| scalar_from_le(*elem, c))
+                        .map(|v| v.to_json(0))
+                        .collect(),
+                )
+            }
+        }
+    }
+
     /// Short rendering for listings (arrays summarised).
     pub fn summary(&self) -> String {
         match self {
@@ -346,9 +386,50 @@ impl Value {
     }
 }
 
+/// One little-endian scalar of type `t` (`None` for string/array or a short slice).
+fn scalar_from_le(t: ValueType, b: &[u8]) -> Option<Value> {
+    let a = |n: usize| b.get(..n);
+    Some(match t {
+        ValueType::U8 => Value::U8(*b.first()?),
+        ValueType::I8 => Value::I8(*b.first()? as i8),
+        ValueType::Bool => Value::Bool(*b.first()? != 0),
+        ValueType::U16 => Value::U16(u16::from_le_bytes(a(2)?.try_into().ok()?)),
+        ValueType::I16 => Value::I16(i16::from_le_bytes(a(2)?.try_into().ok()?)),
+        ValueType::U32 => Value::U32(u32::from_le_bytes(a(4)?.try_into().ok()?)),
+        ValueType::I32 => Value::I32(i32::from_le_bytes(a(4)?.try_into().ok()?)),
+        ValueType::F32 => Value::F32(f32::from_le_bytes(a(4)?.try_into().ok()?)),
+        ValueType::U64 => Value::U64(u64::from_le_bytes(a(8)?.try_into().ok()?)),
+        ValueType::I64 => Value::I64(i64::from_le_bytes(a(8)?.try_into().ok()?)),
+        ValueType::F64 => Value::F64(f64::from_le_bytes(a(8)?.try_into().ok()?)),
+        ValueType::String | ValueType::Array => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_render_as_typed_json() {
+        use serde_json::json;
+        assert_eq!(Value::String(b"llama".to_vec()).to_json(4), json!("llama"));
+        assert_eq!(Value::U32(30).to_json(4), json!(30));
+        assert_eq!(Value::I32(-3).to_json(4), json!(-3));
+        assert_eq!(Value::F32(1e-5).to_json(4), json!(f64::from(1e-5f32)));
+        assert_eq!(Value::F32(f32::NAN).to_json(4), json!("NaN"));
+        assert_eq!(Value::F64(f64::NEG_INFINITY).to_json(4), json!("-inf"));
+        assert_eq!(Value::Bool(true).to_json(4), json!(true));
+        let strs = Value::StringArray(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(strs.to_json(2), json!(["a", "b"]));
+        assert_eq!(Value::u32_array(&[1, 2, 3]).to_json(8), json!([1, 2, 3]));
+        assert_eq!(Value::f32_array(&[0.5, -2.0]).to_json(1), json!([0.5]));
+        let bools = Value::NumArray {
+            elem: ValueType::Bool,
+            count: 2,
+            raw: vec![1, 0],
+        };
+        assert_eq!(bools.to_json(8), json!([true, false]));
+    }
 
     #[test]
     fn every_type_has_one_row_and_ids_are_unique() {
