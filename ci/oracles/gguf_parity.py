@@ -22,6 +22,9 @@
    (so the check shows the switch matters). Legacy targets must match; the K-quant `fast` model
    (the seed's GCC/aarch64 findings) is reported, not asserted, against this x86-64 GCC build.
 
+8. With MINIRUN_DECODE_LOW_BITS (jobs/artifact/examples/gguf_decode_low_bits.rs): our q2_K /
+   q3_K decoder bit-identical to gguf-py's dequantizer on the outputs of check 4.
+
 Usage: python gguf_parity.py MINIRUN_GGUF_BIN REAL_GGUF WORKDIR [LIBGGML_QUANTS [LIBGGML_QUANTS_FMA]]
 """
 import json, subprocess, sys, os
@@ -259,16 +262,19 @@ if LIB:
         return out.tobytes()
     src = os.path.join(WORK, "src-float32.gguf")
     ref = tensors()
-    targets = list(LEGACY.items()) + [("q4_K", T.Q4_K), ("q5_K", T.Q5_K), ("q6_K", T.Q6_K)]
-    fallback = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
+    targets = list(LEGACY.items()) + [("q4_K", T.Q4_K), ("q5_K", T.Q5_K), ("q6_K", T.Q6_K),
+                                      ("q2_K", T.Q2_K), ("q3_K", T.Q3_K)]
+    fallback = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0}
     for name, qt in targets:
-        rd = quantize(src, os.path.join(WORK, f"c-{name}.gguf"), name)
+        # q2_K / q3_K are llama-quantize file types here (no seed target): --pure writes one type.
+        extra = ("--pure",) if qt in (T.Q2_K, T.Q3_K) else ()
+        rd = quantize(src, os.path.join(WORK, f"c-{name}.gguf"), name, *extra)
         if rd is None:
             continue
         same = at_target = n2 = 0
         for t in rd.tensors:
             a = ref[t.name]
-            if a.ndim == 1:
+            if a.ndim == 1 or (extra and t.tensor_type in (T.F32, T.F16)):
                 continue
             n2 += 1
             ty = qt if (qt not in fallback or a.shape[1] % 256 == 0) else fallback[qt]
@@ -308,6 +314,31 @@ if LIB:
         print(f"[ggml-quants.c parity] real SmolLM2 -> {name}: {same}/{len(rd.tensors)} tensors byte-identical, {at_target} at {qt.name}")
         if at_target == 0:
             fail(f"real {name}: no tensor encoded at {qt.name}")
+
+# 8. Our q2_K / q3_K decoder (what the K-quant run gate runs those tensors through) against
+# gguf-py's dequantizer, bit for bit, on the --pure q2_K / q3_K outputs of check 4.
+DECODE = os.environ.get("MINIRUN_DECODE_LOW_BITS")
+if DECODE and LIB:
+    for name in ("q2_K", "q3_K"):
+        path = os.path.join(WORK, f"c-{name}.gguf")
+        out = os.path.join(WORK, f"decoded-{name}")
+        subprocess.run([DECODE, path, out], check=True, capture_output=True)
+        same = n = 0
+        for t in gguf.GGUFReader(path).tensors:
+            if t.tensor_type not in (T.Q2_K, T.Q3_K):
+                continue
+            n += 1
+            ours = np.fromfile(os.path.join(out, f"{t.name}.f32"), dtype=np.float32)
+            ref = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(-1).astype(np.float32)
+            if ours.shape == ref.shape and ours.tobytes() == ref.tobytes():
+                same += 1
+            else:
+                fail(f"{name} decode: {t.name} differs from gguf-py's dequantizer")
+        print(f"[k-quant decode] {name}: {same}/{n} tensors decode bit-identical to gguf-py")
+        if n == 0:
+            fail(f"{name} decode: no tensor at {name} to decode")
+elif LIB:
+    fail("MINIRUN_DECODE_LOW_BITS is not set: the q2_K/q3_K decoder check did not run")
 
 # 7. --fp-contract fast against ggml-quants.c compiled with -mfma -ffp-contract=fast.
 if LIB and LIB_FMA:

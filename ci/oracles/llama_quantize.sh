@@ -24,8 +24,8 @@ py="$CI_CACHE/venv-gguf/bin/python"
 real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
 sdist_version=0.3.36
 sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-types="q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K f16 f32"
-mixtures="Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q5_1"
+types="q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K f16 f32"
+mixtures="Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q5_1"
 mkdir -p "$work"
 command -v cmake >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake; }
 

@@ -126,9 +126,11 @@ fn check_outputs(
         let recorded_at_target = out["tensor_types"][want_t.name().to_ascii_lowercase()]
             .as_u64()
             .unwrap_or(0);
-        if recorded_at_target == 0 {
+        // A mixture on SmolLM2 may put nothing at its default type (Q2_K: ffn_down is q3_K and
+        // every 576-wide row falls back); the test models (rows of 256) are asserted instead.
+        if recorded_at_target == 0 && (kind == Kind::Pure || !stem.starts_with("SmolLM2")) {
             failures.push(format!(
-                "{stem} -> {ty}: llama-quantize wrote no {ty} tensor"
+                "{stem} -> {ty}: llama-quantize wrote no {want_t} tensor"
             ));
         }
         counts.push((ty.to_string(), encoded));
@@ -231,6 +233,7 @@ fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
     let keep = dir.keep();
     let mut failures = Vec::new();
     let mut n = 0;
+    let mut counts = Vec::new();
     for entry in rec["mixtures"].as_array().expect("mixtures are recorded") {
         let name = entry["input"].as_str().unwrap();
         let source = match name {
@@ -245,10 +248,13 @@ fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
             entry["sha256"].as_str().unwrap(),
             "{name}"
         );
-        failures.extend(check_outputs(entry, &input, &keep, None, Kind::Mixture).0);
+        let (f, c) = check_outputs(entry, &input, &keep, None, Kind::Mixture);
+        failures.extend(f);
+        counts.extend(c);
         n += 1;
     }
     assert_eq!(n, 2, "both test models are recorded");
+    assert_every_target_encoded(&counts, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&keep);
 }

@@ -80,11 +80,11 @@ fn required_flags_are_our_refusals_with_exit_1() {
         e.contains("minirun-gguf split: --max-size is required (no silent default part size)"),
         "{e}"
     );
-    let (c, _, e) = run(&["quantize", s, "/tmp/never.gguf", "--type", "q2_K"]);
+    let (c, _, e) = run(&["quantize", s, "/tmp/never.gguf", "--type", "iq4_nl"]);
     assert_eq!(c, 1);
     assert!(
         e.contains(
-            "target \"q2_K\" is a known GGUF type but minirun-gguf has no weight encoder for it"
+            "target \"iq4_nl\" is a known GGUF type but minirun-gguf has no weight encoder for it"
         ),
         "{e}"
     );
@@ -509,7 +509,8 @@ fn a_mixture_name_selects_llama_quantize_rules() {
         GgmlType::Q4_K
     );
     assert_eq!(m.metadata().get_u32("general.file_type"), Ok(15));
-    // Q4_K_S is 14; a q3_K mixture has no encoder; --pure with --llama-mixture is a usage error.
+    // Q4_K_S is 14, Q3_K_M 12 (its q3_K encoder); Q2_K_S needs an imatrix; --pure with
+    // --llama-mixture is a usage error.
     let (c, _, e) = run(&[
         "quantize",
         src.to_str().unwrap(),
@@ -532,11 +533,22 @@ fn a_mixture_name_selects_llama_quantize_rules() {
         "--type",
         "Q3_K_M",
     ]);
-    assert_eq!(c, 1);
-    assert!(
-        e.contains("Q3_K_M puts most tensors at q3_K, and minirun-gguf has no q3_K encoder yet"),
-        "{e}"
+    assert_eq!(c, 0, "{e}");
+    let m = GgufModel::open(&out).unwrap();
+    assert_eq!(m.metadata().get_u32("general.file_type"), Ok(12));
+    assert_eq!(
+        m.tensor("blk.0.attn_q.weight").unwrap().ggml_type,
+        GgmlType::Q3_K
     );
+    let (c, _, e) = run(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--type",
+        "Q2_K_S",
+    ]);
+    assert_eq!(c, 1);
+    assert!(e.contains("Q2_K_S needs an importance matrix"), "{e}");
     let (c, _, _) = run(&[
         "quantize",
         src.to_str().unwrap(),

@@ -74,12 +74,10 @@ impl FileType {
         ALL.into_iter().find(|f| f.name() == alias)
     }
 
-    /// Whether `s` names a file type that only exists as a mixture (an `_S`/`_M`/`_L` name):
-    /// such a `--type` always means llama-quantize's rules.
+    /// Whether `s` names a llama-quantize file type the seed's target list does not define
+    /// (Q4_K_M, Q2_K, Q3_K_S, …): such a `--type` always means llama-quantize's rules.
     pub fn is_mixture_name(s: &str) -> bool {
-        let up = s.to_ascii_uppercase();
-        FileType::parse(&up).is_some()
-            && (up.ends_with("_S") || up.ends_with("_M") || up.ends_with("_L"))
+        FileType::parse(s).is_some() && super::quant::QuantTarget::parse(s).is_none()
     }
 
     /// llama-quantize's name.
@@ -421,6 +419,16 @@ pub fn plan_mixture(
         } else if quantized {
             let chosen = st.choose(t, default)?;
             let ty = fallback(t.row_len(), chosen);
+            let cat = category(&t.name);
+            if ftype == FileType::Q2_K_S
+                && ty == GgmlType::Q2_K
+                && !matches!(cat, Category::TokenEmbd | Category::Output)
+            {
+                return Err(ToolError::Refused(format!(
+                    "{PROG} quantize: Q2_K_S needs an importance matrix for its q2_K tensors ('{}' is one); llama-quantize refuses it without --imatrix, and {PROG} has no imatrix support — use Q2_K or a larger type",
+                    t.name
+                )));
+            }
             let note = if ty != chosen {
                 Some(Note::Fallback {
                     from: chosen,
@@ -441,7 +449,7 @@ pub fn plan_mixture(
             return Err(undecodable(t));
         } else if !quant::is_encodable(ty) {
             return Err(ToolError::Refused(format!(
-                "{PROG} quantize: llama-quantize's {} puts tensor '{}' at {ty}, and {PROG} has no {ty} encoder yet (encoders: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, f16, f32); choose a mixture without {ty}",
+                "{PROG} quantize: llama-quantize's {} puts tensor '{}' at {ty}, and {PROG} has no {ty} encoder yet (encoders: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, f16, f32); choose a mixture without {ty}",
                 ftype.name(),
                 t.name
             )));
@@ -491,6 +499,8 @@ mod tests {
         assert!(FileType::is_mixture_name("Q4_K_M"));
         assert!(!FileType::is_mixture_name("Q6_K"));
         assert!(!FileType::is_mixture_name("q4_K"));
+        assert!(FileType::is_mixture_name("Q2_K"));
+        assert!(FileType::is_mixture_name("q3_k"));
         assert_eq!(FileType::Q4_K_M.id(), 15);
         assert_eq!(FileType::Q2_K_S.id(), 21);
         assert_eq!(FileType::Q3_K_L.default_type(), GgmlType::Q3_K);
@@ -554,9 +564,34 @@ mod tests {
     }
 
     #[test]
-    fn a_type_without_an_encoder_is_refused_by_name() {
+    fn q2_k_s_without_an_importance_matrix_is_refused_as_llama_quantize_does() {
         let ts = vec![t("blk.0.attn_q.weight", &[256, 256])];
-        let e = plan_mixture(&ts, FileType::Q3_K_M, &hp(1, 1)).unwrap_err();
-        assert!(e.to_string().contains("no q3_K encoder"), "{e}");
+        let e = plan_mixture(&ts, FileType::Q2_K_S, &hp(1, 1)).unwrap_err();
+        assert!(
+            e.to_string().contains("Q2_K_S needs an importance matrix"),
+            "{e}"
+        );
+        let plan = plan_mixture(&ts, FileType::Q2_K, &hp(1, 1)).unwrap();
+        assert_eq!(plan[0].out_type(), GgmlType::Q2_K);
+    }
+
+    #[test]
+    fn q3_k_m_attn_v_and_ffn_down_rules() {
+        let mut ts = Vec::new();
+        for l in 0..16 {
+            for p in ["attn_v", "ffn_down", "attn_output"] {
+                ts.push(t(&format!("blk.{l}.{p}.weight"), &[256, 256]));
+            }
+        }
+        let plan = plan_mixture(&ts, FileType::Q3_K_M, &hp(16, 1)).unwrap();
+        let ty = |n: &str| plan.iter().find(|e| e.name == n).unwrap().out_type();
+        // attn_v: the first two at q5_K, then q4_K; ffn_down: layer 0 (< 16/16) q5_K, then q4_K
+        // (not falcon); attn_output: q4_K.
+        assert_eq!(ty("blk.0.attn_v.weight"), GgmlType::Q5_K);
+        assert_eq!(ty("blk.1.attn_v.weight"), GgmlType::Q5_K);
+        assert_eq!(ty("blk.2.attn_v.weight"), GgmlType::Q4_K);
+        assert_eq!(ty("blk.0.ffn_down.weight"), GgmlType::Q5_K);
+        assert_eq!(ty("blk.1.ffn_down.weight"), GgmlType::Q4_K);
+        assert_eq!(ty("blk.5.attn_output.weight"), GgmlType::Q4_K);
     }
 }

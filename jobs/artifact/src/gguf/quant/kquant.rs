@@ -18,10 +18,10 @@ use super::FmaContract;
 
 /// `QK_K`.
 pub const QK_K: usize = 256;
-const GROUP_MAX_EPS: f32 = 1e-15;
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 
 #[inline]
-fn mad(a: f32, b: f32, c: f32, fma: FmaContract) -> f32 {
+pub(super) fn mad(a: f32, b: f32, c: f32, fma: FmaContract) -> f32 {
     match fma {
         FmaContract::Fast => a.mul_add(b, c),
         FmaContract::Off => a * b + c,
@@ -30,14 +30,14 @@ fn mad(a: f32, b: f32, c: f32, fma: FmaContract) -> f32 {
 
 /// ggml's `nearest_int`: add 1.5·2^23 and read the mantissa (round half to even).
 #[inline]
-fn nearest_int(v: f32) -> i32 {
+pub(super) fn nearest_int(v: f32) -> i32 {
     let bits = (v + 12_582_912.0f32).to_bits() as i32;
     (bits & 0x007f_ffff) - 0x0040_0000
 }
 
 /// `nearest_int(a*b)`; under Fast the product is not rounded before the magic add.
 #[inline]
-fn nearest_int_mul(a: f32, b: f32, fma: FmaContract) -> i32 {
+pub(super) fn nearest_int_mul(a: f32, b: f32, fma: FmaContract) -> i32 {
     match fma {
         FmaContract::Fast => {
             let bits = a.mul_add(b, 12_582_912.0f32).to_bits() as i32;
@@ -47,17 +47,18 @@ fn nearest_int_mul(a: f32, b: f32, fma: FmaContract) -> i32 {
     }
 }
 
-fn put_f16(out: &mut Vec<u8>, v: f32) {
+pub(super) fn put_f16(out: &mut Vec<u8>, v: f32) {
     out.extend_from_slice(&f16::from_f32(v).to_le_bytes());
 }
 
-fn f16_round(v: f32) -> f32 {
+pub(super) fn f16_round(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 
-/// `make_qkx2_quants` (n = 32): returns (scale, the_min) and fills `l`.
+/// `make_qkx2_quants` (n = `x.len()`): returns (scale, the_min) and fills `l`. `use_mad` sums
+/// weighted absolute errors instead of squared ones (q2_K).
 #[allow(clippy::too_many_arguments)]
-fn make_qkx2_quants(
+pub(super) fn make_qkx2_quants(
     nmax: i32,
     x: &[f32],
     w: &[f32],
@@ -66,8 +67,10 @@ fn make_qkx2_quants(
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    use_mad: bool,
     fma: FmaContract,
 ) -> (f32, f32) {
+    let err = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
     let n = x.len();
     let mut min = x[0];
     let mut max = x[0];
@@ -97,7 +100,7 @@ fn make_qkx2_quants(
         let q = nearest_int_mul(iscale, x[i] - min, fma).clamp(0, nmax);
         l[i] = q as u8;
         let diff = mad(scale, q as f32, min, fma) - x[i];
-        best_error = mad(w[i], diff * diff, best_error, fma);
+        best_error = mad(w[i], err(diff), best_error, fma);
     }
     for is in 0..=nstep {
         iscale = (mad(rdelta, is as f32, rmin, fma) + nmax as f32) / (max - min);
@@ -137,7 +140,7 @@ fn make_qkx2_quants(
             let mut cur_error = 0.0f32;
             for i in 0..n {
                 let diff = mad(this_scale, f32::from(laux[i]), this_min, fma) - x[i];
-                cur_error = mad(w[i], diff * diff, cur_error, fma);
+                cur_error = mad(w[i], err(diff), cur_error, fma);
             }
             if cur_error < best_error {
                 l[..n].copy_from_slice(&laux[..n]);
@@ -194,6 +197,7 @@ fn qk_scales(x: &[f32], nmax: i32, l: &mut [u8; QK_K], fma: FmaContract) -> (f32
             rmin,
             rdelta,
             nstep,
+            false,
             fma,
         );
         scales[j] = s;

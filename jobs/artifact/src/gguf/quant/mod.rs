@@ -6,6 +6,7 @@
 //! contraction is a rounding decision of the reference build); formats.md §5.2–5.3.
 
 pub mod kquant;
+pub mod kquant_low;
 pub mod legacy;
 
 use half::{bf16, f16};
@@ -118,7 +119,7 @@ pub fn is_encodable(t: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         t,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K | Q6_K
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K
     )
 }
 
@@ -184,6 +185,8 @@ pub fn encode(
         GgmlType::Q5_0 => legacy::quantize_q5_0(x, out, fma),
         GgmlType::Q5_1 => legacy::quantize_q5_1(x, out, fma),
         GgmlType::Q8_0 => legacy::quantize_q8_0(x, out),
+        GgmlType::Q2_K => kquant_low::quantize_q2_k(x, out, fma),
+        GgmlType::Q3_K => kquant_low::quantize_q3_k(x, out, fma),
         GgmlType::Q4_K => kquant::quantize_q4_k(x, out, fma),
         GgmlType::Q5_K => kquant::quantize_q5_k(x, out, fma),
         GgmlType::Q6_K => kquant::quantize_q6_k(x, out, fma),
