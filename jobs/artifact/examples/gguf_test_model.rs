@@ -1,11 +1,11 @@
-//! Writes the deterministic tiny Qwen2 test models of `artifact::gguf::testmodel` (2-D weights
-//! at f32 and at f16) into a directory: the inputs ci/oracles/llama_quantize.sh hands to
+//! Writes the deterministic tiny Qwen2 and Qwen3 test models of `artifact::gguf::testmodel` (2-D
+//! weights at f32 and at f16) into a directory: the inputs ci/oracles/llama_quantize.sh hands to
 //! `llama-quantize --pure`. Usage: `cargo run -p artifact --example gguf_test_model -- OUT_DIR`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use artifact::gguf::testmodel::write_test_model;
+use artifact::gguf::testmodel::{write_test_model_arch, Arch};
 use artifact::gguf::GgmlType;
 
 fn main() -> ExitCode {
@@ -13,9 +13,12 @@ fn main() -> ExitCode {
         eprintln!("usage: gguf_test_model OUT_DIR");
         return ExitCode::from(64);
     };
-    for (ty, name) in [(GgmlType::F32, "f32"), (GgmlType::F16, "f16")] {
-        let p = dir.join(format!("tiny-qwen2-{name}.gguf"));
-        match write_test_model(&p, ty) {
+    let models = [Arch::Qwen2, Arch::Qwen3]
+        .into_iter()
+        .flat_map(|a| [(a, GgmlType::F32, "f32"), (a, GgmlType::F16, "f16")]);
+    for (arch, ty, name) in models {
+        let p = dir.join(format!("tiny-{}-{name}.gguf", arch.name()));
+        match write_test_model_arch(&p, ty, arch) {
             Ok(n) => println!("{} {n}", p.display()),
             Err(e) => {
                 eprintln!("error: {e}");

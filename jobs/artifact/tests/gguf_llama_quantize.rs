@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use artifact::gguf::mixture::FileType;
 use artifact::gguf::quant::FmaContract;
-use artifact::gguf::testmodel::write_test_model;
+use artifact::gguf::testmodel::{write_test_model_arch, Arch};
 use artifact::gguf::tooling::{run_quantize, Action, QuantizeOpts};
 use artifact::gguf::GgmlType;
 use sha2::{Digest, Sha256};
@@ -24,6 +24,17 @@ fn record() -> serde_json::Value {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../ci/oracles/llama-quantize.recorded.json");
     serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}
+
+/// The generator of a recorded test-model input, by file name.
+fn test_model(name: &str) -> Option<(Arch, GgmlType)> {
+    Some(match name {
+        "tiny-qwen2-f32.gguf" => (Arch::Qwen2, GgmlType::F32),
+        "tiny-qwen2-f16.gguf" => (Arch::Qwen2, GgmlType::F16),
+        "tiny-qwen3-f32.gguf" => (Arch::Qwen3, GgmlType::F32),
+        "tiny-qwen3-f16.gguf" => (Arch::Qwen3, GgmlType::F16),
+        _ => return None,
+    })
 }
 
 fn real_file() -> Option<PathBuf> {
@@ -161,13 +172,11 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
     let mut n = 0;
     for entry in rec["inputs"].as_array().unwrap() {
         let name = entry["input"].as_str().unwrap();
-        let source = match name {
-            "tiny-qwen2-f32.gguf" => GgmlType::F32,
-            "tiny-qwen2-f16.gguf" => GgmlType::F16,
-            _ => continue,
+        let Some((arch, source)) = test_model(name) else {
+            continue;
         };
         let input = keep.join(name);
-        write_test_model(&input, source).unwrap();
+        write_test_model_arch(&input, source, arch).unwrap();
         let (b, d) = digest(&input);
         assert_eq!(
             (b, d.as_str()),
@@ -182,7 +191,7 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
         counts.extend(c);
         n += 1;
     }
-    assert_eq!(n, 2, "both test models are recorded");
+    assert_eq!(n, 4, "the four test models are recorded");
     assert_every_target_encoded(&counts, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&keep);
@@ -236,13 +245,11 @@ fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
     let mut counts = Vec::new();
     for entry in rec["mixtures"].as_array().expect("mixtures are recorded") {
         let name = entry["input"].as_str().unwrap();
-        let source = match name {
-            "tiny-qwen2-f32.gguf" => GgmlType::F32,
-            "tiny-qwen2-f16.gguf" => GgmlType::F16,
-            _ => continue,
+        let Some((arch, source)) = test_model(name) else {
+            continue;
         };
         let input = keep.join(name);
-        write_test_model(&input, source).unwrap();
+        write_test_model_arch(&input, source, arch).unwrap();
         assert_eq!(
             digest(&input).1,
             entry["sha256"].as_str().unwrap(),
@@ -253,7 +260,7 @@ fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
         counts.extend(c);
         n += 1;
     }
-    assert_eq!(n, 2, "both test models are recorded");
+    assert_eq!(n, 4, "the four test models are recorded");
     assert_every_target_encoded(&counts, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&keep);

@@ -1,4 +1,4 @@
-//! A deterministic tiny Qwen2 GGUF, the input of the whole-file parity check against
+//! A deterministic tiny Qwen2 (or Qwen3) GGUF, the input of the whole-file parity check against
 //! `llama-quantize --pure` (ci/oracles/llama_quantize.sh records llama.cpp's outputs for it;
 //! `tests/gguf_llama_quantize.rs` regenerates it and compares our outputs' SHA-256).
 //!
@@ -22,6 +22,7 @@ const HIDDEN: u64 = 256;
 const FFN: u64 = 544;
 const VOCAB: u64 = 320;
 const LAYERS: u64 = 12;
+const HEAD_DIM: u64 = 64;
 
 struct Rng(u64);
 
@@ -43,19 +44,42 @@ impl Rng {
     }
 }
 
+/// Which tiny model: Qwen2 (q/k/v biases) or Qwen3 (no biases, per-head q/k norms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// `qwen2`.
+    Qwen2,
+    /// `qwen3`.
+    Qwen3,
+}
+
+impl Arch {
+    /// The `general.architecture` value and key prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+        }
+    }
+}
+
 /// The tensors: name, `ne`, whether it is a weight matrix (2-D payload at the source type).
-fn shapes() -> Vec<(String, Vec<u64>)> {
+fn shapes(arch: Arch) -> Vec<(String, Vec<u64>)> {
     let mut v: Vec<(String, Vec<u64>)> = vec![("token_embd.weight".into(), vec![HIDDEN, VOCAB])];
     for l in 0..LAYERS {
         let b = |s: &str| format!("blk.{l}.{s}");
         v.push((b("attn_norm.weight"), vec![HIDDEN]));
         if l < 2 {
-            v.push((b("attn_q.weight"), vec![HIDDEN, HIDDEN]));
-            v.push((b("attn_q.bias"), vec![HIDDEN]));
-            v.push((b("attn_k.weight"), vec![HIDDEN, 128]));
-            v.push((b("attn_k.bias"), vec![128]));
-            v.push((b("attn_v.weight"), vec![HIDDEN, 128]));
-            v.push((b("attn_v.bias"), vec![128]));
+            for (p, rows) in [("attn_q", HIDDEN), ("attn_k", 128), ("attn_v", 128)] {
+                v.push((b(&format!("{p}.weight")), vec![HIDDEN, rows]));
+                if arch == Arch::Qwen2 {
+                    v.push((b(&format!("{p}.bias")), vec![rows]));
+                }
+            }
+            if arch == Arch::Qwen3 {
+                v.push((b("attn_q_norm.weight"), vec![HEAD_DIM]));
+                v.push((b("attn_k_norm.weight"), vec![HEAD_DIM]));
+            }
             v.push((b("attn_output.weight"), vec![HIDDEN, HIDDEN]));
             v.push((b("ffn_gate.weight"), vec![HIDDEN, FFN]));
             v.push((b("ffn_up.weight"), vec![HIDDEN, FFN]));
@@ -110,47 +134,60 @@ fn values(name: &str, dims: &[u64], rng: &mut Rng) -> Vec<f32> {
     x
 }
 
-/// Metadata of the test model (a loadable Qwen2 header for llama.cpp's model loader).
-fn metadata(source: GgmlType) -> Metadata {
+/// Metadata of the test model (a loadable Qwen2/Qwen3 header for llama.cpp's model loader).
+fn metadata(source: GgmlType, arch: Arch) -> Metadata {
     let mut md = Metadata::default();
     let s = |v: &str| Value::String(v.as_bytes().to_vec());
     let tokens = (0..VOCAB).map(|i| format!("t{i}").into_bytes()).collect();
-    for (k, v) in [
-        ("general.architecture", s("qwen2")),
-        ("general.type", s("model")),
-        ("general.name", s("minirun llama-quantize parity model")),
+    let a = arch.name();
+    let arch_kv = [
+        ("block_count", Value::U32(LAYERS as u32)),
+        ("context_length", Value::U32(512)),
+        ("embedding_length", Value::U32(HIDDEN as u32)),
+        ("feed_forward_length", Value::U32(FFN as u32)),
+        ("attention.head_count", Value::U32(4)),
+        ("attention.head_count_kv", Value::U32(2)),
+        ("rope.freq_base", Value::F32(1_000_000.0)),
+        ("attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+    ];
+    let mut kv: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), s(a)),
+        ("general.type".into(), s("model")),
         (
-            "general.file_type",
+            "general.name".into(),
+            s("minirun llama-quantize parity model"),
+        ),
+        (
+            "general.file_type".into(),
             Value::U32(if source == GgmlType::F16 { 1 } else { 0 }),
         ),
-        ("general.quantization_version", Value::U32(2)),
-        ("qwen2.block_count", Value::U32(LAYERS as u32)),
-        ("qwen2.context_length", Value::U32(512)),
-        ("qwen2.embedding_length", Value::U32(HIDDEN as u32)),
-        ("qwen2.feed_forward_length", Value::U32(FFN as u32)),
-        ("qwen2.attention.head_count", Value::U32(4)),
-        ("qwen2.attention.head_count_kv", Value::U32(2)),
-        ("qwen2.rope.freq_base", Value::F32(1_000_000.0)),
-        ("qwen2.attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
-        ("tokenizer.ggml.model", s("gpt2")),
-        ("tokenizer.ggml.tokens", Value::StringArray(tokens)),
-        ("tokenizer.ggml.add_bos_token", Value::Bool(false)),
-    ] {
-        md.kv.push((k.to_string(), v));
-    }
+        ("general.quantization_version".into(), Value::U32(2)),
+    ];
+    kv.extend(arch_kv.into_iter().map(|(k, v)| (format!("{a}.{k}"), v)));
+    kv.extend([
+        ("tokenizer.ggml.model".into(), s("gpt2")),
+        ("tokenizer.ggml.tokens".into(), Value::StringArray(tokens)),
+        ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
+    ]);
+    md.kv = kv;
     md
 }
 
-/// Write the test model with 2-D weights at `source` (F32, F16 or BF16; 1-D always F32) to
-/// `path`. The same `source` always gives the same bytes.
+/// Write the Qwen2 test model with 2-D weights at `source` (F32, F16 or BF16; 1-D always F32)
+/// to `path`. The same `source` always gives the same bytes.
 pub fn write_test_model(path: &Path, source: GgmlType) -> Result<u64, GgufError> {
+    write_test_model_arch(path, source, Arch::Qwen2)
+}
+
+/// [`write_test_model`] for either architecture.
+pub fn write_test_model_arch(path: &Path, source: GgmlType, arch: Arch) -> Result<u64, GgufError> {
     if !matches!(source, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
         return Err(GgufError::Write(format!(
             "test model source type {source} is not f32, f16 or bf16"
         )));
     }
     let mut rng = Rng(20_261_130);
-    let shapes = shapes();
+    let shapes = shapes(arch);
     let mut specs = Vec::with_capacity(shapes.len());
     let mut payloads = Vec::with_capacity(shapes.len());
     for (name, dims) in shapes {
@@ -169,7 +206,7 @@ pub fn write_test_model(path: &Path, source: GgmlType) -> Result<u64, GgufError>
     }
     write_file(
         path,
-        &metadata(source),
+        &metadata(source, arch),
         &specs,
         DEFAULT_ALIGNMENT,
         |i| match payloads.get(i) {
