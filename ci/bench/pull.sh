@@ -27,7 +27,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 repo=minirun/DeepSeek-V4-Flash-minirun
 
 serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
-    "$bin/minirun-hub" serve --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
+    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
     pids+=($!)
     for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done
     grep -o 'http://[0-9.:]*' "$1.out" | head -1

@@ -32,7 +32,7 @@ for s in "${scales[@]}"; do
     bytes=$(du -sb --apparent-size "$tmp/ckpt" | cut -f1)
     "$bin/minirun-hub" import --root "$tmp/hub" --repo $repo --revision $rev "$tmp/ckpt" > /dev/null
     rm -rf "$tmp/ckpt"
-    "$bin/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
+    "$bin/minirun-hub" serve --init --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
     hub_pid=$!
     for _ in $(seq 100); do grep -q listening "$tmp/hub.out" && break; sleep 0.1; done
     url=$(sed -n 's/^listening on //p' "$tmp/hub.out")

@@ -34,7 +34,7 @@ repo=minirun/DeepSeek-V4-Flash-minirun
 
 serve() { # ROOT → prints the URL of a minirun-hub serving ROOT (its pid goes to $tmp/hub.pid)
     mkdir -p "$1"
-    "$bin/minirun-hub" serve --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
+    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
     pids+=($!)
     echo $! > "$tmp/hub.pid"
     for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done

@@ -27,7 +27,7 @@ printf '%s\n' "$token" > "$work/token"
 
 start_server() { # $1 = name, $2.. = extra flags; prints the endpoint
     local name=$1; shift
-    "$bin" serve --root "$work/$name" --addr 127.0.0.1:0 --token-file "$work/token" \
+    "$bin" serve --init --root "$work/$name" --addr 127.0.0.1:0 --token-file "$work/token" \
         --lfs-chunk-size 1048576 --list-page-size 2 "$@" > "$work/$name.out" 2> "$work/$name.log" &
     pids+=($!)
     for _ in $(seq 1 100); do

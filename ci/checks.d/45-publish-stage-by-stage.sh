@@ -17,7 +17,7 @@ plan=plans/deepseek-v4.toml
 "$MINIRUN_BIN/minirun-synth" deepseek-v4 --out "$tmp/ckpt" > /dev/null
 "$MINIRUN_BIN/minirun-hub" import --root "$tmp/hub" --repo deepseek-ai/DeepSeek-V4-Flash \
     --revision 60d8d70770c6776ff598c94bb586a859a38244f1 "$tmp/ckpt" > /dev/null
-"$MINIRUN_BIN/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/serve.log" 2>&1 &
+"$MINIRUN_BIN/minirun-hub" serve --init --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
 export HF_ENDPOINT=$(grep -o 'http://[0-9.:]*' "$tmp/serve.log" | head -1)

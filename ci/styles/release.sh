@@ -39,7 +39,7 @@ for i in "${!repos[@]}"; do
     esac
     "$bin/minirun-hub" import --root "$tmp/hub" --repo "$repo" --revision "${revs[$i]}" "$dir" > /dev/null
 done
-"$bin/minirun-hub" serve --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
+"$bin/minirun-hub" serve --init --root "$tmp/hub" --addr 127.0.0.1:0 > "$tmp/hub.out" 2> /dev/null &
 hub_pid=$!
 for _ in $(seq 100); do grep -q listening "$tmp/hub.out" && break; sleep 0.1; done
 url=$(sed -n 's/^listening on //p' "$tmp/hub.out")

@@ -90,4 +90,16 @@ fn import_serve_and_refusals() {
         Some(64),
         "missing --root is a usage error"
     );
+    // A root that does not exist is refused (a typo must not serve an empty hub), unless --init.
+    let missing = d.path().join("no-such-store");
+    let m = missing.to_str().unwrap();
+    let (code, _, err) = run(&["serve", "--root", m]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("does not exist; pass --init"), "{err}");
+    assert!(!missing.exists(), "nothing is created without --init");
+    let file = d.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, _, err) = run(&["serve", "--root", file.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is not a directory"), "{err}");
 }

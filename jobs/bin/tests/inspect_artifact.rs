@@ -76,7 +76,10 @@ fn index_shapes_and_identities() {
     let p = dir.path().join("index.json");
     std::fs::write(&p, br#"{"hello": 1, "artifact": "x"}"#).unwrap();
     let out = bin().arg(dir.path()).arg("--json").output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    // printed, then refused: an index no consumer can read is not a pass
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("of shape `unrecognized`"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["shape"], "unrecognized");
     assert_eq!(
@@ -84,6 +87,10 @@ fn index_shapes_and_identities() {
         serde_json::json!(["artifact", "hello"])
     );
     assert_eq!(v["tokenizer"]["present"], false);
+    std::fs::write(&p, b"{not json").unwrap();
+    let out = bin().arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("shape unreadable"));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! a repo at an exact upstream commit id. The binary only sets up logging and the runtime.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use hub::server::{self, FaultSpec, ImportError, ServerOptions};
@@ -46,6 +46,10 @@ enum Cmd {
         /// Allow binding a non-loopback address.
         #[arg(long)]
         allow_remote: bool,
+        /// Create --root as an empty store when it does not exist (without it a missing root is
+        /// refused, so a mistyped path never serves an empty hub).
+        #[arg(long)]
+        init: bool,
     },
     /// Mirror DIR as OWNER/NAME with `main` at commit REV.
     Import {
@@ -84,6 +88,21 @@ pub enum HubToolError {
         #[source]
         source: std::io::Error,
     },
+    /// `serve --root` names no directory and `--init` was not given.
+    #[error("hub store `{0}` does not exist; pass --init to start an empty hub there, or check the path")]
+    NoRoot(PathBuf),
+    /// `serve --root` names something that is not a directory.
+    #[error("hub store `{0}` is not a directory")]
+    RootNotDir(PathBuf),
+    /// `--init` could not create the store.
+    #[error("cannot create the hub store `{root}`")]
+    Init {
+        /// The store.
+        root: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Waiting for the interrupt failed.
     #[error("failed to wait for the interrupt signal")]
     Signal(#[source] std::io::Error),
@@ -93,6 +112,19 @@ pub enum HubToolError {
 }
 
 impl crate::cli::Hint for HubToolError {}
+
+/// A missing store is created only under `--init`; anything else at the path is refused.
+fn ensure_root(root: &Path, init: bool) -> Result<(), HubToolError> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(HubToolError::RootNotDir(root.to_owned())),
+        Err(_) if init => std::fs::create_dir_all(root).map_err(|source| HubToolError::Init {
+            root: root.to_owned(),
+            source,
+        }),
+        Err(_) => Err(HubToolError::NoRoot(root.to_owned())),
+    }
+}
 
 /// Run one `minirun-hub` command; what it prints goes to stdout.
 pub async fn run(cli: Cli) -> Result<(), HubToolError> {
@@ -106,7 +138,9 @@ pub async fn run(cli: Cli) -> Result<(), HubToolError> {
             lfs_chunk_size,
             list_page_size,
             allow_remote,
+            init,
         } => {
+            ensure_root(&root, init)?;
             if let Some(a) = std::iter::once(addr)
                 .chain(cdn_addr)
                 .find(|a| !allow_remote && !a.ip().is_loopback())

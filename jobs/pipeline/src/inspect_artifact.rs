@@ -45,6 +45,19 @@ pub enum InspectError {
         #[source]
         source: std::io::Error,
     },
+    /// An `index.json` whose shape is not one the consumer can read; what was found is printed
+    /// first (`Inspection::text`), then this refusal.
+    #[error(
+        "`{path}` is an index.json of shape `{shape}`, which no Minirun consumer reads: {reason}"
+    )]
+    IndexShape {
+        /// The file.
+        path: PathBuf,
+        /// `unrecognized` or `unreadable`.
+        shape: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// Not a kind of file this tool knows.
     #[error("`{path}` is not a plan (.toml), tile container, manifest.json, index.json or a unit/artifact directory")]
     Unknown {
@@ -62,8 +75,22 @@ impl crate::cli::Hint for InspectError {
     }
 }
 
+/// What `inspect` found: the text to print, and a refusal to report after it when the file was
+/// read but is not usable (an index.json of no known shape).
+#[derive(Debug)]
+pub struct Inspection {
+    /// The table or JSON.
+    pub text: String,
+    /// Set when the file is refused although something could be shown.
+    pub refusal: Option<InspectError>,
+}
+
 /// Inspect `path`, whatever it is, as a table or JSON.
-pub fn inspect_path(path: &Path, json_out: bool) -> Result<String, InspectError> {
+pub fn inspect_path(path: &Path, json_out: bool) -> Result<Inspection, InspectError> {
+    let ok = |text| Inspection {
+        text,
+        refusal: None,
+    };
     if path.is_dir() {
         for name in [INDEX_FILE_NAME, MANIFEST_FILE_NAME] {
             let p = path.join(name);
@@ -76,7 +103,7 @@ pub fn inspect_path(path: &Path, json_out: bool) -> Result<String, InspectError>
         });
     }
     if path.extension().is_some_and(|e| e == "toml") {
-        return Ok(crate::inspect::inspect_plan(path, json_out)?);
+        return Ok(ok(crate::inspect::inspect_plan(path, json_out)?));
     }
     let io = |source| InspectError::Io {
         path: path.to_owned(),
@@ -87,10 +114,10 @@ pub fn inspect_path(path: &Path, json_out: bool) -> Result<String, InspectError>
         .and_then(|mut f| f.read(&mut head))
         .map_err(io)?;
     if n == 8 && head == MAGIC {
-        return container(path, json_out);
+        return container(path, json_out).map(ok);
     }
     if path.file_name().is_some_and(|n| n == MANIFEST_FILE_NAME) {
-        return manifest(path, json_out);
+        return manifest(path, json_out).map(ok);
     }
     if path.extension().is_some_and(|e| e == "json") {
         return Ok(index(path, json_out));
@@ -179,8 +206,25 @@ fn manifest(path: &Path, json_out: bool) -> Result<String, InspectError> {
     Ok(s)
 }
 
-fn index(path: &Path, json_out: bool) -> String {
+fn index(path: &Path, json_out: bool) -> Inspection {
     let doc = IndexDocument::read_file(path);
+    let refusal = match &doc.shape {
+        Shape::Unrecognized { reason, .. } | Shape::Unreadable { reason } => {
+            Some(InspectError::IndexShape {
+                path: path.to_owned(),
+                shape: doc.shape.name(),
+                reason: reason.to_string(),
+            })
+        }
+        _ => None,
+    };
+    Inspection {
+        text: index_text(path, json_out, &doc),
+        refusal,
+    }
+}
+
+fn index_text(path: &Path, json_out: bool, doc: &IndexDocument) -> String {
     let identity = |p: Option<(String, u64, String, String, String)>, absent: Option<String>| {
         match p {
             Some((file, bytes, sha, repo, rev)) => {

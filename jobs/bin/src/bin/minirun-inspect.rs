@@ -1,6 +1,8 @@
 //! `minirun-inspect PATH [--json]`: show a plan (`.toml`: validated and expanded — units, rules,
 //! draft status — or refused with its `file:line: key` error and exit 1), a tile container (header
 //! and tiles), a unit manifest, an `index.json` (shape and identities), or the directory of one.
+//! Exit 1 on anything it cannot read or recognise — an index.json of no known shape is still
+//! printed first.
 use clap::Parser;
 use pipeline::cli::{emit, parse_args, print_error, Exit, Hint};
 use std::path::PathBuf;
@@ -24,9 +26,15 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     match pipeline::inspect_artifact::inspect_path(&args.path, args.json) {
-        Ok(text) => {
-            emit(&text);
-            Exit::Ok.into()
+        Ok(found) => {
+            emit(&found.text);
+            match found.refusal {
+                None => Exit::Ok.into(),
+                Some(e) => {
+                    print_error(&e, e.hint());
+                    Exit::Failure.into()
+                }
+            }
         }
         Err(e) => {
             print_error(&e, e.hint());

@@ -94,7 +94,7 @@ impl Hub {
         let logdir = tempfile::tempdir().unwrap();
         let log = logdir.path().join("hub.log");
         let mut child = cmd("minirun-hub")
-            .args(["serve", "--root"])
+            .args(["serve", "--init", "--root"])
             .arg(root)
             .args(["--addr", "127.0.0.1:0", "--faults", faults])
             .env("RUST_LOG", "info")
