@@ -7,5 +7,5 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
-pub use client::{HubClient, HubError, Token};
+pub use client::{HubClient, HubError, Token, TokenSource, TOKEN_LOOKUP};
 pub use protocol::{RepoId, RepoType};

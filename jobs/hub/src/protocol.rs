@@ -161,6 +161,48 @@ pub fn is_sha256_hex(s: &str) -> bool {
 }
 
 /// Control characters replaced by `?` so hostile input cannot forge log or error lines.
+/// `s` with any userinfo (`user:secret@`) of a URL's authority replaced by `***@`, so a
+/// message can name a refused endpoint without repeating its credential.
+pub fn redact_userinfo(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => s.to_string(),
+    }
+}
+
+/// The one check of a hub endpoint, wherever it comes from (`--endpoint`, `HF_ENDPOINT`, a
+/// plan): an `http(s)://host[:port][/path]` URL with a host, no whitespace, and no credentials
+/// (tokens come from `HF_TOKEN` and token files, never a URL). Errors show the value with any
+/// userinfo redacted.
+pub fn parse_endpoint(s: &str) -> Result<url::Url, String> {
+    let shown = redact_userinfo(s);
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "endpoint `{}` contains whitespace or control characters",
+            printable(&shown)
+        ));
+    }
+    if shown != s {
+        return Err(format!(
+            "endpoint `{}` carries credentials (user:password@); give the token in HF_TOKEN or a token file instead, never in the URL",
+            printable(&shown)
+        ));
+    }
+    let u = url::Url::parse(s.trim_end_matches('/'))
+        .map_err(|e| format!("endpoint `{}` is not a URL: {e}", printable(s)))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "endpoint `{}` must be an http(s)://host[:port] URL",
+            printable(s)
+        ));
+    }
+    Ok(u)
+}
+
 pub fn printable(s: &str) -> String {
     let mut out: String = s
         .chars()

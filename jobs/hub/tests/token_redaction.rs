@@ -84,6 +84,37 @@ async fn token_absent_from_logs_errors_and_debug() {
         .await
         .unwrap_err();
     texts.push(format!("{e} {e:?}"));
+    // 401/403 name the token's source (never its value), or say that none was sent and how to
+    // set one.
+    assert!(matches!(e.status(), Some(401 | 403)), "{e}");
+    assert!(
+        e.to_string().contains("carried the token from the caller"),
+        "{e}"
+    );
+    let anon = hub::HubClient::new(&h.handle.url(), None).unwrap();
+    let e = anon
+        .create_repo(&repo("o/v"), false, false)
+        .await
+        .unwrap_err();
+    let m = e.to_string();
+    assert!(m.contains("no token was sent; set one: HF_TOKEN"), "{m}");
+    assert!(m.contains("hf auth login"), "{m}");
+    let from_file = tempfile::tempdir().unwrap();
+    let tf = from_file.path().join("token");
+    std::fs::write(&tf, "hf_wrong_token_in_a_file\n").unwrap();
+    let filed =
+        hub::HubClient::new(&h.handle.url(), Some(hub::Token::from_file(&tf).unwrap())).unwrap();
+    let e = filed
+        .create_repo(&repo("o/w"), false, false)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("the token file `{}`", tf.display())),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("hf_wrong_token_in_a_file"), "{e}");
+    texts.push(format!("{e} {e:?}"));
     let dead = hub::HubClient::new("http://127.0.0.1:9", Some(hub::Token::new(SECRET)))
         .unwrap()
         .with_retry(hub::client::RetryPolicy {

@@ -74,3 +74,37 @@ fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
     assert!(ra.len() > 1000, "release has only {} files", ra.len());
     assert_eq!(ra, rb, "parallel + finalize differs from one run");
 }
+
+/// An endpoint with credentials is refused wherever it comes from (flag, HF_ENDPOINT), with exit
+/// 1, before any request, and the secret appears in no output.
+#[test]
+fn an_endpoint_with_credentials_is_refused_and_never_echoed() {
+    const SECRET: &str = "hf_PLANTED_SECRET_0123456789";
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plans/deepseek-v4.toml");
+    let w = tempfile::tempdir().unwrap();
+    let ep = format!("http://user:{SECRET}@127.0.0.1:9");
+    let base = ["--plan", plan, "--work-dir", w.path().to_str().unwrap()];
+    let runs = [
+        cmd("minirun-fetch")
+            .args(base)
+            .args(["--endpoint", &ep])
+            .output()
+            .unwrap(),
+        cmd("minirun-fetch")
+            .args(base)
+            .args(["--json"])
+            .env("HF_ENDPOINT", &ep)
+            .output()
+            .unwrap(),
+    ];
+    for o in runs {
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(1), "{all}");
+        assert!(all.contains("carries credentials"), "{all}");
+        assert!(!all.contains(SECRET), "the secret leaked: {all}");
+    }
+}

@@ -12,9 +12,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::Digest as _;
 
-use super::{
-    enc, http_error, json_body, transport_detail, HubClient, HubError, Idempotence, LfsObject,
-};
+use super::{enc, json_body, transport_detail, HubClient, HubError, Idempotence, LfsObject};
 use crate::protocol::{self, CommitResponse, PreuploadFile, PreuploadResult, RepoId};
 
 /// Where the bytes of a file to upload are.
@@ -325,7 +323,7 @@ impl HubClient {
             Err(e) => return Err(e),
         };
         if !r.status().is_success() {
-            return Err(http_error(&Method::POST, &u, r).await);
+            return Err(self.http_error(&Method::POST, &u, r).await);
         }
         let bytes = r
             .bytes()

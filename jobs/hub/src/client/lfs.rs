@@ -10,7 +10,7 @@ use bytes::Bytes;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::{http_error, json_body, HubClient, HubError, Idempotence};
+use super::{json_body, HubClient, HubError, Idempotence};
 use crate::protocol::RepoId;
 
 /// One LFS object to upload.
@@ -314,7 +314,7 @@ impl HubClient {
             });
             let r = r.await?;
             if !r.status().is_success() {
-                return Err(http_error(&Method::POST, &vu, r).await);
+                return Err(self.http_error(&Method::POST, &vu, r).await);
             }
         }
         Ok(())

@@ -27,39 +27,74 @@ pub use retry::{Idempotence, RetryPolicy};
 
 use crate::protocol::{self, RepoId};
 
-/// A Hub access token. `Debug` prints `Token(<redacted>)`; there is no `Display`.
+/// A Hub access token. `Debug` prints `Token(<redacted>, from …)`; there is no `Display`.
 #[derive(Clone)]
-pub struct Token(String);
+pub struct Token(String, TokenSource);
+
+/// Where a [`Token`] came from, for messages (never the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// The `HF_TOKEN` variable.
+    EnvVar,
+    /// A file: `HF_TOKEN_PATH`, `$HF_HOME/token`, its default location, or `--token-file`.
+    File(std::path::PathBuf),
+    /// Handed over by the caller.
+    Given,
+}
+
+impl std::fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenSource::EnvVar => f.write_str("HF_TOKEN"),
+            TokenSource::File(p) => write!(f, "the token file `{}`", p.display()),
+            TokenSource::Given => f.write_str("the caller"),
+        }
+    }
+}
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(<redacted>)")
+        write!(f, "Token(<redacted>, from {})", self.1)
     }
 }
+
+/// Where a token is looked for, in huggingface_hub's order (`HF_TOKEN`, then `HF_TOKEN_PATH`,
+/// then `$HF_HOME/token` with `HF_HOME` defaulting to `$XDG_CACHE_HOME/huggingface`, else
+/// `~/.cache/huggingface`), as text for help and hints.
+pub const TOKEN_LOOKUP: &str = "HF_TOKEN, else the file HF_TOKEN_PATH names, else $HF_HOME/token (HF_HOME defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface — where `hf auth login` saves it)";
 
 impl Token {
     /// Wrap a token string (surrounding whitespace trimmed).
     pub fn new(s: &str) -> Token {
-        Token(s.trim().to_string())
+        Token(s.trim().to_string(), TokenSource::Given)
     }
-    /// `HF_TOKEN`, else the file named by `HF_TOKEN_PATH`, else `$HF_HOME/token`; `None` if unset.
+    /// Where it came from.
+    pub fn source(&self) -> &TokenSource {
+        &self.1
+    }
+    /// The token from the process environment ([`TOKEN_LOOKUP`]); `None` if there is none.
     pub fn from_env() -> Result<Option<Token>, HubError> {
-        if let Some(t) = std::env::var("HF_TOKEN")
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-        {
-            return Ok(Some(Token::new(&t)));
+        Token::lookup(|k| std::env::var(k).ok())
+    }
+    /// [`Token::from_env`] over any variable source (testable without touching the process).
+    pub fn lookup(var: impl Fn(&str) -> Option<String>) -> Result<Option<Token>, HubError> {
+        let set = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+        if let Some(t) = set("HF_TOKEN") {
+            return Ok(Some(Token(t.trim().to_string(), TokenSource::EnvVar)));
         }
-        if let Ok(p) = std::env::var("HF_TOKEN_PATH") {
+        if let Some(p) = set("HF_TOKEN_PATH") {
             return Token::from_file(std::path::Path::new(&p)).map(Some);
         }
-        if let Ok(home) = std::env::var("HF_HOME") {
-            let p = std::path::Path::new(&home).join("token");
-            if p.exists() {
-                return Token::from_file(&p).map(Some);
-            }
+        let home = set("HF_HOME").map(std::path::PathBuf::from).or_else(|| {
+            set("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| set("HOME").map(|h| std::path::Path::new(&h).join(".cache")))
+                .map(|c| c.join("huggingface"))
+        });
+        match home.map(|h| h.join("token")) {
+            Some(p) if p.is_file() => Token::from_file(&p).map(Some),
+            _ => Ok(None),
         }
-        Ok(None)
     }
     /// Read a token file (first line).
     pub fn from_file(path: &std::path::Path) -> Result<Token, HubError> {
@@ -74,7 +109,7 @@ impl Token {
                 path.display()
             )));
         }
-        Ok(Token::new(t))
+        Ok(Token(t.to_string(), TokenSource::File(path.to_owned())))
     }
     /// The secret itself (for servers and tests; never log it).
     pub fn expose(&self) -> &str {
@@ -122,13 +157,7 @@ pub(crate) fn enc_path(p: &str) -> String {
 impl HubClient {
     /// A client for `endpoint` (e.g. `https://huggingface.co` or `http://127.0.0.1:8080`).
     pub fn new(endpoint: &str, token: Option<Token>) -> Result<HubClient, HubError> {
-        let endpoint = Url::parse(endpoint.trim_end_matches('/'))
-            .map_err(|e| HubError::Config(format!("endpoint `{endpoint}` is not a URL: {e}")))?;
-        if !matches!(endpoint.scheme(), "http" | "https") {
-            return Err(HubError::Config(format!(
-                "endpoint `{endpoint}` must be http or https"
-            )));
-        }
+        let endpoint = protocol::parse_endpoint(endpoint).map_err(HubError::Config)?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("minirun-hub-client/", env!("CARGO_PKG_VERSION")))
@@ -244,7 +273,7 @@ impl HubClient {
                         attempt += 1;
                         continue;
                     }
-                    return Err(http_error(method, u, r).await);
+                    return Err(self.http_error(method, u, r).await);
                 }
                 Err(e) => {
                     let retry_ok = match idem {
@@ -320,6 +349,30 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     })
 }
 
+impl HubClient {
+    /// [`http_error`], with a 401/403 message saying which token was sent (its source, never its
+    /// value) or that none was, and how to set one.
+    pub(crate) async fn http_error(&self, method: &Method, u: &Url, r: Response) -> HubError {
+        let mut e = http_error(method, u, r).await;
+        if let HubError::Http {
+            status: 401 | 403,
+            message,
+            ..
+        } = &mut e
+        {
+            let sent = self.token.as_ref().filter(|_| self.same_origin(u));
+            message.push_str(&match sent {
+                Some(t) => format!(
+                    " (the request carried the token from {}; check that it is valid and may access this repository)",
+                    t.source()
+                ),
+                None => format!(" (no token was sent; set one: {TOKEN_LOOKUP})"),
+            });
+        }
+        e
+    }
+}
+
 /// Turn an error response into [`HubError::Http`] (message from `{"error"}`, `{"errors":[…]}`
 /// or `X-Error-Message`).
 pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubError {
@@ -356,5 +409,82 @@ pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubErro
         error_code: hv("x-error-code"),
         message: protocol::printable(&message),
         retry_after,
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    fn vars<'a>(kv: &'a [(&'a str, String)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| kv.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn token_lookup_follows_huggingface_hub() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        let saved = home.join(".cache/huggingface/token");
+        std::fs::create_dir_all(saved.parent().unwrap()).unwrap();
+        std::fs::write(&saved, "hf_saved\n").unwrap();
+        let h = home.display().to_string();
+        // `hf auth login`'s default location, found with only HOME set
+        let t = Token::lookup(vars(&[("HOME", h.clone())]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.expose(), "hf_saved");
+        assert_eq!(t.source(), &TokenSource::File(saved.clone()));
+        // XDG_CACHE_HOME moves the default; HF_HOME overrides both
+        let xdg = d.path().join("xdg");
+        assert!(Token::lookup(vars(&[
+            ("HOME", h.clone()),
+            ("XDG_CACHE_HOME", xdg.display().to_string())
+        ]))
+        .unwrap()
+        .is_none());
+        let hf_home = d.path().join("hfhome");
+        std::fs::create_dir_all(&hf_home).unwrap();
+        std::fs::write(hf_home.join("token"), "hf_home_token").unwrap();
+        let t = Token::lookup(vars(&[
+            ("HOME", h.clone()),
+            ("HF_HOME", hf_home.display().to_string()),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(t.expose(), "hf_home_token");
+        // HF_TOKEN_PATH before HF_HOME, HF_TOKEN before everything
+        let p = d.path().join("explicit");
+        std::fs::write(&p, "hf_explicit").unwrap();
+        let with_path = [
+            ("HOME", h.clone()),
+            ("HF_HOME", hf_home.display().to_string()),
+            ("HF_TOKEN_PATH", p.display().to_string()),
+        ];
+        assert_eq!(
+            Token::lookup(vars(&with_path)).unwrap().unwrap().expose(),
+            "hf_explicit"
+        );
+        let mut all = with_path.to_vec();
+        all.push(("HF_TOKEN", "hf_env".into()));
+        let t = Token::lookup(vars(&all)).unwrap().unwrap();
+        assert_eq!((t.expose(), t.source()), ("hf_env", &TokenSource::EnvVar));
+        assert!(
+            !format!("{t:?}").contains("hf_env"),
+            "Debug shows the value"
+        );
+    }
+
+    #[test]
+    fn an_endpoint_with_credentials_is_refused_without_repeating_them() {
+        for ep in [
+            "http://user:hf_SECRET@127.0.0.1:9",
+            "https://hf_SECRET@hub.example/x",
+        ] {
+            let e = HubClient::new(ep, None).unwrap_err().to_string();
+            assert!(e.contains("carries credentials"), "{e}");
+            assert!(!e.contains("hf_SECRET"), "the secret is repeated: {e}");
+        }
+        assert!(HubClient::new("http://127.0.0.1:9/", None).is_ok());
+        assert!(HubClient::new("ftp://host", None).is_err());
     }
 }

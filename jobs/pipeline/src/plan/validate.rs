@@ -334,13 +334,14 @@ impl V<'_> {
             None => None,
             Some(e) => {
                 let s = e.get_ref();
-                let rest = s
-                    .strip_prefix("https://")
-                    .or_else(|| s.strip_prefix("http://"));
-                let host = rest.map(|r| r.split('/').next().unwrap_or_default());
-                match host {
-                    Some(h) if !h.is_empty() && !h.contains('@') && !s.chars().any(|c| c.is_whitespace() || c.is_control()) => {}
-                    _ => return self.err(e.span(), "run.endpoint", format!("`{s}` is not an `http(s)://host[:port]` URL without credentials (tokens come from `HF_TOKEN`, never the plan)")),
+                if let Err(why) = hub::protocol::parse_endpoint(s) {
+                    return self.err(
+                        e.span(),
+                        "run.endpoint",
+                        format!(
+                            "{why} (tokens come from `HF_TOKEN` or a token file, never the plan)"
+                        ),
+                    );
                 }
                 Some(s.trim_end_matches('/').to_owned())
             }
