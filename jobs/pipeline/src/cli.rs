@@ -124,6 +124,7 @@ pub fn emit(text: &str) {
 /// form) and return the exit code `exit` maps it to; or print the error chain with its hint and
 /// return 1.
 pub fn finish<T: serde::Serialize, E: StdError + Hint>(
+    stage: &str,
     result: Result<T, E>,
     json: bool,
     render: impl Fn(&T) -> String,
@@ -132,7 +133,10 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
     match result {
         Ok(out) => {
             if json {
-                emit(&(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n"));
+                emit(
+                    &(serde_json::to_string_pretty(&with_schema(stage, &out)).unwrap_or_default()
+                        + "\n"),
+                );
             } else {
                 emit(&render(&out));
             }
@@ -142,6 +146,20 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
             print_error(&e, e.hint());
             Exit::Failure.into()
         }
+    }
+}
+
+/// The report as JSON with its versioned schema name first-class: `"schema": "minirun.<stage>/1"`
+/// (docs/cli.md). A report that is not a JSON object is wrapped as `{"schema", "report"}`.
+pub fn with_schema<T: serde::Serialize>(stage: &str, out: &T) -> serde_json::Value {
+    let schema = serde_json::Value::String(format!("minirun.{stage}/1"));
+    match serde_json::to_value(out) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.insert("schema".into(), schema);
+            serde_json::Value::Object(m)
+        }
+        Ok(other) => serde_json::json!({"schema": schema, "report": other}),
+        Err(e) => serde_json::json!({"schema": schema, "error": e.to_string()}),
     }
 }
 

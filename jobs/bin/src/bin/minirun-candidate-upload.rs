@@ -31,5 +31,11 @@ fn main() -> ExitCode {
         };
         candidate::run(&plan, &opts)
     };
-    cli::finish(run(), args.stage.json, |r| r.render(), |_| Exit::Ok)
+    cli::finish(
+        "candidate-upload",
+        run(),
+        args.stage.json,
+        |r| r.render(),
+        |_| Exit::Ok,
+    )
 }

@@ -37,5 +37,11 @@ fn main() -> ExitCode {
         };
         fetch::run(&plan, &opts)
     };
-    cli::finish(run(), args.stage.json, |s| s.render(), |_| Exit::Ok)
+    cli::finish(
+        "fetch",
+        run(),
+        args.stage.json,
+        |s| s.render(),
+        |_| Exit::Ok,
+    )
 }

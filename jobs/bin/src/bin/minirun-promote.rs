@@ -36,5 +36,11 @@ fn main() -> ExitCode {
         };
         promote::run(&plan, &opts)
     };
-    cli::finish(run(), args.stage.json, |r| r.render(), |_| Exit::Ok)
+    cli::finish(
+        "promote",
+        run(),
+        args.stage.json,
+        |r| r.render(),
+        |_| Exit::Ok,
+    )
 }

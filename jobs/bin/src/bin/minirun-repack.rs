@@ -40,5 +40,11 @@ fn main() -> ExitCode {
         };
         repack::run(&plan, &opts)
     };
-    cli::finish(run(), args.stage.json, |s| s.render(), |_| Exit::Ok)
+    cli::finish(
+        "repack",
+        run(),
+        args.stage.json,
+        |s| s.render(),
+        |_| Exit::Ok,
+    )
 }

@@ -30,5 +30,11 @@ fn main() -> ExitCode {
         };
         stage::run(&plan, &opts)
     };
-    cli::finish(run(), args.stage.json, |r| r.render(), |_| Exit::Ok)
+    cli::finish(
+        "stage",
+        run(),
+        args.stage.json,
+        |r| r.render(),
+        |_| Exit::Ok,
+    )
 }

@@ -16,6 +16,10 @@ fn fetch_repack_gate_pass_and_rerun_does_nothing() {
     let work = w.path();
     let out = stage_ok("minirun-fetch", &fx.plan, work, &hub.url, &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["schema"], "minirun.fetch/1",
+        "every --json report names its schema"
+    );
     assert_eq!(v["units"].as_array().unwrap().len(), 45);
     for u in v["units"].as_array().unwrap() {
         assert_eq!(u["status"], "fetched", "{u}");

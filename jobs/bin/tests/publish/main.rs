@@ -546,6 +546,16 @@ fn stage_bin(bin: &str, work: &std::path::Path, url: Option<&str>, json: bool) -
         String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     assert!(out.status.success(), "{bin}: {o}\n{e}");
+    if json {
+        // every --json report names its versioned schema: minirun.<stage>/1
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        let stage = std::path::Path::new(bin)
+            .file_name()
+            .unwrap()
+            .to_string_lossy();
+        let want = format!("minirun.{}/1", stage.trim_start_matches("minirun-"));
+        assert_eq!(v["schema"], want.as_str(), "{bin}: {o}");
+    }
     (o, e)
 }
 

@@ -185,8 +185,9 @@ fn require_gate(plan: &Plan, work: &WorkDir) -> Result<(), StageError> {
     let verdict = v.get("verdict").and_then(|x| x.as_str()).unwrap_or("");
     let code = v.get("exit_code").and_then(|x| x.as_u64());
     if verdict != "PASS" || code != Some(0) {
+        let code = code.map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"));
         return Err(StageError::NotGated(format!(
-            "`{}` says {verdict:?} (exit {code:?}), not PASS",
+            "`{}` says {verdict:?} ({code}), not PASS",
             path.display()
         )));
     }
