@@ -528,6 +528,22 @@ fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
         .filter(|l| l.starts_with("GET /api/models"))
         .count();
     assert!(pages >= 3, "one repo per page must be followed: {pages}");
+    // the binary: plain lines, or JSON with its schema under --json
+    let out = Command::new(env!("CARGO_BIN_EXE_minirun-verify"))
+        .args(["--endpoint", &h.url(), "--list", "minirun", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "minirun.verify-list/1");
+    let mut repos: Vec<&str> = v["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    repos.sort_unstable();
+    assert_eq!(repos, ["minirun/a-minirun", "minirun/c-minirun"]);
 }
 
 /// Runs a stage binary on the plan and work dir; returns (stdout, stderr).

@@ -71,6 +71,11 @@ pub fn main_with(args: &Args) -> ExitCode {
     let ep = args.endpoint.as_deref();
     if let Some(owner) = &args.list {
         return match super::list(ep, owner) {
+            Ok(repos) if args.json => {
+                let v = serde_json::json!({"schema": "minirun.verify-list/1", "owner": owner, "repos": repos});
+                cli::emit(&(serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"));
+                Exit::Ok.into()
+            }
             Ok(repos) => {
                 cli::emit(&repos.iter().map(|r| format!("{r}\n")).collect::<String>());
                 Exit::Ok.into()
@@ -108,7 +113,8 @@ pub fn main_with(args: &Args) -> ExitCode {
     match result {
         Ok(r) => {
             if args.json {
-                cli::emit(&(serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"));
+                let v = cli::with_schema("verify", &r);
+                cli::emit(&(serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"));
             } else {
                 cli::emit(&r.render());
             }
