@@ -63,7 +63,10 @@ fn gate_exit_contract() {
         assert!(err.contains("(3 of 3 units, "), "{err}");
     }
     let sel = ["--units", units];
-    assert_eq!(gate(fx, work, &sel).0, 0, "clean release must PASS");
+    let (code, out) = gate(fx, work, &sel);
+    assert_eq!(code, 0, "clean release must PASS");
+    // the text says the same word as the JSON report
+    assert!(out.contains(": PASS — "), "{out}");
     assert_eq!(
         gate(fx, work, &["--units", ""]).0,
         2,

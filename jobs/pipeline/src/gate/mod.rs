@@ -55,6 +55,18 @@ pub enum Verdict {
     Fail,
 }
 
+impl std::fmt::Display for Verdict {
+    /// The same word as the JSON report (`PASS`, `SKIP`, `INCONCLUSIVE`, `FAIL`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "PASS",
+            Verdict::Skip => "SKIP",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+            Verdict::Fail => "FAIL",
+        })
+    }
+}
+
 /// One check in the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -123,7 +135,7 @@ impl GateReport {
         let mut s = String::new();
         for c in self.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
             s.push_str(&format!(
-                "{:?} {} {}{}: {}\n",
+                "{} {} {}{}: {}\n",
                 c.verdict,
                 c.check,
                 c.unit.as_deref().unwrap_or("-"),
@@ -140,7 +152,7 @@ impl GateReport {
             .filter(|c| c.verdict == Verdict::Pass)
             .count();
         s.push_str(&format!(
-            "gate {}: {:?} — {} checks ({} passed), {} units, {} bytes read back\n",
+            "gate {}: {} — {} checks ({} passed), {} units, {} bytes read back\n",
             self.plan,
             self.verdict,
             self.checks.len(),
