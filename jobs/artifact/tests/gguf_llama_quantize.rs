@@ -162,15 +162,17 @@ fn assert_every_target_encoded(counts: &[(String, usize)], failures: &mut Vec<St
     }
 }
 
-#[test]
-fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
+/// Regenerate every recorded test-model input of `section` (`inputs` for --pure, `mixtures`),
+/// check it is the recorded one, and compare all its outputs; every default type must have been
+/// encoded somewhere over the four models.
+fn check_test_models(section: &str, kind: Kind) {
     let rec = record();
     let dir = tempfile::tempdir().unwrap();
     let keep = dir.keep();
     let mut failures = Vec::new();
     let mut counts = Vec::new();
     let mut n = 0;
-    for entry in rec["inputs"].as_array().unwrap() {
+    for entry in rec[section].as_array().unwrap() {
         let name = entry["input"].as_str().unwrap();
         let Some((arch, source)) = test_model(name) else {
             continue;
@@ -186,7 +188,7 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
             ),
             "the regenerated input `{name}` is not the recorded one"
         );
-        let (f, c) = check_entry(entry, &input, &keep, None);
+        let (f, c) = check_outputs(entry, &input, &keep, None, kind);
         failures.extend(f);
         counts.extend(c);
         n += 1;
@@ -195,6 +197,11 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
     assert_every_target_encoded(&counts, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&keep);
+}
+
+#[test]
+fn quantize_pure_is_byte_identical_to_llama_quantize_on_the_test_models() {
+    check_test_models("inputs", Kind::Pure);
 }
 
 #[test]
@@ -234,36 +241,10 @@ fn quantize_pure_is_byte_identical_to_llama_quantize_on_smollm2() {
     let _ = std::fs::remove_dir_all(&keep);
 }
 
-/// The mixtures on the two test models: regenerated inputs, whole files compared.
+/// The mixtures on the four test models: regenerated inputs, whole files compared.
 #[test]
 fn quantize_mixtures_are_byte_identical_to_llama_quantize_on_the_test_models() {
-    let rec = record();
-    let dir = tempfile::tempdir().unwrap();
-    let keep = dir.keep();
-    let mut failures = Vec::new();
-    let mut n = 0;
-    let mut counts = Vec::new();
-    for entry in rec["mixtures"].as_array().expect("mixtures are recorded") {
-        let name = entry["input"].as_str().unwrap();
-        let Some((arch, source)) = test_model(name) else {
-            continue;
-        };
-        let input = keep.join(name);
-        write_test_model_arch(&input, source, arch).unwrap();
-        assert_eq!(
-            digest(&input).1,
-            entry["sha256"].as_str().unwrap(),
-            "{name}"
-        );
-        let (f, c) = check_outputs(entry, &input, &keep, None, Kind::Mixture);
-        failures.extend(f);
-        counts.extend(c);
-        n += 1;
-    }
-    assert_eq!(n, 4, "the four test models are recorded");
-    assert_every_target_encoded(&counts, &mut failures);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let _ = std::fs::remove_dir_all(&keep);
+    check_test_models("mixtures", Kind::Mixture);
 }
 
 /// The mixtures on SmolLM2 dequantized to f32 by our own `--pure f32` (whose digest must equal

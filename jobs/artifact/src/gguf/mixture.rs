@@ -23,9 +23,8 @@
 
 use super::metadata::Metadata;
 use super::pure::{allows_quantization, fallback};
-use super::quant;
 use super::reader::TensorInfo;
-use super::tooling::{undecodable, Action, Note, PlanEntry, ToolError, PROG};
+use super::tooling::{entry, Note, PlanEntry, ToolError, PROG};
 use super::types::{GgmlType, Value};
 
 /// A llama.cpp file type (`llama_ftype`) as `llama-quantize` names it.
@@ -443,25 +442,7 @@ pub fn plan_mixture(
         } else {
             (default, None)
         };
-        let action = if ty == t.ggml_type {
-            Action::Copy
-        } else if !quant::is_decodable(t.ggml_type) {
-            return Err(undecodable(t));
-        } else if !quant::is_encodable(ty) {
-            return Err(ToolError::Refused(format!(
-                "{PROG} quantize: llama-quantize's {} puts tensor '{}' at {ty}, and {PROG} has no {ty} encoder yet (encoders: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, f16, f32); choose a mixture without {ty}",
-                ftype.name(),
-                t.name
-            )));
-        } else {
-            Action::Encode(ty)
-        };
-        plan.push(PlanEntry {
-            name: t.name.clone(),
-            from: t.ggml_type,
-            action,
-            note,
-        });
+        plan.push(entry(t, ty, note)?);
     }
     Ok(plan)
 }

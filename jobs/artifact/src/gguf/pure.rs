@@ -23,9 +23,8 @@
 
 use std::cmp::Ordering;
 
-use super::quant;
 use super::reader::TensorInfo;
-use super::tooling::{undecodable, Action, Note, PlanEntry, ToolError, PROG};
+use super::tooling::{entry, Note, PlanEntry, ToolError, PROG};
 use super::types::{GgmlType, Value};
 use super::{Metadata, DEFAULT_ALIGNMENT};
 
@@ -177,20 +176,7 @@ pub fn plan_pure(
         } else {
             (want, None)
         };
-        let action = if ty == t.ggml_type {
-            Action::Copy
-        } else {
-            if !quant::is_decodable(t.ggml_type) {
-                return Err(undecodable(t));
-            }
-            Action::Encode(ty)
-        };
-        plan.push(PlanEntry {
-            name: t.name.clone(),
-            from: t.ggml_type,
-            action,
-            note,
-        });
+        plan.push(entry(t, ty, note)?);
     }
     Ok(plan)
 }

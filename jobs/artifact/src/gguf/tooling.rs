@@ -241,6 +241,33 @@ pub(crate) fn undecodable(t: &TensorInfo) -> ToolError {
     ))
 }
 
+/// The plan entry that writes `t` as `ty`: a verbatim copy when the type is unchanged, else a
+/// decode-and-encode — refused when `t` cannot be decoded or `ty` has no encoder here.
+pub(crate) fn entry(
+    t: &TensorInfo,
+    ty: GgmlType,
+    note: Option<Note>,
+) -> Result<PlanEntry, ToolError> {
+    let action = if ty == t.ggml_type {
+        Action::Copy
+    } else if !quant::is_decodable(t.ggml_type) {
+        return Err(undecodable(t));
+    } else if !quant::is_encodable(ty) {
+        return Err(ToolError::Refused(format!(
+            "{PROG} quantize: tensor '{}' would be written as {ty}, which {PROG} has no encoder for (encoders: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, f16, bf16, f32)",
+            t.name
+        )));
+    } else {
+        Action::Encode(ty)
+    };
+    Ok(PlanEntry {
+        name: t.name.clone(),
+        from: t.ggml_type,
+        action,
+        note,
+    })
+}
+
 /// Plan `target` over `tensors` (seed 003 §2.2). Refuses undecodable sources.
 pub fn plan_quantize(
     tensors: &[TensorInfo],
@@ -287,17 +314,7 @@ pub fn plan_quantize(
             ty = G::Q8_0;
             note = Some(Note::Tied);
         }
-        let action = if ty == t.ggml_type {
-            Action::Copy
-        } else {
-            Action::Encode(ty)
-        };
-        plan.push(PlanEntry {
-            name: t.name.clone(),
-            from: t.ggml_type,
-            action,
-            note,
-        });
+        plan.push(entry(t, ty, note)?);
     }
     Ok(plan)
 }

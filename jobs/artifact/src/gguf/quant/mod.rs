@@ -80,21 +80,27 @@ impl QuantTarget {
         }
     }
 
-    /// `general.file_type` (llama.cpp's `llama_ftype`; q4_K/q5_K use the _M numbers, seed §2.2).
-    pub fn file_type(self) -> u32 {
+    /// The llama.cpp file type this target writes (q4_K/q5_K as their _M types, seed §2.2).
+    pub fn llama_file_type(self) -> crate::gguf::mixture::FileType {
+        use crate::gguf::mixture::FileType as F;
         use QuantTarget::*;
         match self {
-            F32 => 0,
-            F16 => 1,
-            Q4_0 => 2,
-            Q4_1 => 3,
-            Q8_0 => 7,
-            Q5_0 => 8,
-            Q5_1 => 9,
-            Q4_K => 15,
-            Q5_K => 17,
-            Q6_K => 18,
+            F32 => F::F32,
+            F16 => F::F16,
+            Q4_0 => F::Q4_0,
+            Q4_1 => F::Q4_1,
+            Q8_0 => F::Q8_0,
+            Q5_0 => F::Q5_0,
+            Q5_1 => F::Q5_1,
+            Q4_K => F::Q4_K_M,
+            Q5_K => F::Q5_K_M,
+            Q6_K => F::Q6_K,
         }
+    }
+
+    /// `general.file_type` (llama.cpp's `llama_ftype` number of [`Self::llama_file_type`]).
+    pub fn file_type(self) -> u32 {
+        self.llama_file_type().id()
     }
 
     /// The K-quant row fallback (`tensor_type_fallback`): q4_K→q5_0, q5_K→q5_1, q6_K→q8_0.
