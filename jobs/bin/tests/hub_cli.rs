@@ -90,6 +90,16 @@ fn import_serve_and_refusals() {
         Some(64),
         "missing --root is a usage error"
     );
+    assert_eq!(run(&[]).0, Some(64), "no subcommand is a usage error");
+    for bin in [
+        env!("CARGO_BIN_EXE_minirun-gguf"),
+        env!("CARGO_BIN_EXE_minirun-mega"),
+    ] {
+        let o = Command::new(bin).output().unwrap();
+        assert_eq!(o.status.code(), Some(64), "{bin} with no subcommand");
+        let o = Command::new(bin).arg("--help").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{bin} --help");
+    }
     // A root that does not exist is refused (a typo must not serve an empty hub), unless --init.
     let missing = d.path().join("no-such-store");
     let m = missing.to_str().unwrap();

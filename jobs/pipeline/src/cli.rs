@@ -88,10 +88,10 @@ where
         Ok(t) => Ok(t),
         Err(e) => {
             use clap::error::ErrorKind;
+            // Help and version asked for are a success; help shown because a required command
+            // or argument is missing is a usage error (64), like any other (docs/cli.md).
             let code = match e.kind() {
-                ErrorKind::DisplayHelp
-                | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Exit::Ok,
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Exit::Ok,
                 _ => Exit::Usage,
             };
             // Printing can only fail on a closed stdout/stderr; nothing useful to do then.

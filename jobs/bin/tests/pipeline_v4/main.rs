@@ -112,3 +112,22 @@ fn an_endpoint_with_credentials_is_refused_and_never_echoed() {
         assert!(!all.contains(SECRET), "the secret leaked: {all}");
     }
 }
+
+/// Repack before any fetch: refused by what is missing and what to run, not as an upstream
+/// failure "at ``" (issue 20 item 3).
+#[test]
+fn repack_before_fetch_names_the_missing_discovery_record() {
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plans/deepseek-v4.toml");
+    let w = tempfile::tempdir().unwrap();
+    let o = cmd("minirun-repack")
+        .args(["--plan", plan, "--work-dir", w.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is missing: run minirun-fetch first"), "{err}");
+    assert!(
+        !err.contains("at ``") && !err.contains("upstream `deepseek-v4`"),
+        "{err}"
+    );
+}

@@ -309,11 +309,10 @@ impl Discovery {
 
 /// The upstream files and tensors as the last fetch recorded them: no network (repack, gate).
 pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
-    let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::Upstream {
-        repo: plan.name.clone(),
-        revision: String::new(),
+    let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::WorkDir {
         detail: format!(
-            "`{}` is missing: run minirun-fetch first",
+            "plan `{}`: `{}` is missing: run minirun-fetch first",
+            plan.name,
             work.discovery().display()
         ),
     })?;

@@ -78,6 +78,13 @@ pub enum FetchError {
         /// What is wrong.
         detail: String,
     },
+    /// The work directory does not hold what this step needs (no discovery record yet), or the
+    /// plan and the discovery disagree about a unit.
+    #[error("{detail}")]
+    WorkDir {
+        /// What is missing or inconsistent, and what to run.
+        detail: String,
+    },
     /// A safetensors header did not parse.
     #[error("safetensors header of `{file}` in `{repo}`")]
     Header {
@@ -280,9 +287,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         {
             let ru = resolution
                 .unit(&report.unit)
-                .ok_or_else(|| FetchError::Upstream {
-                    repo: String::new(),
-                    revision: String::new(),
+                .ok_or_else(|| FetchError::WorkDir {
                     detail: format!("unit `{}` holds no tensor", report.unit),
                 })?;
             jobs.push((i, ru));

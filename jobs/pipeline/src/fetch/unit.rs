@@ -82,11 +82,9 @@ pub async fn fetch_unit(
     for ((source, path), tensors) in &by_file {
         let uf = upstream
             .file(source, path)
-            .ok_or_else(|| FetchError::Upstream {
-                repo: source.clone(),
-                revision: String::new(),
+            .ok_or_else(|| FetchError::WorkDir {
                 detail: format!(
-                    "unit `{unit}` needs `{path}`, which is not a weight file of the source"
+                    "unit `{unit}` needs `{path}`, which is not a weight file of source `{source}` in the discovery record"
                 ),
             })?;
         let rel = format!("{source}/{path}");
@@ -519,10 +517,11 @@ async fn file_meta(
         None => {
             let src = plan
                 .source(&uf.source)
-                .ok_or_else(|| FetchError::Upstream {
-                    repo: uf.repo.id(),
-                    revision: String::new(),
-                    detail: format!("no plan source `{}`", uf.source),
+                .ok_or_else(|| FetchError::WorkDir {
+                    detail: format!(
+                        "the discovery record names source `{}` for `{}`, which the plan does not have: re-run minirun-fetch",
+                        uf.source, uf.path
+                    ),
                 })?;
             let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
             if m.size != uf.size {
