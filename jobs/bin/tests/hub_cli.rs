@@ -113,3 +113,56 @@ fn import_serve_and_refusals() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("is not a directory"), "{err}");
 }
+
+/// The one CLI contract, walked over every binary of this package (minirun-run and -serve are
+/// checked by the runner's own CLI tests): `--version` prints the name and exits 0, `--help`
+/// exits 0 and lists the environment variables read, an unknown flag is a usage error (64).
+#[test]
+fn every_binary_follows_the_cli_contract() {
+    let bins = [
+        (
+            "minirun-candidate-upload",
+            env!("CARGO_BIN_EXE_minirun-candidate-upload"),
+        ),
+        ("minirun-demo", env!("CARGO_BIN_EXE_minirun-demo")),
+        ("minirun-fetch", env!("CARGO_BIN_EXE_minirun-fetch")),
+        ("minirun-gate", env!("CARGO_BIN_EXE_minirun-gate")),
+        ("minirun-gguf", env!("CARGO_BIN_EXE_minirun-gguf")),
+        ("minirun-hub", env!("CARGO_BIN_EXE_minirun-hub")),
+        ("minirun-inspect", env!("CARGO_BIN_EXE_minirun-inspect")),
+        ("minirun-mega", env!("CARGO_BIN_EXE_minirun-mega")),
+        ("minirun-promote", env!("CARGO_BIN_EXE_minirun-promote")),
+        ("minirun-repack", env!("CARGO_BIN_EXE_minirun-repack")),
+        ("minirun-stage", env!("CARGO_BIN_EXE_minirun-stage")),
+        ("minirun-synth", env!("CARGO_BIN_EXE_minirun-synth")),
+        ("minirun-verify", env!("CARGO_BIN_EXE_minirun-verify")),
+    ];
+    for (name, bin) in bins {
+        let o = Command::new(bin).arg("--version").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name} --version");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).starts_with(name),
+            "{name} --version"
+        );
+        let o = Command::new(bin).arg("--help").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name} --help");
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            help.contains("Environment:"),
+            "{name} --help lists no environment: {help}"
+        );
+        let o = Command::new(bin).arg("--no-such-flag").output().unwrap();
+        assert_eq!(o.status.code(), Some(64), "{name} --no-such-flag");
+    }
+    let fetch = Command::new(env!("CARGO_BIN_EXE_minirun-fetch"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&fetch.stdout);
+    for var in ["HF_ENDPOINT", "HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME"] {
+        assert!(
+            help.contains(var),
+            "minirun-fetch --help does not list {var}"
+        );
+    }
+}

@@ -149,6 +149,23 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
     }
 }
 
+/// `--help`'s environment section of a binary that talks to a hub (docs/cli.md).
+pub const ENV_HUB: &str = "Environment:
+  HF_ENDPOINT     the hub when neither --endpoint nor the plan names one (default https://huggingface.co)
+  HF_TOKEN        the access token; else the file HF_TOKEN_PATH names; else $HF_HOME/token
+  HF_TOKEN_PATH   a token file
+  HF_HOME         defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface (where `hf auth login` saves the token)";
+
+/// `--help`'s environment section of a binary that reads none.
+pub const ENV_NONE: &str = "Environment: none read.";
+
+/// `--help`'s environment section of the demo (its hub is its own, on loopback).
+pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); nothing else.";
+
+/// `--help`'s environment section of `minirun-hub`.
+pub const ENV_HUB_SERVER: &str = "Environment:
+  RUST_LOG        filter of the request log on stderr (default info)";
+
 /// The report as JSON with its versioned schema name first-class: `"schema": "minirun.<stage>/1"`
 /// (docs/cli.md). A report that is not a JSON object is wrapped as `{"schema", "report"}`.
 pub fn with_schema<T: serde::Serialize>(stage: &str, out: &T) -> serde_json::Value {

@@ -12,7 +12,7 @@ use artifact::gguf::tooling::{self, QuantizeOpts, SplitOpts, ToolError};
 
 /// `minirun-gguf`: GGUF split, quantize, convert and inspect.
 #[derive(Debug, clap::Parser)]
-#[command(name = "minirun-gguf", version)]
+#[command(name = "minirun-gguf", version, after_help = crate::cli::ENV_NONE)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -13,7 +13,8 @@ use hub::server::{self, FaultSpec, ImportError, ServerOptions};
 #[command(
     name = "minirun-hub",
     version,
-    about = "The embedded Hugging Face Hub-compatible server"
+    about = "The embedded Hugging Face Hub-compatible server",
+    after_help = crate::cli::ENV_HUB_SERVER
 )]
 pub struct Cli {
     #[command(subcommand)]

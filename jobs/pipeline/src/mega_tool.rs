@@ -14,7 +14,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "minirun-mega",
     version,
-    about = "MEGA artifacts: convert, inspect, verify"
+    about = "MEGA artifacts: convert, inspect, verify",
+    after_help = crate::cli::ENV_NONE
 )]
 struct Args {
     #[command(subcommand)]

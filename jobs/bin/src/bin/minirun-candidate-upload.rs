@@ -10,7 +10,7 @@ use pipeline::plan::Plan;
 
 /// Upload the staged release to its candidate branch.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-candidate-upload", version)]
+#[command(name = "minirun-candidate-upload", version, after_help = pipeline::cli::ENV_HUB)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

@@ -9,7 +9,7 @@ use pipeline::cli::{self, Exit, Hint};
 
 /// Run fetch → repack → gate → stage → candidate-upload → promote → verify on a local hub.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-demo", version)]
+#[command(name = "minirun-demo", version, after_help = pipeline::cli::ENV_DEMO)]
 struct Args {
     /// Work directory (kept); default `work/demo`.
     #[arg(long, value_name = "DIR", default_value = "work/demo")]

@@ -9,7 +9,7 @@ use pipeline::plan::Plan;
 
 /// Fetch the byte ranges the plan's units need from its pinned upstream revision.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-fetch", version)]
+#[command(name = "minirun-fetch", version, after_help = pipeline::cli::ENV_HUB)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

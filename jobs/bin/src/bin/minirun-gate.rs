@@ -11,7 +11,7 @@ use pipeline::plan::Plan;
 
 /// Gate the plan's repacked units.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-gate", version)]
+#[command(name = "minirun-gate", version, after_help = pipeline::cli::ENV_NONE)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

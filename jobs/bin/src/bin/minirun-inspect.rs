@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// Inspect a Minirun plan or artifact file.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-inspect", version)]
+#[command(name = "minirun-inspect", version, after_help = pipeline::cli::ENV_NONE)]
 struct Args {
     /// The file to inspect: a plan (`.toml`), container (`.til`), `manifest.json`, `index.json`,
     /// or a unit/artifact directory.

@@ -10,7 +10,7 @@ use pipeline::promote::{self, PromoteOpts};
 
 /// Promote the plan's candidate to the public branch.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-promote", version)]
+#[command(name = "minirun-promote", version, after_help = pipeline::cli::ENV_HUB)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

@@ -9,7 +9,7 @@ use pipeline::repack::{self, RepackOpts};
 
 /// Repack the plan's fetched units into the artifact tree.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-repack", version)]
+#[command(name = "minirun-repack", version, after_help = pipeline::cli::ENV_NONE)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

@@ -10,7 +10,7 @@ use pipeline::stage::{self, StageOpts};
 
 /// Stage the plan's gated release.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-stage", version)]
+#[command(name = "minirun-stage", version, after_help = pipeline::cli::ENV_NONE)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,

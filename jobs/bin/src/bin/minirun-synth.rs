@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 /// Generate a deterministic synthetic checkpoint.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-synth", version)]
+#[command(name = "minirun-synth", version, after_help = pipeline::cli::ENV_NONE)]
 struct Args {
     /// Checkpoint family.
     #[arg(value_enum)]

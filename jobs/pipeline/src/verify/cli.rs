@@ -9,7 +9,7 @@ use crate::cli::{self, Exit, Hint};
 
 /// Verify a published Minirun artifact as a consumer.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-verify", version)]
+#[command(name = "minirun-verify", version, after_help = crate::cli::ENV_HUB)]
 pub struct Args {
     /// List OWNER's repositories whose name ends in `-minirun` (all pages).
     #[arg(long, value_name = "OWNER")]
