@@ -286,8 +286,10 @@ fn k_quant_output_runs_within_the_stated_bound() {
             }
             let ratio = max_delta / max_logit;
             let line = format!(
-                "kquant gate: {target} {p:?}: first token {} == baseline; max |Δlogit| = {max_delta:.4}, max |logit| = {max_logit:.4}, ratio {:.1}% (bound {:.0}%) over {steps} step(s); continuation {:?} (baseline {:?})",
+                "kquant gate: {target} {p:?}: first token {} {} baseline {}; max |Δlogit| = {max_delta:.4}, max |logit| = {max_logit:.4}, ratio {:.1}% (bound {:.0}%) over {steps} step(s); continuation {:?} (baseline {:?})",
                 tokens[0],
+                if tokens[0] == base_tokens[0] { "==" } else { "≠" },
+                base_tokens[0],
                 100.0 * ratio,
                 100.0 * bound,
                 tok.decode(&tokens).unwrap(),

@@ -315,13 +315,9 @@ fn other_cross_field_refusals() {
     );
     let text = MINI.replace(
         "[target]",
-        "[run]\nendpoint = \"https://user:tok@hub\"\n\n[target]",
+        "[run]\nendpoint = \"https://u:tok@h\"\n\n[target]",
     );
-    let err = assert_refused(&text, "user:tok", "run.endpoint", "carries credentials");
-    assert!(
-        !err.contains("user:tok"),
-        "the credential is repeated: {err}"
-    );
+    assert!(!assert_refused(&text, "u:tok", "run.endpoint", "credentials").contains("u:tok"));
     let text = MINI.replace(
         "scale = \"{stem}.scale\", scale_dtype = \"F8_E8M0\", block",
         "scale = \"x.scale\", scale_dtype = \"F8_E8M0\", block",

@@ -22,7 +22,7 @@
 //! Decisions in docs/gguf.md "Mixtures".
 
 use super::metadata::Metadata;
-use super::pure::{allows_quantization, fallback};
+use super::pure::{fallback, kept};
 use super::reader::TensorInfo;
 use super::tooling::{entry, Note, PlanEntry, ToolError, PROG};
 use super::types::{GgmlType, Value};
@@ -408,13 +408,8 @@ pub fn plan_mixture(
     };
     let mut plan = Vec::with_capacity(tensors.len());
     for t in tensors {
-        let (ty, note) = if !allows_quantization(&hp.arch, &t.name, t.n_dims()) {
-            let note = if t.n_dims() < 2 {
-                Note::OneD
-            } else {
-                Note::Excluded
-            };
-            (t.ggml_type, Some(note))
+        let (ty, note) = if let Some(why) = kept(&hp.arch, t) {
+            (t.ggml_type, Some(why))
         } else if quantized {
             let chosen = st.choose(t, default)?;
             let ty = fallback(t.row_len(), chosen);

@@ -96,6 +96,16 @@ pub fn allows_quantization(arch: &str, name: &str, n_dims: usize) -> bool {
     !(arch == "glm5-next" && GLM5_NEXT.iter().any(|p| name.contains(p)))
 }
 
+/// Why llama-quantize keeps `t` at its source type whatever the target (`None`: it may be
+/// quantized): 1-D, or excluded by [`allows_quantization`]'s name rules.
+pub(crate) fn kept(arch: &str, t: &TensorInfo) -> Option<Note> {
+    match allows_quantization(arch, &t.name, t.n_dims()) {
+        true => None,
+        false if t.n_dims() < 2 => Some(Note::OneD),
+        false => Some(Note::Excluded),
+    }
+}
+
 /// `sscanf(name, "blk.%d.", &layer)`: the layer number, or -1 when the name does not start with
 /// `blk.` followed by an integer.
 fn layer_of(name: &str) -> i64 {
@@ -163,13 +173,8 @@ pub fn plan_pure(
     let quantized = !matches!(want, GgmlType::F16 | GgmlType::F32);
     let mut plan = Vec::with_capacity(tensors.len());
     for t in tensors {
-        let (ty, note) = if !allows_quantization(arch, &t.name, t.n_dims()) {
-            let note = if t.n_dims() < 2 {
-                Note::OneD
-            } else {
-                Note::Excluded
-            };
-            (t.ggml_type, Some(note))
+        let (ty, note) = if let Some(why) = kept(arch, t) {
+            (t.ggml_type, Some(why))
         } else if quantized {
             let ty = fallback(t.row_len(), want);
             (ty, (ty != want).then_some(Note::Demoted(ty)))

@@ -220,28 +220,39 @@ pub fn quantize_q3_k(x: &[f32], out: &mut Vec<u8>, fma: FmaContract) {
 pub fn dequantize(t: crate::gguf::GgmlType, src: &[u8], out: &mut Vec<f32>) {
     use crate::gguf::GgmlType as G;
     let rd = |b: &[u8], at: usize| f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    let q2 = t == G::Q2_K;
     for b in src.chunks_exact(t.type_size() as usize) {
-        // (scale, offset) of sub-block `is` and the 2-bit level of element (half n, row l,
-        // plane j): ggml's loop order, 16 elements per (n, j, upper/lower 16).
+        // Per sub-block of 16: ggml's `dl` (scale) and `ml` (offset, q2_K only), once a block.
+        let mut dl = [0f32; 16];
+        let mut ml = [0f32; 16];
+        if q2 {
+            let (d, dmin) = (rd(b, 80), rd(b, 82));
+            for (is, &s) in b[..16].iter().enumerate() {
+                dl[is] = d * f32::from(s & 0xf);
+                ml[is] = dmin * f32::from(s >> 4);
+            }
+        } else {
+            let mut sc = [0u8; 12];
+            sc.copy_from_slice(&b[96..108]);
+            let d = rd(b, 108);
+            for (is, v) in dl.iter_mut().enumerate() {
+                *v = d * f32::from(q3_scale(&sc, is));
+            }
+        }
+        // ggml's loop order: half n, bit plane j, lower/upper 16 of the 32 quant bytes.
+        let q = &b[if q2 { 16 } else { 32 }..];
         for n in 0..2 {
-            let q = &b[if t == G::Q2_K { 16 } else { 32 }..][32 * n..32 * n + 32];
             for j in 0..4 {
                 for part in 0..2 {
                     let is = 8 * n + 2 * j + part;
-                    for i in 0..16 {
-                        let k = 16 * part + i;
-                        let lvl = f32::from((q[k] >> (2 * j)) & 3);
-                        let v = if t == G::Q2_K {
-                            let (d, dmin, s) = (rd(b, 80), rd(b, 82), b[is]);
-                            d * f32::from(s & 0xf) * lvl - dmin * f32::from(s >> 4)
+                    for k in 16 * part..16 * part + 16 {
+                        let lvl = f32::from((q[32 * n + k] >> (2 * j)) & 3);
+                        out.push(if q2 {
+                            dl[is] * lvl - ml[is]
                         } else {
-                            let mut sc = [0u8; 12];
-                            sc.copy_from_slice(&b[96..108]);
                             let high = b[k] & (1 << (4 * n + j)) != 0;
-                            let dl = rd(b, 108) * f32::from(q3_scale(&sc, is));
-                            dl * (lvl - if high { 0.0 } else { 4.0 })
-                        };
-                        out.push(v);
+                            dl[is] * (lvl - if high { 0.0 } else { 4.0 })
+                        });
                     }
                 }
             }
