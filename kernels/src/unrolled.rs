@@ -63,15 +63,30 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
 
 /// Rows each invocation of the matvec of [`source`] computes (1, 2 or 4: enough consecutive
 /// rows that their bytes start on a 16-byte boundary, up to 2 rows; else 8-byte `vec2` words).
-/// The grid has `ceil(rows / this / 64)` workgroups ([`launch`]).
+/// The grid has `ceil(rows / this / workgroup_size)` workgroups ([`launch`]).
 pub fn rows_per_invocation(kernel: Kernel, k: usize) -> usize {
     block_form(kernel).map_or(1, |f| plan(k / 32 * f.bytes).0)
+}
+
+/// Workgroups a matvec should at least have so that a CPU adapter's thread pool shares it
+/// evenly (with 5 workgroups, two threads run 3 and 2: a fifth of the time lost).
+const MIN_WORKGROUPS: usize = 16;
+
+/// The workgroup size of the matvec of [`source`] over `rows` rows: 64, or smaller (down to 8,
+/// one SIMD row of llvmpipe) where that gives at least [`MIN_WORKGROUPS`] workgroups.
+pub fn workgroup_size(kernel: Kernel, k: usize, rows: usize) -> usize {
+    let invocations = rows.div_ceil(rows_per_invocation(kernel, k));
+    [64, 32, 16, 8]
+        .into_iter()
+        .find(|w| invocations.div_ceil(*w) >= MIN_WORKGROUPS)
+        .unwrap_or(8)
 }
 
 /// The grid of the matvec of [`source`] over `params.rows` rows, with `params.groups_x` set.
 pub fn launch(kernel: Kernel, k: usize, params: &mut crate::MatmulParams) -> (u32, u32, u32) {
     let per = rows_per_invocation(kernel, k) as u32;
-    let (gx, gy) = crate::grid_2d(params.rows.div_ceil(per).div_ceil(crate::LANES));
+    let wg = workgroup_size(kernel, k, params.rows as usize) as u32;
+    let (gx, gy) = crate::grid_2d(params.rows.div_ceil(per).div_ceil(wg));
     params.groups_x = gx;
     (gx, gy, 1)
 }
@@ -97,19 +112,21 @@ fn single_width(row_bytes: usize) -> usize {
         .unwrap_or(1)
 }
 
-/// The unrolled matvec module of `kernel` (a `Matvec*` kernel) for rows of `k` elements:
-/// bindings params, x (uniform window), y, weights, weights again as words. `None` where the
-/// kernel has no such form or `k` is out of range (the caller then uses the looped row kernel).
-pub fn source(kernel: Kernel, k: usize) -> Option<Generated> {
-    let (mut out, form) = module_head(kernel, k)?;
+/// The unrolled matvec module of `kernel` (a `Matvec*` kernel) for `n_rows` rows of `k`
+/// elements: bindings params, x (uniform window), y, weights, weights again as words. `None`
+/// where the kernel has no such form or `k` is out of range (the caller then uses the looped row
+/// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
+pub fn source(kernel: Kernel, k: usize, n_rows: usize) -> Option<Generated> {
+    let (mut out, form) = module_head(kernel, k, None)?;
     let row_bytes = k / 32 * form.bytes;
     let (rows, width) = plan(row_bytes);
+    let wg = workgroup_size(kernel, k, n_rows);
     words_binding(&mut out, width);
     let _ = write!(
         out,
-        "@compute @workgroup_size(64)
+        "@compute @workgroup_size({wg})
 fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
-    let g0 = gid.x + gid.y * p.groups_x * 64u;
+    let g0 = gid.x + gid.y * p.groups_x * {wg}u;
     let ng = (p.rows + {r1}u) / {rows}u;
     // invocations past the end redo the last group and store nothing (no early return: one that
     // depends on the invocation would make llvmpipe treat what follows as divergent)
@@ -129,7 +146,7 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
     }
     out.push_str("    }\n}\n");
     Some(Generated {
-        label: format!("matvec_unrolled {} k{k}", kernel.name()),
+        label: format!("matvec_unrolled {} k{k} wg{wg}", kernel.name()),
         source: out,
         entry: ENTRY,
         bindings: matvec_bindings(kernel),
@@ -150,13 +167,19 @@ pub struct QkvLayout {
 /// a RoPE pair of rows of the combined matrix, each in the order of [`source`], rotates Q and K
 /// pairs exactly as `rope.wgsl` does and writes Q to binding 2 and K and V straight into the
 /// caches (bindings 4, 5) at `p.y_offset`; binding 6 is the RoPE table, row `p.position`.
-/// `p.rows` is the number of pairs. Requires the rotary width to be the whole head.
-pub fn qkv_rope(kernel: Kernel, k: usize, l: &QkvLayout) -> Option<Generated> {
+/// `p.rows` is the number of pairs. Requires the rotary width to be the whole head. With
+/// `norm`, the input is first RMS-normalised on the device ([`InputNorm`]).
+pub fn qkv_rope(
+    kernel: Kernel,
+    k: usize,
+    l: &QkvLayout,
+    norm: Option<InputNorm>,
+) -> Option<Generated> {
     let hd = l.head_dim;
     if hd == 0 || hd % 2 != 0 || l.n_q % hd != 0 || l.n_kv % hd != 0 {
         return None;
     }
-    let (mut out, form) = module_head(kernel, k)?;
+    let (mut out, form) = module_head(kernel, k, norm)?;
     let row_bytes = k / 32 * form.bytes;
     let half = hd / 2;
     let (nq, nk) = (l.n_q, l.n_kv);
@@ -175,11 +198,13 @@ pub fn qkv_rope(kernel: Kernel, k: usize, l: &QkvLayout) -> Option<Generated> {
 @group(0) @binding(6) var<storage, read> rope: array<f32>;
 
 @compute @workgroup_size(64)
-fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
+fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u0 = gid.x + gid.y * p.groups_x * 64u;
     let u = min(u0, p.rows - 1u);
     let i = u % {half}u;
-"
+",
+        lane = entry_lane(norm),
+        prologue = prologue_call(norm),
     );
     let names = ["ta".to_string(), "tb".to_string()];
     if pair {
@@ -242,11 +267,13 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
             (6, BindingKind::Storage { read_only: true }),
         ],
     );
+    with_norm_binding(&mut bindings, norm);
     Some(Generated {
         label: format!(
-            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}",
+            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}{}",
             kernel.name(),
-            l.rope
+            l.rope,
+            norm_label(norm)
         ),
         source: out,
         entry: "qkv_rope",
@@ -257,9 +284,10 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>) {{
 /// The one-token gate and up projections with SwiGLU fused (entry `gate_up`): the weight buffer
 /// holds gate's `ffn` rows then up's; invocation u computes row u and row ffn + u, each in the
 /// order of [`source`], and writes `silu(gate) · up` exactly as `activation.wgsl` does.
-/// `p.rows` is `ffn`.
-pub fn gate_up(kernel: Kernel, k: usize, ffn: usize) -> Option<Generated> {
-    let (mut out, form) = module_head(kernel, k)?;
+/// `p.rows` is `ffn`. With `norm`, the input is first RMS-normalised on the device
+/// ([`InputNorm`]).
+pub fn gate_up(kernel: Kernel, k: usize, ffn: usize, norm: Option<InputNorm>) -> Option<Generated> {
+    let (mut out, form) = module_head(kernel, k, norm)?;
     let row_bytes = k / 32 * form.bytes;
     let width = single_width(row_bytes);
     let unit = row_bytes / (4 * width);
@@ -271,10 +299,12 @@ pub fn gate_up(kernel: Kernel, k: usize, ffn: usize) -> Option<Generated> {
 }}
 
 @compute @workgroup_size(64)
-fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>) {{
+fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u0 = gid.x + gid.y * p.groups_x * 64u;
     let u = min(u0, p.rows - 1u);
-"
+",
+        lane = entry_lane(norm),
+        prologue = prologue_call(norm),
     );
     emit_rows(
         &mut out,
@@ -288,11 +318,13 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>) {{
     let base = format!("(u + {ffn}u) * {unit}u");
     emit_rows(&mut out, form, k, &base, width, "vu", &["tu".into()]);
     out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tg) * tu;\n    }\n}\n");
+    let mut bindings = matvec_bindings(kernel);
+    with_norm_binding(&mut bindings, norm);
     Some(Generated {
-        label: format!("gate_up {} k{k} f{ffn}", kernel.name()),
+        label: format!("gate_up {} k{k} f{ffn}{}", kernel.name(), norm_label(norm)),
         source: out,
         entry: "gate_up",
-        bindings: matvec_bindings(kernel),
+        bindings,
     })
 }
 
@@ -334,8 +366,9 @@ pub fn available(kernel: Kernel, k: usize) -> bool {
 }
 
 /// The format prefix (with `p.k` a constant), the common part with a uniform input, `hold` and
-/// `funnel`; `None` where the kernel has no unrolled form or `k` is out of range.
-fn module_head(kernel: Kernel, k: usize) -> Option<(String, BlockForm)> {
+/// `funnel` (and, with `norm`, the normalising prologue); `None` where the kernel has no
+/// unrolled form or `k` is out of range.
+fn module_head(kernel: Kernel, k: usize, norm: Option<InputNorm>) -> Option<(String, BlockForm)> {
     let form = block_form(kernel)?;
     if !available(kernel, k) {
         return None;
@@ -345,12 +378,106 @@ fn module_head(kernel: Kernel, k: usize) -> Option<(String, BlockForm)> {
     if !common.contains(X_UNIFORM) {
         return None;
     }
+    let common = match norm {
+        None => common,
+        Some(n) => common.replacen(X_UNIFORM, &normed_input(k, n), 1),
+    };
     let mut out = String::with_capacity(64 * 1024);
     out.push_str(&with_constant_k(prefix));
     out.push_str(&common);
     let _ = writeln!(out, "\nconst UNROLLED_K: u32 = {k}u;\n");
     out.push_str(HELPERS);
     Some((out, form))
+}
+
+/// An RMSNorm fused ahead of a one-token kernel: binding 1 then holds the raw residual stream
+/// and binding [`NORM_BINDING`] the norm's f32 weights. Each workgroup first computes
+/// `(x[i] · inv) · w[i]` into workgroup memory in exactly the order of `rmsnorm.wgsl` (lane l
+/// sums `fma(x, x, acc)` over i = l, l + 64, …, the fixed tree, then `inv`), so the products
+/// see the bits the separate norm kernel would have written; the kernel's `xv` reads them there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InputNorm {
+    pub eps: f32,
+}
+
+/// Binding of the fused norm's weights (just below the weight words).
+pub const NORM_BINDING: u32 = 14;
+
+/// The uniform input declaration of a normalising module: the raw input, the norm weights, the
+/// normalised copy in workgroup memory and `norm_input`, which every invocation calls first.
+/// `n` and `eps` are read through `p.zero` so the compiler folds them no more than it does the
+/// norm kernel's parameters.
+fn normed_input(k: usize, n: InputNorm) -> String {
+    format!(
+        "@group(0) @binding(1) var<uniform> x: array<vec4<f32>, 4096>;
+@group(0) @binding({NORM_BINDING}) var<storage, read> nw: array<f32>;
+var<workgroup> xs: array<f32, {k}>;
+var<workgroup> norm_partial: array<f32, 64>;
+fn xv(i: u32) -> f32 {{
+    return xs[i];
+}}
+fn x_raw(i: u32) -> f32 {{
+    return x[i >> 2u][i & 3u];
+}}
+fn norm_input(lane: u32) {{
+    var acc = 0.0;
+    for (var i = lane; i < {k}u; i += 64u) {{
+        let v = x_raw(i);
+        acc = fma(v, v, acc);
+    }}
+    norm_partial[lane] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {{
+        if (lane < s) {{
+            norm_partial[lane] = norm_partial[lane] + norm_partial[lane + s];
+        }}
+        workgroupBarrier();
+    }}
+    let n = f32({k}u + p.zero);
+    let eps = bitcast<f32>({eps}u ^ p.zero);
+    let inv = 1.0 / sqrt(norm_partial[0] / n + eps);
+    for (var i = lane; i < {k}u; i += 64u) {{
+        xs[i] = (x_raw(i) * inv) * nw[i];
+    }}
+    workgroupBarrier();
+}}
+",
+        eps = n.eps.to_bits(),
+    )
+}
+
+/// The extra entry-point parameter a normalising module needs.
+fn entry_lane(norm: Option<InputNorm>) -> &'static str {
+    if norm.is_some() {
+        ", @builtin(local_invocation_index) lane: u32"
+    } else {
+        ""
+    }
+}
+
+/// The first statement of a normalising module's entry point.
+fn prologue_call(norm: Option<InputNorm>) -> &'static str {
+    if norm.is_some() {
+        "\n    norm_input(lane);"
+    } else {
+        ""
+    }
+}
+
+/// Adds the norm weights' binding ahead of the weight words.
+fn with_norm_binding(bindings: &mut Vec<(u32, BindingKind)>, norm: Option<InputNorm>) {
+    if norm.is_some() {
+        let at = bindings.len().saturating_sub(1);
+        bindings.insert(at, (NORM_BINDING, BindingKind::Storage { read_only: true }));
+    }
+}
+
+fn norm_label(norm: Option<InputNorm>) -> &'static str {
+    if norm.is_some() {
+        " +norm"
+    } else {
+        ""
+    }
 }
 
 /// `prefix` with every read of the parameter `p.k` replaced by the constant `UNROLLED_K`.
@@ -478,7 +605,7 @@ mod tests {
         // K = 576 Q4_1: rows of 360 bytes; two rows are 45 vec4 words
         assert_eq!(plan(360), (2, 4));
         assert_eq!(rows_per_invocation(Kernel::MatvecQ4_1, 576), 2);
-        let g = source(Kernel::MatvecQ4_1, 576).expect("a module");
+        let g = source(Kernel::MatvecQ4_1, 576, 1536).expect("a module");
         let s = &g.source;
         assert_eq!(s.matches("= block_dot(").count(), 2 * 18);
         assert_eq!(s.matches("= words[").count(), 45);
@@ -489,10 +616,24 @@ mod tests {
         assert_eq!(s.matches("t0 = t0 + hold(t0_").count(), 63);
         // K = 576 Q8_0: 612-byte rows; two rows are 153 vec2 words, odd blocks realigned
         assert_eq!(plan(612), (2, 2));
-        let g = source(Kernel::MatvecQ8_0, 576).expect("a module");
+        let g = source(Kernel::MatvecQ8_0, 576, 1536).expect("a module");
         assert_eq!(g.source.matches("= words[").count(), 153);
         assert!(g.source.contains("realign("));
         assert!(!g.source.contains("p.k /"));
+    }
+
+    #[test]
+    fn small_matvecs_get_smaller_workgroups() {
+        // SmolLM2's o and down projections: 576 rows, 288 invocations of two rows
+        assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 576, 576), 16);
+        assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 1536, 576), 16);
+        // its head: 49152 rows
+        assert_eq!(workgroup_size(Kernel::MatvecQ8_0, 576, 49152), 64);
+        assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 576, 8), 8);
+        let g = source(Kernel::MatvecQ4_1, 576, 576).expect("a module");
+        assert!(g.source.contains("@workgroup_size(16)") && g.source.contains("* 16u;"));
+        let mut p = crate::WeightFormat::Q4_1.params(576, 576, 1, 576, 0);
+        assert_eq!(launch(Kernel::MatvecQ4_1, 576, &mut p), (18, 1, 1));
     }
 
     #[test]
@@ -503,26 +644,26 @@ mod tests {
             head_dim: 64,
             rope: crate::RopeMode::Interleaved,
         };
-        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &l).expect("a module");
+        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &l, None).expect("a module");
         assert_eq!(g.source.matches("= block_dot(").count(), 2 * 18);
         let half = QkvLayout {
             rope: crate::RopeMode::HalfSplit,
             ..l
         };
-        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &half).expect("a module");
+        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &half, None).expect("a module");
         assert!(g.source.contains("vb_base = rb * 45u"));
-        let g = gate_up(Kernel::MatvecQ8_0, 576, 1536).expect("a module");
+        let g = gate_up(Kernel::MatvecQ8_0, 576, 1536, None).expect("a module");
         assert!(g.source.contains("vu_base = (u + 1536u) * 153u"));
     }
 
     #[test]
     fn refuses_what_it_cannot_unroll() {
-        assert!(source(Kernel::MatmulQ4_1, 576).is_none());
-        assert!(source(Kernel::RmsNorm, 576).is_none());
-        assert!(source(Kernel::MatvecQ4_1, UNIFORM_X_ELEMENTS + 32).is_none());
-        assert!(source(Kernel::MatvecQ4_1, 0).is_none());
-        assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1)).is_none());
+        assert!(source(Kernel::MatmulQ4_1, 576, 64).is_none());
+        assert!(source(Kernel::RmsNorm, 576, 64).is_none());
+        assert!(source(Kernel::MatvecQ4_1, UNIFORM_X_ELEMENTS + 32, 64).is_none());
+        assert!(source(Kernel::MatvecQ4_1, 0, 64).is_none());
+        assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1), 64).is_none());
         // no word-level block step
-        assert!(source(Kernel::MatvecQ4K, 256).is_none());
+        assert!(source(Kernel::MatvecQ4K, 256, 64).is_none());
     }
 }

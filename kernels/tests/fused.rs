@@ -1,7 +1,8 @@
 //! The fused one-token kernels of kernels::unrolled against the separate kernels they replace:
 //! `qkv_rope` = three matvecs + RoPE of Q and K (K and V written into the caches), and `gate_up`
 //! = two matvecs + SwiGLU. Same bits, for both RoPE pairings and both GGUF formats that have an
-//! unrolled form.
+//! unrolled form; and with the RMSNorm ahead of them fused too (`InputNorm`), the bits of the
+//! norm kernel followed by the fused kernel.
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
@@ -10,8 +11,10 @@ mod support;
 use kernels::generated::Generated;
 use kernels::gpu::{elementwise_groups, Bind, Gpu};
 use kernels::reference;
-use kernels::unrolled::{gate_up, qkv_rope, QkvLayout};
-use kernels::{ActivationParams, Kernel, MatmulParams, RopeMode, RopeParams, WeightFormat};
+use kernels::unrolled::{gate_up, qkv_rope, InputNorm, QkvLayout};
+use kernels::{
+    ActivationParams, Kernel, MatmulParams, RmsNormParams, RopeMode, RopeParams, WeightFormat,
+};
 use support::{assert_bits, case, gpu, run_matmul, Case, Rng};
 
 const K: usize = 128;
@@ -87,6 +90,38 @@ fn rope(
     g.read_f32(&vb, v.len()).expect("read")
 }
 
+const EPS: f32 = 1e-5;
+
+/// `raw` RMS-normalised by `rmsnorm.wgsl` with weights `w` (the separate kernel a fused norm
+/// replaces).
+fn rmsnorm(g: &Gpu, raw: &[f32], w: &wgpu::Buffer) -> Vec<f32> {
+    let xb = g.upload_f32("raw", raw).expect("raw");
+    let yb = g.zeros("normed", (raw.len() * 4) as u64).expect("normed");
+    let p = RmsNormParams {
+        n: raw.len() as u32,
+        tokens: 1,
+        eps: EPS,
+        groups_x: 1,
+    };
+    g.dispatch(
+        Kernel::RmsNorm,
+        &p,
+        &[(&xb).into(), w.into(), (&yb).into()],
+        (1, 1, 1),
+    )
+    .expect("rmsnorm");
+    g.read_f32(&yb, raw.len()).expect("read")
+}
+
+/// The input of a case: raw values, their norm weights, and the normalised input.
+fn normed_input(g: &Gpu, rng: &mut Rng) -> (Vec<f32>, wgpu::Buffer, Vec<f32>) {
+    let raw = rng.normals(K, 3.0);
+    let w: Vec<f32> = rng.normals(K, 1.0);
+    let wb = g.upload_f32("norm weights", &w).expect("norm weights");
+    let x = rmsnorm(g, &raw, &wb);
+    (raw, wb, x)
+}
+
 #[test]
 fn qkv_rope_gives_the_bits_of_separate_kernels() {
     let Some(g) = gpu("qkv_rope_gives_the_bits_of_separate_kernels") else {
@@ -99,7 +134,7 @@ fn qkv_rope_gives_the_bits_of_separate_kernels() {
     for format in [WeightFormat::Q4_1, WeightFormat::Q8_0] {
         for mode in [RopeMode::Interleaved, RopeMode::HalfSplit] {
             let c = case(format, nq + 2 * nkv, K, 1, &mut rng);
-            let x = rng.normals(K, 1.0);
+            let (raw, nw, x) = normed_input(g, &mut rng);
             // separate: one matvec over the combined rows, then RoPE of Q and of K in the cache
             let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
             let q_want = rope(g, &y[..nq], &tb, nq / hd, hd, mode, pos, 0);
@@ -114,37 +149,35 @@ fn qkv_rope_gives_the_bits_of_separate_kernels() {
                 head_dim: hd,
                 rope: mode,
             };
-            let module = qkv_rope(format.matvec_kernel(), K, &l).expect("a module");
             let pairs = (nq + 2 * nkv) / 2;
             let mut p = format.params(pairs as u32, K as u32, 1, 0, (pos * nkv) as u32);
             p.position = pos as u32;
-            let qb = g.zeros("q", (nq * 4) as u64).expect("q");
-            let kb = g.zeros("k cache", (capacity * nkv * 4) as u64).expect("k");
-            let vb = g.zeros("v cache", (capacity * nkv * 4) as u64).expect("v");
-            run_generated(
-                g,
-                &module,
-                &c,
-                &x,
-                &p,
-                &qb,
-                &[&kb, &vb, &tb],
-                pairs.div_ceil(64) as u32,
-            );
-            let what = format!("{} {mode:?}", c.name);
-            assert_bits(
-                &format!("{what} q"),
-                &g.read_f32(&qb, nq).expect("q"),
-                &q_want,
-            );
-            let k_got = g.read_f32(&kb, capacity * nkv).expect("k");
-            assert_bits(&format!("{what} k"), &k_got, &k_want);
-            let v_got = g.read_f32(&vb, capacity * nkv).expect("v");
-            assert_bits(
-                &format!("{what} v"),
-                &v_got[pos * nkv..(pos + 1) * nkv],
-                v_want,
-            );
+            for norm in [None, Some(InputNorm { eps: EPS })] {
+                let module = qkv_rope(format.matvec_kernel(), K, &l, norm).expect("a module");
+                let qb = g.zeros("q", (nq * 4) as u64).expect("q");
+                let kb = g.zeros("k cache", (capacity * nkv * 4) as u64).expect("k");
+                let vb = g.zeros("v cache", (capacity * nkv * 4) as u64).expect("v");
+                let (input, extra) = match norm {
+                    None => (&x, vec![&kb, &vb, &tb]),
+                    Some(_) => (&raw, vec![&kb, &vb, &tb, &nw]),
+                };
+                let groups = pairs.div_ceil(64) as u32;
+                run_generated(g, &module, &c, input, &p, &qb, &extra, groups);
+                let what = format!("{} {mode:?} norm {}", c.name, norm.is_some());
+                assert_bits(
+                    &format!("{what} q"),
+                    &g.read_f32(&qb, nq).expect("q"),
+                    &q_want,
+                );
+                let k_got = g.read_f32(&kb, capacity * nkv).expect("k");
+                assert_bits(&format!("{what} k"), &k_got, &k_want);
+                let v_got = g.read_f32(&vb, capacity * nkv).expect("v");
+                assert_bits(
+                    &format!("{what} v"),
+                    &v_got[pos * nkv..(pos + 1) * nkv],
+                    v_want,
+                );
+            }
         }
     }
 }
@@ -158,7 +191,7 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
     let ffn = 96;
     for format in [WeightFormat::Q4_1, WeightFormat::Q8_0] {
         let c = case(format, 2 * ffn, K, 1, &mut rng);
-        let x = rng.normals(K, 1.0);
+        let (raw, nw, x) = normed_input(g, &mut rng);
         let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
         let (ab, bb) = (
             g.upload_f32("gate", &y[..ffn]).expect("gate"),
@@ -179,10 +212,26 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
         )
         .expect("swiglu");
         let want = g.read_f32(&out, ffn).expect("read");
-        let module = gate_up(format.matvec_kernel(), K, ffn).expect("a module");
         let p = format.params(ffn as u32, K as u32, 1, 0, 0);
-        let yb = g.zeros("act", (ffn * 4) as u64).expect("act");
-        run_generated(g, &module, &c, &x, &p, &yb, &[], ffn.div_ceil(64) as u32);
-        assert_bits(&c.name, &g.read_f32(&yb, ffn).expect("act"), &want);
+        for norm in [None, Some(InputNorm { eps: EPS })] {
+            let module = gate_up(format.matvec_kernel(), K, ffn, norm).expect("a module");
+            let yb = g.zeros("act", (ffn * 4) as u64).expect("act");
+            let (input, extra) = match norm {
+                None => (&x, vec![]),
+                Some(_) => (&raw, vec![&nw]),
+            };
+            run_generated(
+                g,
+                &module,
+                &c,
+                input,
+                &p,
+                &yb,
+                &extra,
+                ffn.div_ceil(64) as u32,
+            );
+            let what = format!("{} norm {}", c.name, norm.is_some());
+            assert_bits(&what, &g.read_f32(&yb, ffn).expect("act"), &want);
+        }
     }
 }

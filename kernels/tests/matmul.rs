@@ -166,8 +166,8 @@ fn run_matvec_unrolled(
     rows: Option<(usize, usize)>,
 ) -> Option<Vec<f32>> {
     let kernel = c.format.matvec_kernel();
-    let module = kernels::unrolled::source(kernel, c.k)?;
     let (r0, r1) = rows.unwrap_or((0, c.rows));
+    let module = kernels::unrolled::source(kernel, c.k, r1 - r0)?;
     let [p, _, _] = c.format.row_ranges(c.k, r0, r1).expect("row ranges");
     let xb = uniform_window(g, x);
     let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");

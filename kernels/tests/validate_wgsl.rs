@@ -166,7 +166,7 @@ fn unrolled_modules_validate() {
     let mut made = 0;
     for kernel in Kernel::ALL.iter().filter(|k| k.is_matmul()) {
         for k in [256, 576, 1536, 4096, 7168] {
-            match kernels::unrolled::source(*kernel, k) {
+            match kernels::unrolled::source(*kernel, k, 576) {
                 Some(g) => {
                     assert_eq!(kernel.entry_point(), "matvec", "{}", kernel.name());
                     let module = validate(kernel.file(), &g.source);

@@ -54,9 +54,9 @@ fn resident_greedy_decode_is_one_submit_and_four_bytes() {
     let per_layer = match e.gpu().matvec_shape() {
         // norm, q, k, v, rope ×2, attention, o, norm, gate, up, swiglu, down
         MatvecShape::Lanes => 13,
-        // norm, qkv_rope, attention (one workgroup while the context is short), o, norm,
-        // gate_up, down
-        MatvecShape::Rows => 7,
+        // norm + qkv_rope, attention (one workgroup while the context is short), o,
+        // norm + gate_up, down
+        MatvecShape::Rows => 5,
     };
     assert_eq!(
         dispatches.unwrap(),

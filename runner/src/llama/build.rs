@@ -353,7 +353,7 @@ fn activations(
         .collect();
     Ok(Activations {
         chunk,
-        x: g.zeros("x", f(chunk * dim))?,
+        x: g.zeros("x", input(chunk * dim))?,
         x_last: g.zeros("x last", f(dim))?,
         h: g.zeros("h", input(chunk * dim))?,
         q: g.zeros("q", input(chunk * qd))?,
@@ -406,9 +406,35 @@ struct LayerSlots {
     v_cache: Binding,
 }
 
+/// Plans the norm `x → h` ahead of `mats` (one layer's Q/K/V or gate/up, reading `h`) and the
+/// products: where the fused one-token kernel `fused` (which normalises `x` itself) applies, the
+/// separate norm and products serve longer chunks only. Returns when the step that completes
+/// the separate products (RoPE, SwiGLU) runs.
+fn normed(
+    b: &mut Builder<'_>,
+    body: &mut Vec<Planned>,
+    c: &crate::model::LlamaConfig,
+    norm: usize,
+    fused: (Step, Vec<Binding>),
+    mats: &[Product<'_>],
+) -> Result<When, RunError> {
+    let at = body.len();
+    let binds = vec![Binding::X, Binding::Norm(norm), Binding::H];
+    body.push((Step::Norm(Rows::Tokens), When::Always, None, binds));
+    if b.fused(body, c, fused, mats)? {
+        if let Some(op) = body.get_mut(at) {
+            op.1 = When::Many;
+        }
+        Ok(When::Many)
+    } else {
+        b.products(body, mats)?;
+        Ok(When::Always)
+    }
+}
+
 /// Plans one decoder layer (module docs): on a CPU adapter with resident weights the one-token
-/// chunk runs Q/K/V with RoPE and gate/up with SwiGLU as fused kernels, longer chunks the
-/// separate ones.
+/// chunk runs norm + Q/K/V + RoPE and norm + gate/up + SwiGLU as fused kernels, longer chunks
+/// the separate ones.
 fn layer(
     b: &mut Builder<'_>,
     body: &mut Vec<Planned>,
@@ -426,40 +452,26 @@ fn layer(
         kv,
         accumulate,
     };
-    let norm = |n| {
-        (
-            Step::Norm(Rows::Tokens),
-            always,
-            None,
-            vec![X, Binding::Norm(n), H],
-        )
-    };
-    body.push(norm(s.attn_norm));
+    let w = Binding::W(Weights::Tile { bytes: 0 });
+    // attention: norm, then Q/K/V + RoPE (fused with the norm for one token where it can be)
     let qkv = [
         prod(&l.q, H, Q, false, false),
         prod(&l.k, H, k_cache, true, false),
         prod(&l.v, H, v_cache, true, false),
     ];
-    let pairs = (l.q.rows + l.k.rows + l.v.rows) / 2;
     let fused = Step::QkvRope {
         format: l.q.format,
         k: l.q.k,
-        pairs,
+        pairs: (l.q.rows + l.k.rows + l.v.rows) / 2,
     };
-    let w = Binding::W(Weights::Tile { bytes: 0 });
-    let fused_binds = vec![H, Q, w, k_cache, v_cache, Rope];
-    let rope = if b.fused(body, c, (fused, fused_binds), &qkv)? {
-        When::Many
-    } else {
-        b.products(body, &qkv)?;
-        always
-    };
+    let binds = vec![X, Q, w, k_cache, v_cache, Rope, Binding::Norm(s.attn_norm)];
+    let rope = normed(b, body, c, s.attn_norm, (fused, binds), &qkv)?;
     body.push((Step::RopeQ, rope, None, vec![Q, Rope]));
     body.push((Step::RopeK, rope, None, vec![k_cache, Rope]));
     let attn = vec![Q, k_cache, v_cache, Attn, Binding::Scores, Binding::Totals];
     body.push((Step::Attention, always, None, attn));
     b.product(body, &l.o, Attn, X, false, true, Rows::Tokens)?;
-    body.push(norm(s.ffn_norm));
+    // feed-forward: norm, then gate/up + SwiGLU, then down
     let gate_up = [
         prod(&l.gate, H, Gate, false, false),
         prod(&l.up, H, Up, false, false),
@@ -469,12 +481,8 @@ fn layer(
         k: l.gate.k,
         ffn: l.gate.rows,
     };
-    let swiglu = if b.fused(body, c, (fused, vec![H, Act, w]), &gate_up)? {
-        When::Many
-    } else {
-        b.products(body, &gate_up)?;
-        always
-    };
+    let binds = vec![X, Act, w, Binding::Norm(s.ffn_norm)];
+    let swiglu = normed(b, body, c, s.ffn_norm, (fused, binds), &gate_up)?;
     body.push((Step::Swiglu, swiglu, None, vec![Gate, Up, Act]));
     b.product(body, &l.down, Act, X, false, true, Rows::Tokens)
 }

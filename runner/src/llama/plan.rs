@@ -47,15 +47,16 @@ pub enum Step {
     Attention,
     Swiglu,
     Argmax,
-    /// One-token Q/K/V projections of one combined matrix with RoPE fused, K and V written into
-    /// the caches (`kernels::unrolled::qkv_rope`; `pairs` RoPE pairs of rows).
+    /// One-token attention norm, then Q/K/V projections of one combined matrix with RoPE fused,
+    /// K and V written into the caches (`kernels::unrolled::qkv_rope`; `pairs` RoPE pairs of
+    /// rows).
     QkvRope {
         format: WeightFormat,
         k: usize,
         pairs: usize,
     },
-    /// One-token gate and up projections of one combined matrix with SwiGLU fused
-    /// (`kernels::unrolled::gate_up`).
+    /// One-token FFN norm, then gate and up projections of one combined matrix with SwiGLU
+    /// fused (`kernels::unrolled::gate_up`).
     GateUp {
         format: WeightFormat,
         k: usize,
@@ -407,7 +408,11 @@ fn unrolled_op(
         name: format!("{step:?}"),
         detail: format!("{detail} (engine plan bug)"),
     };
-    let module = kernels::unrolled::source(kernel, k).ok_or_else(|| bug("no unrolled module"))?;
+    let Step::Matmul { rows, .. } = *step else {
+        return Err(bug("not a matrix product"));
+    };
+    let module =
+        kernels::unrolled::source(kernel, k, rows).ok_or_else(|| bug("no unrolled module"))?;
     let (x, rest) = buffers.split_first().ok_or_else(|| bug("no input"))?;
     let x = x_window(*x).ok_or_else(|| bug("input smaller than the uniform window"))?;
     let words = *rest.get(1).ok_or_else(|| bug("no weights"))?;
@@ -453,8 +458,10 @@ pub struct Op {
     pub when: When,
 }
 
-/// The generated module of a fused step (`None` for other steps, or where it cannot be made).
+/// The generated module of a fused step, its input RMS-normalised on the device with the
+/// model's eps (`None` for other steps, or where it cannot be made).
 pub fn fused_module(c: &LlamaConfig, step: &Step) -> Option<kernels::generated::Generated> {
+    let norm = kernels::unrolled::InputNorm { eps: c.eps };
     match *step {
         Step::QkvRope { format, k, .. } => {
             if c.rot_dim != c.head_dim {
@@ -466,17 +473,18 @@ pub fn fused_module(c: &LlamaConfig, step: &Step) -> Option<kernels::generated::
                 head_dim: c.head_dim,
                 rope: c.rope_mode,
             };
-            kernels::unrolled::qkv_rope(format.matvec_kernel(), k, &layout)
+            kernels::unrolled::qkv_rope(format.matvec_kernel(), k, &layout, Some(norm))
         }
         Step::GateUp { format, k, ffn } => {
-            kernels::unrolled::gate_up(format.matvec_kernel(), k, ffn)
+            kernels::unrolled::gate_up(format.matvec_kernel(), k, ffn, Some(norm))
         }
         _ => None,
     }
 }
 
-/// A fused step's pipeline and bind group over `buffers` = x, y, weights, then the module's
-/// extra buffers (x bound as a 64 KiB uniform window).
+/// A fused step's pipeline and bind group over `buffers` = x (the raw residual stream), y,
+/// weights, then the module's extra buffers and the norm's weights (x bound as a 64 KiB uniform
+/// window).
 fn fused_op(
     gpu: &Gpu,
     shapes: &Shapes,
