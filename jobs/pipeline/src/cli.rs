@@ -52,15 +52,21 @@ pub struct StageArgs {
     /// Work directory; overrides the plan's `work_dir`.
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// Hub endpoint; else the plan's, else `HF_ENDPOINT`.
-    #[arg(long, value_name = "URL")]
-    pub endpoint: Option<String>,
     /// Validate and print what would be done (which units remain), change nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Print a machine-readable JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The hub for the stages that talk to one (fetch, candidate-upload, promote); the local
+/// stages (repack, gate, stage) have no such flag.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HubArgs {
+    /// Hub endpoint; else the plan's, else `HF_ENDPOINT`.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
 }
 
 /// Unit selection for the stages that work per unit (fetch, repack, gate).
@@ -231,7 +237,15 @@ mod tests {
         #[command(flatten)]
         stage: StageArgs,
         #[command(flatten)]
+        hub: HubArgs,
+        #[command(flatten)]
         units: UnitArgs,
+    }
+
+    #[derive(Debug, Parser)]
+    struct Local {
+        #[command(flatten)]
+        stage: StageArgs,
     }
 
     #[test]
@@ -265,6 +279,13 @@ mod tests {
         assert!(d.stage.dry_run && d.stage.json);
         assert_eq!(d.units.units.as_deref(), Some("layers00..layers02"));
         assert_eq!(d.stage.work_dir, Some(PathBuf::from("w")));
+        assert_eq!(d.hub.endpoint.as_deref(), Some("http://127.0.0.1:1"));
+    }
+
+    #[test]
+    fn local_stages_refuse_an_endpoint() {
+        let r = parse_from::<Local, _, _>(["x", "--plan", "p.toml", "--endpoint", "http://h"]);
+        assert_eq!(r.unwrap_err(), ExitCode::from(64));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::candidate::{self, CandidateOpts};
-use pipeline::cli::{self, Exit, StageArgs};
+use pipeline::cli::{self, Exit, HubArgs, StageArgs};
 use pipeline::plan::Plan;
 
 /// Upload the staged release to its candidate branch.
@@ -14,6 +14,8 @@ use pipeline::plan::Plan;
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
+    #[command(flatten)]
+    hub: HubArgs,
 }
 
 fn main() -> ExitCode {
@@ -25,7 +27,7 @@ fn main() -> ExitCode {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = CandidateOpts {
             work_dir: args.stage.work_dir.clone(),
-            endpoint: args.stage.endpoint.clone(),
+            endpoint: args.hub.endpoint.clone(),
             dry_run: args.stage.dry_run,
             progress: cli::progress_mode(args.stage.json),
         };

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
+use pipeline::cli::{self, Exit, HubArgs, StageArgs, UnitArgs};
 use pipeline::fetch::{self, FetchOpts};
 use pipeline::plan::Plan;
 
@@ -13,6 +13,8 @@ use pipeline::plan::Plan;
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
+    #[command(flatten)]
+    hub: HubArgs,
     #[command(flatten)]
     units: UnitArgs,
     /// Count a finished unit as done only after re-hashing its files.
@@ -29,7 +31,7 @@ fn main() -> ExitCode {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = FetchOpts {
             work_dir: args.stage.work_dir.clone(),
-            endpoint: args.stage.endpoint.clone(),
+            endpoint: args.hub.endpoint.clone(),
             units: args.units.units.clone(),
             dry_run: args.stage.dry_run,
             verify: args.verify,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, StageArgs};
+use pipeline::cli::{self, Exit, HubArgs, StageArgs};
 use pipeline::plan::Plan;
 use pipeline::promote::{self, PromoteOpts};
 
@@ -14,6 +14,8 @@ use pipeline::promote::{self, PromoteOpts};
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
+    #[command(flatten)]
+    hub: HubArgs,
     /// The candidate branch; default: the one whose release record matches the plan.
     #[arg(long, value_name = "NAME")]
     candidate: Option<String>,
@@ -27,7 +29,7 @@ fn main() -> ExitCode {
     let run = || -> Result<promote::PromoteReport, promote::PromoteError> {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = PromoteOpts {
-            endpoint: args.stage.endpoint.clone(),
+            endpoint: args.hub.endpoint.clone(),
             work_dir: args.stage.work_dir.clone(),
             candidate: args.candidate.clone(),
             dry_run: args.stage.dry_run,

@@ -84,14 +84,16 @@ pub fn gated() -> &'static Path {
             env!("CARGO_BIN_EXE_minirun-repack"),
             env!("CARGO_BIN_EXE_minirun-gate"),
         ] {
-            run_ok(
-                Command::new(bin)
-                    .arg("--plan")
-                    .arg(plan_path())
-                    .arg("--work-dir")
-                    .arg(&work)
-                    .args(["--endpoint", &server.url()]),
-            );
+            let mut c = Command::new(bin);
+            c.arg("--plan")
+                .arg(plan_path())
+                .arg("--work-dir")
+                .arg(&work);
+            // only the hub stages take an endpoint
+            if bin.ends_with("minirun-fetch") {
+                c.args(["--endpoint", &server.url()]);
+            }
+            run_ok(&mut c);
         }
         std::mem::forget(server);
         work
