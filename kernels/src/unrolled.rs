@@ -626,7 +626,8 @@ mod tests {
     fn small_matvecs_get_smaller_workgroups() {
         // SmolLM2's o and down projections: 576 rows, 288 invocations of two rows
         assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 576, 576), 16);
-        assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 1536, 576), 16);
+        // (K = 1536: 960-byte rows, one an invocation)
+        assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 1536, 576), 32);
         // its head: 49152 rows
         assert_eq!(workgroup_size(Kernel::MatvecQ8_0, 576, 49152), 64);
         assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 576, 8), 8);
