@@ -180,6 +180,7 @@ pub fn qkv_rope(
         return None;
     }
     let (mut out, form) = module_head(kernel, k, norm)?;
+    let (lane, prologue, suffix) = norm_parts(norm);
     let row_bytes = k / 32 * form.bytes;
     let half = hd / 2;
     let (nq, nk) = (l.n_q, l.n_kv);
@@ -202,9 +203,7 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u0 = gid.x + gid.y * p.groups_x * 64u;
     let u = min(u0, p.rows - 1u);
     let i = u % {half}u;
-",
-        lane = entry_lane(norm),
-        prologue = prologue_call(norm),
+"
     );
     let names = ["ta".to_string(), "tb".to_string()];
     if pair {
@@ -270,10 +269,9 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     with_norm_binding(&mut bindings, norm);
     Some(Generated {
         label: format!(
-            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}{}",
+            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}{suffix}",
             kernel.name(),
-            l.rope,
-            norm_label(norm)
+            l.rope
         ),
         source: out,
         entry: "qkv_rope",
@@ -288,6 +286,7 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
 /// ([`InputNorm`]).
 pub fn gate_up(kernel: Kernel, k: usize, ffn: usize, norm: Option<InputNorm>) -> Option<Generated> {
     let (mut out, form) = module_head(kernel, k, norm)?;
+    let (lane, prologue, suffix) = norm_parts(norm);
     let row_bytes = k / 32 * form.bytes;
     let width = single_width(row_bytes);
     let unit = row_bytes / (4 * width);
@@ -302,9 +301,7 @@ pub fn gate_up(kernel: Kernel, k: usize, ffn: usize, norm: Option<InputNorm>) ->
 fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u0 = gid.x + gid.y * p.groups_x * 64u;
     let u = min(u0, p.rows - 1u);
-",
-        lane = entry_lane(norm),
-        prologue = prologue_call(norm),
+"
     );
     emit_rows(
         &mut out,
@@ -321,7 +318,7 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let mut bindings = matvec_bindings(kernel);
     with_norm_binding(&mut bindings, norm);
     Some(Generated {
-        label: format!("gate_up {} k{k} f{ffn}{}", kernel.name(), norm_label(norm)),
+        label: format!("gate_up {} k{k} f{ffn}{suffix}", kernel.name()),
         source: out,
         entry: "gate_up",
         bindings,
@@ -446,21 +443,16 @@ fn norm_input(lane: u32) {{
     )
 }
 
-/// The extra entry-point parameter a normalising module needs.
-fn entry_lane(norm: Option<InputNorm>) -> &'static str {
-    if norm.is_some() {
-        ", @builtin(local_invocation_index) lane: u32"
-    } else {
-        ""
-    }
-}
-
-/// The first statement of a normalising module's entry point.
-fn prologue_call(norm: Option<InputNorm>) -> &'static str {
-    if norm.is_some() {
-        "\n    norm_input(lane);"
-    } else {
-        ""
+/// What a module with `norm` adds to its entry point and label: the entry-point parameter, the
+/// first statement, the label suffix (all empty without a norm).
+fn norm_parts(norm: Option<InputNorm>) -> (&'static str, &'static str, &'static str) {
+    match norm {
+        Some(_) => (
+            ", @builtin(local_invocation_index) lane: u32",
+            "\n    norm_input(lane);",
+            " +norm",
+        ),
+        None => ("", "", ""),
     }
 }
 
@@ -469,14 +461,6 @@ fn with_norm_binding(bindings: &mut Vec<(u32, BindingKind)>, norm: Option<InputN
     if norm.is_some() {
         let at = bindings.len().saturating_sub(1);
         bindings.insert(at, (NORM_BINDING, BindingKind::Storage { read_only: true }));
-    }
-}
-
-fn norm_label(norm: Option<InputNorm>) -> &'static str {
-    if norm.is_some() {
-        " +norm"
-    } else {
-        ""
     }
 }
 

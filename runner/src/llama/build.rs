@@ -418,18 +418,17 @@ fn normed(
     fused: (Step, Vec<Binding>),
     mats: &[Product<'_>],
 ) -> Result<When, RunError> {
-    let at = body.len();
+    let mut fused_ops = Vec::new();
+    let is_fused = b.fused(&mut fused_ops, c, fused, mats)?;
+    let when = if is_fused { When::Many } else { When::Always };
     let binds = vec![Binding::X, Binding::Norm(norm), Binding::H];
-    body.push((Step::Norm(Rows::Tokens), When::Always, None, binds));
-    if b.fused(body, c, fused, mats)? {
-        if let Some(op) = body.get_mut(at) {
-            op.1 = When::Many;
-        }
-        Ok(When::Many)
+    body.push((Step::Norm(Rows::Tokens), when, None, binds));
+    if is_fused {
+        body.append(&mut fused_ops);
     } else {
         b.products(body, mats)?;
-        Ok(When::Always)
     }
+    Ok(when)
 }
 
 /// Plans one decoder layer (module docs): on a CPU adapter with resident weights the one-token
