@@ -63,6 +63,149 @@ fn hub_err(what: String) -> impl FnOnce(hub::HubError) -> FetchError {
     move |source| FetchError::Hub { what, source }
 }
 
+/// What the hub holds of one source at its pinned revision: every file, checked between the
+/// revision info and the tree listing.
+#[derive(Debug, Clone)]
+pub struct SourceListing {
+    /// The repository.
+    pub repo: RepoId,
+    /// Every file of the revision with its size and digest.
+    pub files: BTreeMap<String, RemoteFile>,
+    /// The files the source's `weights` globs match, sorted.
+    pub weights: Vec<String>,
+}
+
+/// Confirm `src`'s pin on the hub and list its files: the revision info (with blobs) must name
+/// the pinned commit and agree with the tree listing file for file.
+pub async fn list_source(client: &HubClient, src: &Source) -> Result<SourceListing, FetchError> {
+    let repo = RepoId::model(src.repo.as_str()).map_err(|d| upstream_err(src, d))?;
+    let rev = src.revision.as_str();
+    let info = client
+        .revision_info(&repo, rev, true)
+        .await
+        .map_err(hub_err(format!(
+            "failed to read revision `{rev}` of `{}`",
+            src.repo.as_str()
+        )))?;
+    if info.sha.as_deref() != Some(rev) {
+        return Err(upstream_err(
+            src,
+            format!("the hub resolved the pin to commit {:?}", info.sha),
+        ));
+    }
+    let tree = client
+        .list_tree(&repo, rev, None, true)
+        .await
+        .map_err(hub_err(format!(
+            "failed to list the tree of `{}` at `{rev}`",
+            src.repo.as_str()
+        )))?;
+    let tree_files: BTreeMap<&str, u64> = tree
+        .iter()
+        .filter(|e| e.kind == "file")
+        .map(|e| (e.path.as_str(), e.size))
+        .collect();
+    let mut files = BTreeMap::new();
+    for s in &info.siblings {
+        let size = match tree_files.get(s.rfilename.as_str()) {
+            None => {
+                return Err(upstream_err(
+                    src,
+                    format!(
+                        "`{}` is in the revision but not in its tree: the tree is incomplete",
+                        s.rfilename
+                    ),
+                ))
+            }
+            Some(&size) if s.size.is_some_and(|rs| rs != size) => {
+                return Err(upstream_err(
+                    src,
+                    format!(
+                        "`{}` is {size} B in the tree but {:?} B in the revision",
+                        s.rfilename, s.size
+                    ),
+                ));
+            }
+            Some(&size) => size,
+        };
+        let digest = match (&s.lfs, &s.blob_id) {
+            (Some(lfs), _) => lfs.sha256.clone(),
+            (None, Some(oid)) => oid.clone(),
+            (None, None) => {
+                return Err(upstream_err(
+                    src,
+                    format!("`{}` has no digest in the revision info", s.rfilename),
+                ))
+            }
+        };
+        files.insert(s.rfilename.clone(), RemoteFile { size, digest });
+    }
+    if tree_files.len() != info.siblings.len() {
+        return Err(upstream_err(
+            src,
+            format!(
+                "the tree lists {} files, the revision {}",
+                tree_files.len(),
+                info.siblings.len()
+            ),
+        ));
+    }
+    let weights = files
+        .keys()
+        .filter(|p| src.weights.iter().any(|g| glob_match(g, p)))
+        .cloned()
+        .collect();
+    Ok(SourceListing {
+        repo,
+        files,
+        weights,
+    })
+}
+
+/// The safetensors header of every weight file of `listing` (`concurrency` files at a time:
+/// each is a HEAD and two small Range requests, latency-bound), in file order, each checked
+/// against the file's size. With a work directory, a cached header that implies the file's
+/// exact size needs no request (the file is then resolved only when a unit needs its bytes), and
+/// headers read are cached.
+pub async fn read_headers(
+    client: &HubClient,
+    src: &Source,
+    listing: &SourceListing,
+    work: Option<&WorkDir>,
+    concurrency: usize,
+) -> Result<Vec<(String, Header, Option<FileMetadata>)>, FetchError> {
+    let size_of = |path: &str| listing.files.get(path).map_or(0, |f| f.size);
+    let heads: Vec<Result<(Header, Option<FileMetadata>), FetchError>> =
+        futures_util::stream::iter(listing.weights.iter().map(|path| {
+            let size = size_of(path);
+            let repo = &listing.repo;
+            async move {
+                if let Some(h) = work.and_then(|w| cached_header(w, src, path, size)) {
+                    return Ok((h, None));
+                }
+                let meta = resolve_file(client, src, repo, path).await?;
+                let header = read_header(client, work, src, repo, path, &meta).await?;
+                Ok((header, Some(meta)))
+            }
+        }))
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut out = Vec::with_capacity(heads.len());
+    for (path, head) in listing.weights.iter().zip(heads) {
+        let (header, meta) = head?;
+        header
+            .check_file_len(size_of(path))
+            .map_err(|source| FetchError::Header {
+                repo: src.repo.as_str().to_owned(),
+                file: path.clone(),
+                source,
+            })?;
+        out.push((path.clone(), header, meta));
+    }
+    Ok(out)
+}
+
 /// Pin, check and read the headers of every source of `plan`.
 pub async fn discover(
     client: &HubClient,
@@ -78,160 +221,47 @@ pub async fn discover(
         sources: BTreeMap::new(),
     };
     for src in &plan.sources {
-        let repo = RepoId::model(src.repo.as_str()).map_err(|d| upstream_err(src, d))?;
-        let rev = src.revision.as_str();
-        let info = client
-            .revision_info(&repo, rev, true)
-            .await
-            .map_err(hub_err(format!(
-                "failed to read revision `{rev}` of `{}`",
-                src.repo.as_str()
-            )))?;
-        if info.sha.as_deref() != Some(rev) {
-            return Err(upstream_err(
-                src,
-                format!("the hub resolved the pin to commit {:?}", info.sha),
-            ));
-        }
-        let tree = client
-            .list_tree(&repo, rev, None, true)
-            .await
-            .map_err(hub_err(format!(
-                "failed to list the tree of `{}` at `{rev}`",
-                src.repo.as_str()
-            )))?;
-        let tree_files: BTreeMap<&str, u64> = tree
-            .iter()
-            .filter(|e| e.kind == "file")
-            .map(|e| (e.path.as_str(), e.size))
-            .collect();
-        let mut digests = BTreeMap::new();
-        for s in &info.siblings {
-            match tree_files.get(s.rfilename.as_str()) {
-                None => {
-                    return Err(upstream_err(
-                        src,
-                        format!(
-                            "`{}` is in the revision but not in its tree: the tree is incomplete",
-                            s.rfilename
-                        ),
-                    ))
-                }
-                Some(&size) if s.size.is_some_and(|rs| rs != size) => {
-                    return Err(upstream_err(
-                        src,
-                        format!(
-                            "`{}` is {size} B in the tree but {:?} B in the revision",
-                            s.rfilename, s.size
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
-            let digest = match (&s.lfs, &s.blob_id) {
-                (Some(lfs), _) => lfs.sha256.clone(),
-                (None, Some(oid)) => oid.clone(),
-                (None, None) => {
-                    return Err(upstream_err(
-                        src,
-                        format!("`{}` has no digest in the revision info", s.rfilename),
-                    ))
-                }
-            };
-            digests.insert(s.rfilename.clone(), digest);
-        }
-        if tree_files.len() != info.siblings.len() {
-            return Err(upstream_err(
-                src,
-                format!(
-                    "the tree lists {} files, the revision {}",
-                    tree_files.len(),
-                    info.siblings.len()
-                ),
-            ));
-        }
-        let weights: Vec<&String> = digests
-            .keys()
-            .filter(|p| src.weights.iter().any(|g| glob_match(g, p)))
-            .collect();
-        if weights.is_empty() {
+        let listing = list_source(client, src).await?;
+        if listing.weights.is_empty() {
             return Err(upstream_err(
                 src,
                 format!("no file matches the weight globs {:?}", src.weights),
             ));
         }
-        // Headers are read concurrently (`run.concurrency` files at a time: each is a HEAD and two
-        // small Range requests, latency-bound), then taken in file order.
-        let heads: Vec<Result<(Header, Option<FileMetadata>), FetchError>> =
-            futures_util::stream::iter(weights.iter().map(|path| {
-                let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
-                let repo = &repo;
-                async move {
-                    // A cached header that implies the file's exact size needs no request; the
-                    // file is resolved (HEAD) only when a pending unit needs its bytes.
-                    if let Some(h) = cached_header(work, src, path, size) {
-                        return Ok((h, None));
-                    }
-                    let meta = resolve_file(client, src, repo, path).await?;
-                    let header = read_header(client, work, src, repo, path, &meta).await?;
-                    Ok((header, Some(meta)))
-                }
-            }))
-            .buffered(plan.run.concurrency.max(1) as usize)
-            .collect()
-            .await;
-        for (path, head) in weights.into_iter().zip(heads) {
-            let size = tree_files.get(path.as_str()).copied().unwrap_or_default();
-            let (header, meta) = head?;
-            header
-                .check_file_len(size)
-                .map_err(|source| FetchError::Header {
-                    repo: src.repo.as_str().to_owned(),
-                    file: path.clone(),
-                    source,
-                })?;
+        let concurrency = plan.run.concurrency as usize;
+        for (path, header, meta) in
+            read_headers(client, src, &listing, Some(work), concurrency).await?
+        {
             for t in &header.tensors {
                 up.tensors.push(
-                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path)
+                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, &path)
                         .in_source(&src.name),
                 );
             }
-            let digest = digests.get(path).cloned().unwrap_or_default();
+            let remote = listing.files.get(&path).cloned().unwrap_or(RemoteFile {
+                size: header.file_len(),
+                digest: String::new(),
+            });
             up.files.insert(
                 (src.name.clone(), path.clone()),
                 UpstreamFile {
                     source: src.name.clone(),
-                    repo: repo.clone(),
-                    path: path.clone(),
-                    size,
+                    repo: listing.repo.clone(),
+                    path,
+                    size: remote.size,
                     meta,
-                    digest,
+                    digest: remote.digest,
                     header,
                 },
             );
         }
-        let mut record = SourceRecord {
+        let record = SourceRecord {
             repo: src.repo.as_str().to_owned(),
-            commit: rev.to_owned(),
-            weights: up
-                .files
-                .keys()
-                .filter(|(s, _)| s == &src.name)
-                .map(|(_, p)| p.clone())
-                .collect(),
-            files: BTreeMap::new(),
+            commit: src.revision.as_str().to_owned(),
+            weights: listing.weights.clone(),
+            files: listing.files.clone(),
         };
-        for s in &info.siblings {
-            let digest = digests.get(&s.rfilename).cloned().unwrap_or_default();
-            let size = tree_files
-                .get(s.rfilename.as_str())
-                .copied()
-                .unwrap_or_default();
-            record
-                .files
-                .insert(s.rfilename.clone(), RemoteFile { size, digest });
-        }
-        root::fetch_root_files(client, plan, src, &repo, &record, work).await?;
+        root::fetch_root_files(client, plan, src, &listing.repo, &record, work).await?;
         discovery.sources.insert(src.name.clone(), record);
     }
     let bytes = serde_json::to_vec_pretty(&discovery).map_err(|e| FetchError::Io {
@@ -405,16 +435,15 @@ fn cached_header(work: &WorkDir, src: &Source, path: &str, size: u64) -> Option<
 }
 
 /// The header of `path` with two Range requests (the 8-byte length, then the JSON), cached
-/// atomically under `upstream/_headers/`.
+/// atomically under `upstream/_headers/` when there is a work directory.
 async fn read_header(
     client: &HubClient,
-    work: &WorkDir,
+    work: Option<&WorkDir>,
     src: &Source,
     repo: &RepoId,
     path: &str,
     meta: &FileMetadata,
 ) -> Result<Header, FetchError> {
-    let cache = work.headers(&src.name).join(path);
     let herr = |source| FetchError::Header {
         repo: src.repo.as_str().to_owned(),
         file: path.to_owned(),
@@ -441,6 +470,10 @@ async fn read_header(
         bytes.extend_from_slice(&json);
     }
     let header = safetensors::parse_header(&bytes).map_err(herr)?;
+    let Some(work) = work else {
+        return Ok(header);
+    };
+    let cache = work.headers(&src.name).join(path);
     if let Some(dir) = cache.parent() {
         std::fs::create_dir_all(dir).map_err(|source| FetchError::Io {
             what: "create",

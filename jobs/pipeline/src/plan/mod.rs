@@ -6,6 +6,7 @@
 //! safetensors headers (every tensor to exactly one unit and one rule); `select.rs` parses
 //! `--units SEL`. Errors are [`PlanError`]s naming file, line and key.
 
+mod bind;
 mod error;
 mod identity;
 mod names;
@@ -16,6 +17,7 @@ mod rules;
 mod select;
 mod validate;
 
+pub use bind::{Finding, FindingKind, Survey};
 pub use error::{key_path_at, Locator, PlanError};
 pub use names::{
     BranchName, CommitSha, Dtype, RepoId, RepoPath, RootFileName, UnitName, KNOWN_DTYPES,
@@ -439,6 +441,12 @@ impl Plan {
     /// Bind the plan to the upstream tensors: see [`Resolution`].
     pub fn resolve(&self, tensors: &[UpstreamTensor]) -> Result<Resolution, PlanError> {
         resolve::resolve(self, tensors)
+    }
+
+    /// Bind the plan to the upstream tensors collecting every finding, with what each unit and
+    /// rule took (`minirun-plan check`).
+    pub fn survey(&self, tensors: &[UpstreamTensor]) -> Survey {
+        bind::survey(self, tensors)
     }
 
     pub(crate) fn locator(&self) -> &Locator {
