@@ -131,6 +131,7 @@ fn every_binary_follows_the_cli_contract() {
         ("minirun-hub", env!("CARGO_BIN_EXE_minirun-hub")),
         ("minirun-inspect", env!("CARGO_BIN_EXE_minirun-inspect")),
         ("minirun-mega", env!("CARGO_BIN_EXE_minirun-mega")),
+        ("minirun-plan", env!("CARGO_BIN_EXE_minirun-plan")),
         ("minirun-promote", env!("CARGO_BIN_EXE_minirun-promote")),
         ("minirun-repack", env!("CARGO_BIN_EXE_minirun-repack")),
         ("minirun-stage", env!("CARGO_BIN_EXE_minirun-stage")),

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod inspect_artifact;
 pub mod mega_tool;
 pub mod plan;
+pub mod plan_tool;
 pub mod progress;
 pub mod promote;
 pub mod repack;

@@ -6,6 +6,7 @@
 //! naming the file; a deleted unit FAILs; an empty selection is INCONCLUSIVE; and
 //! `--no-upstream-compare` is SKIP. Issue 5, "the same for the K3- and H3-style plans".
 
+mod plan_tool;
 mod styles;
 #[path = "../pipeline_v4/common.rs"]
 #[allow(dead_code)]

@@ -30,6 +30,7 @@ pub fn cmd(bin: &str) -> Command {
         "minirun-gate" => env!("CARGO_BIN_EXE_minirun-gate"),
         "minirun-hub" => env!("CARGO_BIN_EXE_minirun-hub"),
         "minirun-synth" => env!("CARGO_BIN_EXE_minirun-synth"),
+        "minirun-plan" => env!("CARGO_BIN_EXE_minirun-plan"),
         other => panic!("unknown binary {other}"),
     };
     let mut c = Command::new(path);
