@@ -33,6 +33,35 @@ fn valid_plan_prints_table_and_json() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"]["status"], "draft");
+    // A draft says how to finish it: pin (its sources hold the null commit: `--revision`), check.
+    let p = plans().join("minimax-h3.toml");
+    let steps: Vec<&str> = v["to_finish"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            format!("minirun-plan pin {} --revision main", p.display()),
+            format!("minirun-plan check {}", p.display())
+        ]
+    );
+    let out = bin().arg(plans().join("kimi-k3.toml")).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("to finish   minirun-plan pin ") && text.contains("minirun-plan check "),
+        "{text}"
+    );
+    // A ready plan has nothing to finish.
+    let out = bin()
+        .arg(plans().join("deepseek-v4.toml"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["to_finish"], serde_json::json!([]));
 }
 
 #[test]

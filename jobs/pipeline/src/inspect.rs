@@ -16,7 +16,12 @@ use std::path::Path;
 pub fn inspect_plan(path: &Path, json: bool) -> Result<String, PlanError> {
     let plan = Plan::load(path)?;
     Ok(if json {
-        to_json(&plan)
+        let mut v = serde_json::to_value(&plan).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            let steps = crate::plan_tool::finish_commands(&plan, path);
+            m.insert("to_finish".into(), serde_json::json!(steps));
+        }
+        to_json(&v)
     } else {
         render_plan(&plan)
     })
@@ -42,6 +47,13 @@ pub fn render_plan(plan: &Plan) -> String {
         .unwrap_or_else(|| "(HF_ENDPOINT, else the hub default)".into());
     let _ = writeln!(o, "plan        {} (`{}`)", plan.name, plan.path.display());
     let _ = writeln!(o, "status      {status}");
+    for (i, step) in crate::plan_tool::finish_commands(plan, &plan.path)
+        .iter()
+        .enumerate()
+    {
+        let head = if i == 0 { "to finish" } else { "" };
+        let _ = writeln!(o, "{head:<11} {step}");
+    }
     let _ = writeln!(o, "schema      {}", plan.schema);
     let _ = writeln!(o, "family      {}", plan.family.as_str());
     let _ = writeln!(o, "index       {}", plan.index_shape.as_str());
