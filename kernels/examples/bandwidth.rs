@@ -113,7 +113,12 @@ fn matvec(
         size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
     };
     let s = if form == Form::Unrolled {
-        let module = kernels::unrolled::source(kernel, K, params.rows as usize)?;
+        let module = kernels::unrolled::source(
+            kernel,
+            K,
+            params.rows as usize,
+            kernels::unrolled::Layout::Rows,
+        )?;
         let groups = kernels::unrolled::launch(kernel, K, &mut params);
         let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
         let mut all = vec![(&ub).into(), window];

@@ -116,10 +116,13 @@ fn single_width(row_bytes: usize) -> usize {
 /// elements: bindings params, x (uniform window), y, weights, weights again as words. `None`
 /// where the kernel has no such form or `k` is out of range (the caller then uses the looped row
 /// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
-pub fn source(kernel: Kernel, k: usize, n_rows: usize) -> Option<Generated> {
+pub fn source(kernel: Kernel, k: usize, n_rows: usize, layout: Layout) -> Option<Generated> {
     let (mut out, form) = module_head(kernel, k, None)?;
     let row_bytes = k / 32 * form.bytes;
-    let (rows, width) = plan(row_bytes);
+    let (rows, mut width) = plan(row_bytes);
+    if layout == Layout::Interleaved {
+        width = 4;
+    }
     let wg = workgroup_size(kernel, k, n_rows);
     words_binding(&mut out, width);
     let _ = write!(
@@ -135,8 +138,18 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
         r1 = rows - 1,
     );
     let names: Vec<String> = (0..rows).map(|i| format!("t{i}")).collect();
-    let base = format!("g * {}u", rows * row_bytes / (4 * width));
-    emit_rows(&mut out, form, k, &base, width, "v", &names);
+    match layout {
+        Layout::Rows => {
+            let base = format!("g * {}u", rows * row_bytes / (4 * width));
+            emit_rows(&mut out, form, k, &base, width, 1, "v", &names);
+        }
+        Layout::Interleaved => {
+            for (i, name) in names.iter().enumerate() {
+                let row = format!("{rows}u * g + {i}u");
+                emit_interleaved_row(&mut out, form, k, &row, &format!("v{i}_"), name);
+            }
+        }
+    }
     out.push_str("    if (g0 < ng) {\n");
     for (i, t) in names.iter().enumerate() {
         let _ = writeln!(
@@ -146,11 +159,81 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
     }
     out.push_str("    }\n}\n");
     Some(Generated {
-        label: format!("matvec_unrolled {} k{k} wg{wg}", kernel.name()),
+        label: format!(
+            "matvec_unrolled {} k{k} wg{wg}{}",
+            kernel.name(),
+            layout.suffix()
+        ),
         source: out,
         entry: ENTRY,
         bindings: matvec_bindings(kernel),
     })
+}
+
+/// Rows the interleaved layout groups: llvmpipe runs 8 invocations as the lanes of one
+/// 256-bit SIMD row, so word j of 8 consecutive rows is stored together and the lanes' loads of
+/// it are one contiguous 128-byte run (each lane's row is still read in memory order).
+pub const INTERLEAVE: usize = 8;
+
+/// `vec4` words of one row in the interleaved layout (the row padded to 16 bytes).
+pub fn interleaved_row_words(row_bytes: usize) -> usize {
+    row_bytes.div_ceil(16)
+}
+
+/// `bytes` (whole rows of `row_bytes`) in the interleaved layout of [`source_interleaved`]:
+/// rows padded with zeros to whole `vec4` words, and word j of rows 8g .. 8g + 7 stored as the
+/// 8 consecutive words (8g · P + j) · 8 + r mod 8, P words per row; the row count is padded to a
+/// multiple of 8 with zero rows. The block bytes are copied as they are.
+pub fn interleave(row_bytes: usize, bytes: &[u8]) -> Vec<u8> {
+    let rows = bytes.len() / row_bytes.max(1);
+    let p = interleaved_row_words(row_bytes);
+    let groups = rows.div_ceil(INTERLEAVE);
+    let mut out = vec![0u8; groups * INTERLEAVE * p * 16];
+    for (r, row) in bytes.chunks_exact(row_bytes.max(1)).enumerate() {
+        for (j, word) in row.chunks(16).enumerate() {
+            let at = ((r / INTERLEAVE * p + j) * INTERLEAVE + r % INTERLEAVE) * 16;
+            if let Some(dst) = out.get_mut(at..at + word.len()) {
+                dst.copy_from_slice(word);
+            }
+        }
+    }
+    out
+}
+
+/// How a weight matrix is laid out in the buffer a generated module reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// The rows back to back, as in the file.
+    Rows,
+    /// [`interleave`]d: word j of 8 consecutive rows together.
+    Interleaved,
+}
+
+impl Layout {
+    fn suffix(self) -> &'static str {
+        match self {
+            Layout::Rows => "",
+            Layout::Interleaved => " interleaved",
+        }
+    }
+}
+
+/// Emits row `row` (a WGSL `u32` expression) of an interleaved matrix as `name`: its `vec4`
+/// words are 8 apart from `(row / 8) · 8P + row mod 8`.
+fn emit_interleaved_row(
+    out: &mut String,
+    form: BlockForm,
+    k: usize,
+    row: &str,
+    tag: &str,
+    name: &str,
+) {
+    let p = interleaved_row_words(k / 32 * form.bytes);
+    let base = format!(
+        "(({row}) / {INTERLEAVE}u) * {}u + ({row}) % {INTERLEAVE}u",
+        INTERLEAVE * p
+    );
+    emit_rows(out, form, k, &base, 4, INTERLEAVE, tag, &[name.to_string()]);
 }
 
 /// The rows of a fused Q/K/V projection: one weight buffer holding Q's `n_q` rows, then K's
@@ -174,6 +257,7 @@ pub fn qkv_rope(
     k: usize,
     l: &QkvLayout,
     norm: Option<InputNorm>,
+    layout: Layout,
 ) -> Option<Generated> {
     let hd = l.head_dim;
     if hd == 0 || hd % 2 != 0 || l.n_q % hd != 0 || l.n_kv % hd != 0 {
@@ -186,10 +270,10 @@ pub fn qkv_rope(
     let (nq, nk) = (l.n_q, l.n_kv);
     let pair = l.rope == crate::RopeMode::Interleaved;
     // an interleaved pair is two consecutive rows: load them as one group
-    let width = if pair {
-        single_width(2 * row_bytes)
-    } else {
-        single_width(row_bytes)
+    let width = match (layout, pair) {
+        (Layout::Interleaved, _) => 4,
+        (Layout::Rows, true) => single_width(2 * row_bytes),
+        (Layout::Rows, false) => single_width(row_bytes),
     };
     words_binding(&mut out, width);
     let _ = write!(
@@ -208,30 +292,25 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let names = ["ta".to_string(), "tb".to_string()];
     if pair {
         out.push_str("    let ra = 2u * u;\n    let rb = ra + 1u;\n");
-        let base = format!("u * {}u", 2 * row_bytes / (4 * width));
-        emit_rows(&mut out, form, k, &base, width, "v", &names);
     } else {
         let _ = writeln!(out, "    let ra = (u / {half}u) * {hd}u + i;");
         let _ = writeln!(out, "    let rb = ra + {half}u;");
-        let unit = row_bytes / (4 * width);
-        emit_rows(
-            &mut out,
-            form,
-            k,
-            &format!("ra * {unit}u"),
-            width,
-            "va",
-            &names[..1],
-        );
-        emit_rows(
-            &mut out,
-            form,
-            k,
-            &format!("rb * {unit}u"),
-            width,
-            "vb",
-            &names[1..],
-        );
+    }
+    match (layout, pair) {
+        (Layout::Interleaved, _) => {
+            emit_interleaved_row(&mut out, form, k, "ra", "va", "ta");
+            emit_interleaved_row(&mut out, form, k, "rb", "vb", "tb");
+        }
+        (Layout::Rows, true) => {
+            let base = format!("u * {}u", 2 * row_bytes / (4 * width));
+            emit_rows(&mut out, form, k, &base, width, 1, "v", &names);
+        }
+        (Layout::Rows, false) => {
+            let unit = row_bytes / (4 * width);
+            let (a, b) = (format!("ra * {unit}u"), format!("rb * {unit}u"));
+            emit_rows(&mut out, form, k, &a, width, 1, "va", &names[..1]);
+            emit_rows(&mut out, form, k, &b, width, 1, "vb", &names[1..]);
+        }
     }
     let _ = write!(
         out,
@@ -269,9 +348,10 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     with_norm_binding(&mut bindings, norm);
     Some(Generated {
         label: format!(
-            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}{suffix}",
+            "qkv_rope {} k{k} q{nq} kv{nk} d{hd} {:?}{suffix}{}",
             kernel.name(),
-            l.rope
+            l.rope,
+            layout.suffix()
         ),
         source: out,
         entry: "qkv_rope",
@@ -284,11 +364,20 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
 /// order of [`source`], and writes `silu(gate) · up` exactly as `activation.wgsl` does.
 /// `p.rows` is `ffn`. With `norm`, the input is first RMS-normalised on the device
 /// ([`InputNorm`]).
-pub fn gate_up(kernel: Kernel, k: usize, ffn: usize, norm: Option<InputNorm>) -> Option<Generated> {
+pub fn gate_up(
+    kernel: Kernel,
+    k: usize,
+    ffn: usize,
+    norm: Option<InputNorm>,
+    layout: Layout,
+) -> Option<Generated> {
     let (mut out, form) = module_head(kernel, k, norm)?;
     let (lane, prologue, suffix) = norm_parts(norm);
     let row_bytes = k / 32 * form.bytes;
-    let width = single_width(row_bytes);
+    let width = match layout {
+        Layout::Rows => single_width(row_bytes),
+        Layout::Interleaved => 4,
+    };
     let unit = row_bytes / (4 * width);
     words_binding(&mut out, width);
     let _ = write!(
@@ -303,22 +392,26 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u = min(u0, p.rows - 1u);
 "
     );
-    emit_rows(
-        &mut out,
-        form,
-        k,
-        &format!("u * {unit}u"),
-        width,
-        "vg",
-        &["tg".into()],
-    );
-    let base = format!("(u + {ffn}u) * {unit}u");
-    emit_rows(&mut out, form, k, &base, width, "vu", &["tu".into()]);
+    match layout {
+        Layout::Rows => {
+            let (g, up) = (format!("u * {unit}u"), format!("(u + {ffn}u) * {unit}u"));
+            emit_rows(&mut out, form, k, &g, width, 1, "vg", &["tg".into()]);
+            emit_rows(&mut out, form, k, &up, width, 1, "vu", &["tu".into()]);
+        }
+        Layout::Interleaved => {
+            emit_interleaved_row(&mut out, form, k, "u", "vg", "tg");
+            emit_interleaved_row(&mut out, form, k, &format!("u + {ffn}u"), "vu", "tu");
+        }
+    }
     out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tg) * tu;\n    }\n}\n");
     let mut bindings = matvec_bindings(kernel);
     with_norm_binding(&mut bindings, norm);
     Some(Generated {
-        label: format!("gate_up {} k{k} f{ffn}{suffix}", kernel.name()),
+        label: format!(
+            "gate_up {} k{k} f{ffn}{suffix}{}",
+            kernel.name(),
+            layout.suffix()
+        ),
         source: out,
         entry: "gate_up",
         bindings,
@@ -505,12 +598,14 @@ fn realign(a: u32, b: u32, s: u32) -> u32 {
 /// Code computing `var {names[i]}`, the product of row `i` of a group of consecutive rows whose
 /// first byte is word `{base} · width` of the weights, in the order of `matvec_row`. Words are
 /// loaded once each, as `width`-word vectors named `{tag}N`, right before their first use.
+#[allow(clippy::too_many_arguments)]
 fn emit_rows(
     out: &mut String,
     form: BlockForm,
     k: usize,
     base: &str,
     width: usize,
+    stride: usize,
     tag: &str,
     names: &[String],
 ) {
@@ -523,7 +618,8 @@ fn emit_rows(
         while loaded <= i / width {
             let _ = writeln!(
                 out,
-                "    let {tag}{loaded} = words[{tag}_base + {loaded}u];"
+                "    let {tag}{loaded} = words[{tag}_base + {}u];",
+                loaded * stride
             );
             loaded += 1;
         }
@@ -579,6 +675,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn interleave_puts_word_j_of_eight_rows_together() {
+        // 10 rows of 20 bytes (one Q4_1 block): padded to 32 bytes (2 words), 16 rows
+        let bytes: Vec<u8> = (0..200).map(|i| i as u8).collect();
+        let out = interleave(20, &bytes);
+        assert_eq!(out.len(), 2 * 8 * 2 * 16);
+        // row 3's first word is slot 3 of group 0's word 0; its second word (bytes 16..20, then
+        // zero padding) is slot 3 of word 1
+        assert_eq!(&out[3 * 16..4 * 16], &bytes[60..76]);
+        assert_eq!(&out[(8 + 3) * 16..(8 + 3) * 16 + 4], &bytes[76..80]);
+        assert!(out[(8 + 3) * 16 + 4..(8 + 4) * 16].iter().all(|b| *b == 0));
+        // row 9 is slot 1 of group 1
+        assert_eq!(&out[(16 + 1) * 16..(16 + 2) * 16], &bytes[180..196]);
+        // rows 10..16 are zero
+        assert!(out[(16 + 2) * 16..(16 + 8) * 16].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn interleaved_modules_read_rows_8_words_apart() {
+        let g = source(Kernel::MatvecQ4_1, 576, 1536, Layout::Interleaved).expect("a module");
+        // 360-byte rows: 23 vec4 words each, 2 rows an invocation, loaded 8 words apart
+        assert_eq!(g.source.matches("= words[").count(), 2 * 23);
+        assert!(g.source.contains("* 184u +") && g.source.contains("+ 176u]"));
+        assert!(g.label.ends_with(" interleaved"));
+    }
+
+    #[test]
     fn replaces_only_the_k_parameter() {
         let s = with_constant_k("a(p.k / 8u) + p.kx + cp.k + p.k)");
         assert_eq!(s, "a(UNROLLED_K / 8u) + p.kx + cp.k + UNROLLED_K)");
@@ -589,7 +711,7 @@ mod tests {
         // K = 576 Q4_1: rows of 360 bytes; two rows are 45 vec4 words
         assert_eq!(plan(360), (2, 4));
         assert_eq!(rows_per_invocation(Kernel::MatvecQ4_1, 576), 2);
-        let g = source(Kernel::MatvecQ4_1, 576, 1536).expect("a module");
+        let g = source(Kernel::MatvecQ4_1, 576, 1536, Layout::Rows).expect("a module");
         let s = &g.source;
         assert_eq!(s.matches("= block_dot(").count(), 2 * 18);
         assert_eq!(s.matches("= words[").count(), 45);
@@ -600,7 +722,7 @@ mod tests {
         assert_eq!(s.matches("t0 = t0 + hold(t0_").count(), 63);
         // K = 576 Q8_0: 612-byte rows; two rows are 153 vec2 words, odd blocks realigned
         assert_eq!(plan(612), (2, 2));
-        let g = source(Kernel::MatvecQ8_0, 576, 1536).expect("a module");
+        let g = source(Kernel::MatvecQ8_0, 576, 1536, Layout::Rows).expect("a module");
         assert_eq!(g.source.matches("= words[").count(), 153);
         assert!(g.source.contains("realign("));
         assert!(!g.source.contains("p.k /"));
@@ -615,7 +737,7 @@ mod tests {
         // its head: 49152 rows
         assert_eq!(workgroup_size(Kernel::MatvecQ8_0, 576, 49152), 64);
         assert_eq!(workgroup_size(Kernel::MatvecQ4_1, 576, 8), 8);
-        let g = source(Kernel::MatvecQ4_1, 576, 576).expect("a module");
+        let g = source(Kernel::MatvecQ4_1, 576, 576, Layout::Rows).expect("a module");
         assert!(g.source.contains("@workgroup_size(16)") && g.source.contains("* 16u;"));
         let mut p = crate::WeightFormat::Q4_1.params(576, 576, 1, 576, 0);
         assert_eq!(launch(Kernel::MatvecQ4_1, 576, &mut p), (18, 1, 1));
@@ -629,26 +751,32 @@ mod tests {
             head_dim: 64,
             rope: crate::RopeMode::Interleaved,
         };
-        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &l, None).expect("a module");
+        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &l, None, Layout::Rows).expect("a module");
         assert_eq!(g.source.matches("= block_dot(").count(), 2 * 18);
         let half = QkvLayout {
             rope: crate::RopeMode::HalfSplit,
             ..l
         };
-        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &half, None).expect("a module");
+        let g = qkv_rope(Kernel::MatvecQ4_1, 576, &half, None, Layout::Rows).expect("a module");
         assert!(g.source.contains("vb_base = rb * 45u"));
-        let g = gate_up(Kernel::MatvecQ8_0, 576, 1536, None).expect("a module");
+        let g = gate_up(Kernel::MatvecQ8_0, 576, 1536, None, Layout::Rows).expect("a module");
         assert!(g.source.contains("vu_base = (u + 1536u) * 153u"));
     }
 
     #[test]
     fn refuses_what_it_cannot_unroll() {
-        assert!(source(Kernel::MatmulQ4_1, 576, 64).is_none());
-        assert!(source(Kernel::RmsNorm, 576, 64).is_none());
-        assert!(source(Kernel::MatvecQ4_1, UNIFORM_X_ELEMENTS + 32, 64).is_none());
-        assert!(source(Kernel::MatvecQ4_1, 0, 64).is_none());
-        assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1), 64).is_none());
+        assert!(source(Kernel::MatmulQ4_1, 576, 64, Layout::Rows).is_none());
+        assert!(source(Kernel::RmsNorm, 576, 64, Layout::Rows).is_none());
+        assert!(source(
+            Kernel::MatvecQ4_1,
+            UNIFORM_X_ELEMENTS + 32,
+            64,
+            Layout::Rows
+        )
+        .is_none());
+        assert!(source(Kernel::MatvecQ4_1, 0, 64, Layout::Rows).is_none());
+        assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1), 64, Layout::Rows).is_none());
         // no word-level block step
-        assert!(source(Kernel::MatvecQ4K, 256, 64).is_none());
+        assert!(source(Kernel::MatvecQ4K, 256, 64, Layout::Rows).is_none());
     }
 }

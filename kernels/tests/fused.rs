@@ -11,7 +11,7 @@ mod support;
 use kernels::generated::Generated;
 use kernels::gpu::{elementwise_groups, Bind, Gpu};
 use kernels::reference;
-use kernels::unrolled::{gate_up, qkv_rope, InputNorm, QkvLayout};
+use kernels::unrolled::{gate_up, qkv_rope, InputNorm, Layout, QkvLayout};
 use kernels::{
     ActivationParams, Kernel, MatmulParams, RmsNormParams, RopeMode, RopeParams, WeightFormat,
 };
@@ -31,11 +31,19 @@ fn run_generated(
     y: &wgpu::Buffer,
     extra: &[&wgpu::Buffer],
     groups: u32,
+    layout: Layout,
 ) {
     let mut xp = x.to_vec();
     xp.resize(kernels::UNIFORM_X_ELEMENTS, 0.0);
     let xb = gpu.upload_f32("x", &xp).expect("x");
-    let wb = gpu.upload("w", &c.packed).expect("w");
+    let bytes = match layout {
+        Layout::Rows => c.packed.clone(),
+        Layout::Interleaved => {
+            let row_bytes = c.format.packed_len(1, c.k).expect("row bytes");
+            kernels::unrolled::interleave(row_bytes, &c.packed)
+        }
+    };
+    let wb = gpu.upload("w", &bytes).expect("w");
     let pb = gpu.uniform("params", bytemuck::bytes_of(params));
     let mut binds: Vec<Bind<'_>> = vec![
         (&pb).into(),
@@ -152,8 +160,13 @@ fn qkv_rope_gives_the_bits_of_separate_kernels() {
             let pairs = (nq + 2 * nkv) / 2;
             let mut p = format.params(pairs as u32, K as u32, 1, 0, (pos * nkv) as u32);
             p.position = pos as u32;
-            for norm in [None, Some(InputNorm { eps: EPS })] {
-                let module = qkv_rope(format.matvec_kernel(), K, &l, norm).expect("a module");
+            let layouts = [Layout::Rows, Layout::Interleaved];
+            for (norm, layout) in [None, Some(InputNorm { eps: EPS })]
+                .into_iter()
+                .flat_map(|n| layouts.map(|l| (n, l)))
+            {
+                let module =
+                    qkv_rope(format.matvec_kernel(), K, &l, norm, layout).expect("a module");
                 let qb = g.zeros("q", (nq * 4) as u64).expect("q");
                 let kb = g.zeros("k cache", (capacity * nkv * 4) as u64).expect("k");
                 let vb = g.zeros("v cache", (capacity * nkv * 4) as u64).expect("v");
@@ -162,8 +175,8 @@ fn qkv_rope_gives_the_bits_of_separate_kernels() {
                     Some(_) => (&raw, vec![&kb, &vb, &tb, &nw]),
                 };
                 let groups = pairs.div_ceil(64) as u32;
-                run_generated(g, &module, &c, input, &p, &qb, &extra, groups);
-                let what = format!("{} {mode:?} norm {}", c.name, norm.is_some());
+                run_generated(g, &module, &c, input, &p, &qb, &extra, groups, layout);
+                let what = format!("{} {mode:?} norm {} {layout:?}", c.name, norm.is_some());
                 assert_bits(
                     &format!("{what} q"),
                     &g.read_f32(&qb, nq).expect("q"),
@@ -213,8 +226,12 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
         .expect("swiglu");
         let want = g.read_f32(&out, ffn).expect("read");
         let p = format.params(ffn as u32, K as u32, 1, 0, 0);
-        for norm in [None, Some(InputNorm { eps: EPS })] {
-            let module = gate_up(format.matvec_kernel(), K, ffn, norm).expect("a module");
+        let layouts = [Layout::Rows, Layout::Interleaved];
+        for (norm, layout) in [None, Some(InputNorm { eps: EPS })]
+            .into_iter()
+            .flat_map(|n| layouts.map(|l| (n, l)))
+        {
+            let module = gate_up(format.matvec_kernel(), K, ffn, norm, layout).expect("a module");
             let yb = g.zeros("act", (ffn * 4) as u64).expect("act");
             let (input, extra) = match norm {
                 None => (&x, vec![]),
@@ -229,8 +246,9 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
                 &yb,
                 &extra,
                 ffn.div_ceil(64) as u32,
+                layout,
             );
-            let what = format!("{} norm {}", c.name, norm.is_some());
+            let what = format!("{} norm {} {layout:?}", c.name, norm.is_some());
             assert_bits(&what, &g.read_f32(&yb, ffn).expect("act"), &want);
         }
     }

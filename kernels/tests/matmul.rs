@@ -12,6 +12,7 @@ mod support;
 
 use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
 use kernels::reference::{self, WeightMatrix};
+use kernels::unrolled::Layout;
 use kernels::Kernel;
 use support::{all_cases, assert_bits, assert_close, gpu, run_matmul, run_matmul_into, Case, Rng};
 
@@ -164,14 +165,22 @@ fn run_matvec_unrolled(
     c: &Case,
     x: &[f32],
     rows: Option<(usize, usize)>,
+    layout: Layout,
 ) -> Option<Vec<f32>> {
     let kernel = c.format.matvec_kernel();
     let (r0, r1) = rows.unwrap_or((0, c.rows));
-    let module = kernels::unrolled::source(kernel, c.k, r1 - r0)?;
+    let module = kernels::unrolled::source(kernel, c.k, r1 - r0, layout)?;
     let [p, _, _] = c.format.row_ranges(c.k, r0, r1).expect("row ranges");
     let xb = uniform_window(g, x);
     let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");
-    let wb = g.upload("w", &c.packed[p]).expect("w");
+    let bytes = match layout {
+        Layout::Rows => c.packed[p].to_vec(),
+        Layout::Interleaved => {
+            let row_bytes = c.format.packed_len(1, c.k).expect("row bytes");
+            kernels::unrolled::interleave(row_bytes, &c.packed[p])
+        }
+    };
+    let wb = g.upload("w", &bytes).expect("w");
     let mut params = c
         .format
         .params((r1 - r0) as u32, c.k as u32, 1, c.rows as u32, r0 as u32);
@@ -264,21 +273,30 @@ fn unrolled_matvec_gives_the_same_bits() {
     for c in all_cases().into_iter().chain(long_row_cases()) {
         let x = rng.normals(c.k, 1.0);
         let want = run_matmul(g, &c, &x, 1, &[0, c.rows]);
-        let Some(got) = run_matvec_unrolled(g, &c, &x, None) else {
-            continue;
-        };
-        assert_bits(&format!("{} unrolled", c.name), &got, &want);
-        // a tile of rows (odd length: the last row group is incomplete) in its own buffer
-        let (r0, r1) = (c.split, (c.split + 5).min(c.rows));
-        let tile = run_matvec_unrolled(g, &c, &x, Some((r0, r1))).expect("a module");
-        assert_bits(&format!("{} unrolled tile", c.name), &tile, &want[r0..r1]);
-        checked.push(c.name.clone());
+        for layout in [Layout::Rows, Layout::Interleaved] {
+            let Some(got) = run_matvec_unrolled(g, &c, &x, None, layout) else {
+                continue;
+            };
+            assert_bits(&format!("{} unrolled {layout:?}", c.name), &got, &want);
+            // a tile of rows (odd length: the last row group is incomplete) in its own buffer
+            let (r0, r1) = (c.split, (c.split + 5).min(c.rows));
+            let tile = run_matvec_unrolled(g, &c, &x, Some((r0, r1)), layout).expect("a module");
+            let what = format!("{} unrolled tile {layout:?}", c.name);
+            assert_bits(&what, &tile, &want[r0..r1]);
+            checked.push(format!("{} {layout:?}", c.name));
+        }
     }
     for f in ["q4_1", "q8_0"] {
-        assert!(
-            checked.iter().filter(|n| n.starts_with(f)).count() >= 3,
-            "{checked:?}"
-        );
+        for layout in ["Rows", "Interleaved"] {
+            assert!(
+                checked
+                    .iter()
+                    .filter(|n| n.starts_with(f) && n.ends_with(layout))
+                    .count()
+                    >= 3,
+                "{checked:?}"
+            );
+        }
     }
 }
 

@@ -165,8 +165,15 @@ fn uniform_x_modules_validate() {
 fn unrolled_modules_validate() {
     let mut made = 0;
     for kernel in Kernel::ALL.iter().filter(|k| k.is_matmul()) {
-        for k in [256, 576, 1536, 4096, 7168] {
-            match kernels::unrolled::source(*kernel, k, 576) {
+        let layouts = [
+            kernels::unrolled::Layout::Rows,
+            kernels::unrolled::Layout::Interleaved,
+        ];
+        for (k, layout) in [256, 576, 1536, 4096, 7168]
+            .into_iter()
+            .flat_map(|k| layouts.map(|l| (k, l)))
+        {
+            match kernels::unrolled::source(*kernel, k, 576, layout) {
                 Some(g) => {
                     assert_eq!(kernel.entry_point(), "matvec", "{}", kernel.name());
                     let module = validate(kernel.file(), &g.source);
@@ -186,8 +193,8 @@ fn unrolled_modules_validate() {
             }
         }
     }
-    // Q4_1 and Q8_0 (SmolLM2's formats) at every K
-    assert!(made >= 2 * 5, "{made} modules");
+    // Q4_1 and Q8_0 (SmolLM2's formats) at every K, in both layouts
+    assert!(made >= 2 * 5 * 2, "{made} modules");
 }
 
 /// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and

@@ -3,6 +3,7 @@
 
 use kernels::gpu::Bind;
 use kernels::reference::rope_table;
+use kernels::unrolled::Layout;
 
 use super::plan::{fused_module, Op, ParamBlock, Rows, Shapes, Step, TileUse, When};
 use super::tiles::{TileReader, SLOT_ALIGN};
@@ -25,6 +26,23 @@ pub(super) enum Weights {
         offset: u64,
         bytes: u64,
     },
+    /// Interleaved copy `index` of a resident matrix (`kernels::unrolled::interleave`), read by
+    /// the one-token unrolled and fused kernels.
+    Interleaved { index: usize },
+}
+
+impl Binding {
+    /// The layout of the weights a binding list names.
+    fn layout(list: &[Binding]) -> Layout {
+        if list
+            .iter()
+            .any(|b| matches!(b, Binding::W(Weights::Interleaved { .. })))
+        {
+            Layout::Interleaved
+        } else {
+            Layout::Rows
+        }
+    }
 }
 
 /// A buffer an operation binds, named before the buffers exist.
@@ -67,6 +85,7 @@ struct Resolve<'r> {
     norms: &'r [wgpu::Buffer],
     kv: &'r [wgpu::Buffer],
     resident: &'r [ResidentMatrix],
+    interleaved: &'r [wgpu::Buffer],
     ring: &'r [wgpu::Buffer],
 }
 
@@ -128,6 +147,10 @@ impl Resolve<'_> {
                     });
                     continue;
                 }
+                Binding::W(Weights::Interleaved { index }) => self
+                    .interleaved
+                    .get(index)
+                    .ok_or_else(|| missing("interleaved matrix"))?,
                 Binding::W(Weights::Tile { bytes }) => {
                     let slot = tile.map(|t| t.slot).ok_or_else(|| missing("tile"))?;
                     let buffer = self.ring.get(slot).ok_or_else(|| missing("ring slot"))?;
@@ -153,12 +176,40 @@ struct Builder<'a> {
     reader: TileReader,
     ring: Vec<wgpu::Buffer>,
     resident: Vec<ResidentMatrix>,
+    /// Interleaved copies of resident matrices for the one-token kernels.
+    interleaved: Vec<wgpu::Buffer>,
     /// Whether one-token fused kernels may be planned (a CPU adapter, resident weights, inputs
     /// large enough for the uniform window).
     fuse: bool,
 }
 
 impl Builder<'_> {
+    /// Whether `m`'s one-token product is an unrolled module on this adapter (resident weights
+    /// on a CPU adapter, a format and K that have one).
+    fn unrolled(&self, m: &MatrixRef) -> bool {
+        self.fuse
+            && m.format.buffer_count() == 1
+            && kernels::unrolled::available(m.format.matvec_kernel(), m.k)
+    }
+
+    /// Uploads `bytes` (whole rows of `name`) as an interleaved copy; its index.
+    fn interleave(
+        &mut self,
+        name: &str,
+        format: kernels::WeightFormat,
+        k: usize,
+        bytes: &[u8],
+    ) -> Result<usize, RunError> {
+        let row_bytes = format.packed_len(1, k)?;
+        let copy = kernels::unrolled::interleave(row_bytes, bytes);
+        let buffer = self
+            .engine
+            .gpu()
+            .upload(&format!("{name} (interleaved)"), &copy)?;
+        self.interleaved.push(buffer);
+        Ok(self.interleaved.len() - 1)
+    }
+
     fn slot_bytes(&self) -> u64 {
         match self.mode {
             WeightMode::Resident => 0,
@@ -202,11 +253,21 @@ impl Builder<'_> {
                     None,
                 )?;
                 let matrix = self.resident.len();
+                let one_part = r.parts.len() == 1;
                 for (part, p) in r.parts.iter().enumerate() {
                     let w = Binding::W(Weights::Part { matrix, part });
                     out.push((step(p.rows, p.row0), When::Always, None, vec![x, y, w]));
                 }
                 self.resident.push(r);
+                if one_part && self.unrolled(m) {
+                    // one-token products read an interleaved copy; longer chunks the rows
+                    let index = self.interleave(&m.name, m.format, m.k, bytes)?;
+                    if let Some(last) = out.last_mut() {
+                        last.1 = When::Many;
+                    }
+                    let w = Binding::W(Weights::Interleaved { index });
+                    out.push((step(m.rows, 0), When::One, None, vec![x, y, w]));
+                }
             }
             WeightMode::Streamed { .. } => {
                 let row_bytes = m.format.packed_len(1, m.k)?;
@@ -271,7 +332,7 @@ impl Builder<'_> {
             && mats.iter().all(|p| p.m.format == format && p.m.k == k)
             && sizes.iter().all(|b| b % align == 0)
             && total <= gpu.max_binding()
-            && fused_module(c, &fused.0).is_some();
+            && fused_module(c, &fused.0, Layout::Interleaved).is_some();
         if !ok {
             return Ok(false);
         }
@@ -292,10 +353,11 @@ impl Builder<'_> {
         }
         let matrix = self.resident.len();
         self.resident.push(r);
+        let index = self.interleave(&name, format, k, &combined)?;
         let (step, mut binds) = fused;
         for b in &mut binds {
             if let Binding::W(_) = b {
-                *b = Binding::W(Weights::Part { matrix, part: 0 });
+                *b = Binding::W(Weights::Interleaved { index });
             }
         }
         out.push((step, When::One, None, binds));
@@ -506,6 +568,7 @@ impl<'e> Runner<'e> {
             reader: TileReader::new(),
             ring: Vec::new(),
             resident: Vec::new(),
+            interleaved: Vec::new(),
             fuse: mode == WeightMode::Resident
                 && g.matvec_shape() == kernels::gpu::MatvecShape::Rows,
         };
@@ -568,13 +631,15 @@ impl<'e> Runner<'e> {
                 norms: &norms,
                 kv: &kv,
                 resident: &b.resident,
+                interleaved: &b.interleaved,
                 ring: &b.ring,
             };
             let make = |list: &[Planned]| -> Result<Vec<Op>, RunError> {
                 list.iter()
                     .map(|(step, when, tile, binds)| {
                         let buffers = res.binds(binds, *tile)?;
-                        Op::new(g, &shapes, &params, (*step, *when), &buffers, *tile)
+                        let layout = Binding::layout(binds);
+                        Op::new(g, &shapes, &params, (*step, *when), &buffers, *tile, layout)
                     })
                     .collect()
             };
@@ -600,6 +665,7 @@ impl<'e> Runner<'e> {
             ring: b.ring,
             reader,
             weights: b.resident,
+            interleaved: b.interleaved,
             norms,
             kv,
             embed,

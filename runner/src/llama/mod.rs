@@ -99,6 +99,10 @@ pub struct Runner<'e> {
     // owned so they live as long as the bind groups that name them
     #[allow(dead_code)]
     weights: Vec<ResidentMatrix>,
+    /// Interleaved copies of resident matrices, read by the one-token kernels on a CPU adapter
+    /// (held so they live as long as the runner).
+    #[allow(dead_code)]
+    interleaved: Vec<wgpu::Buffer>,
     #[allow(dead_code)]
     norms: Vec<wgpu::Buffer>,
     /// Per layer K then V, `[capacity, n_kv_heads, head_dim]` f32.

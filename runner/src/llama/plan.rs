@@ -6,6 +6,7 @@
 //! instance), so a decode step rewrites only the few slots that depend on the position: RoPE's
 //! table row and the KV-cache write offset, and attention's `pos0`.
 
+use kernels::unrolled::Layout;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -403,6 +404,7 @@ fn unrolled_op(
     step: &Step,
     (kernel, k): (Kernel, usize),
     buffers: &[kernels::gpu::Bind<'_>],
+    layout: Layout,
 ) -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
     let bug = |detail: &str| RunError::Tensor {
         name: format!("{step:?}"),
@@ -411,8 +413,8 @@ fn unrolled_op(
     let Step::Matmul { rows, .. } = *step else {
         return Err(bug("not a matrix product"));
     };
-    let module =
-        kernels::unrolled::source(kernel, k, rows).ok_or_else(|| bug("no unrolled module"))?;
+    let module = kernels::unrolled::source(kernel, k, rows, layout)
+        .ok_or_else(|| bug("no unrolled module"))?;
     let (x, rest) = buffers.split_first().ok_or_else(|| bug("no input"))?;
     let x = x_window(*x).ok_or_else(|| bug("input smaller than the uniform window"))?;
     let words = *rest.get(1).ok_or_else(|| bug("no weights"))?;
@@ -458,25 +460,29 @@ pub struct Op {
     pub when: When,
 }
 
-/// The generated module of a fused step, its input RMS-normalised on the device with the
-/// model's eps (`None` for other steps, or where it cannot be made).
-pub fn fused_module(c: &LlamaConfig, step: &Step) -> Option<kernels::generated::Generated> {
+/// The generated module of a fused step over weights in `layout`, its input RMS-normalised on
+/// the device with the model's eps (`None` for other steps, or where it cannot be made).
+pub fn fused_module(
+    c: &LlamaConfig,
+    step: &Step,
+    layout: Layout,
+) -> Option<kernels::generated::Generated> {
     let norm = kernels::unrolled::InputNorm { eps: c.eps };
     match *step {
         Step::QkvRope { format, k, .. } => {
             if c.rot_dim != c.head_dim {
                 return None;
             }
-            let layout = kernels::unrolled::QkvLayout {
+            let qkv = kernels::unrolled::QkvLayout {
                 n_q: c.n_heads * c.head_dim,
                 n_kv: c.n_kv_heads * c.head_dim,
                 head_dim: c.head_dim,
                 rope: c.rope_mode,
             };
-            kernels::unrolled::qkv_rope(format.matvec_kernel(), k, &layout, Some(norm))
+            kernels::unrolled::qkv_rope(format.matvec_kernel(), k, &qkv, Some(norm), layout)
         }
         Step::GateUp { format, k, ffn } => {
-            kernels::unrolled::gate_up(format.matvec_kernel(), k, ffn, Some(norm))
+            kernels::unrolled::gate_up(format.matvec_kernel(), k, ffn, Some(norm), layout)
         }
         _ => None,
     }
@@ -491,12 +497,13 @@ fn fused_op(
     params: &ParamBlock,
     step: &Step,
     buffers: &[kernels::gpu::Bind<'_>],
+    layout: Layout,
 ) -> Result<(Arc<Compiled>, wgpu::BindGroup), RunError> {
     let bug = |detail: &str| RunError::Tensor {
         name: format!("{step:?}"),
         detail: format!("{detail} (engine plan bug)"),
     };
-    let module = fused_module(&shapes.c, step).ok_or_else(|| bug("no fused module"))?;
+    let module = fused_module(&shapes.c, step, layout).ok_or_else(|| bug("no fused module"))?;
     let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
     let x = buffers.first().ok_or_else(|| bug("no input"))?;
     if x.offset != 0 || x.buffer.size() < window {
@@ -570,7 +577,9 @@ fn decode_attention(
 }
 
 impl Op {
-    /// Creates the pipelines and bind groups of `step` over `buffers`.
+    /// Creates the pipelines and bind groups of `step` over `buffers`, whose weights are in
+    /// `layout` (`Interleaved` only for a one-token op with a generated module: the chunk
+    /// length it does not serve gets no pipeline of its own).
     pub fn new(
         gpu: &Gpu,
         shapes: &Shapes,
@@ -578,9 +587,10 @@ impl Op {
         (step, when): (Step, When),
         buffers: &[kernels::gpu::Bind<'_>],
         tile: Option<TileUse>,
+        layout: Layout,
     ) -> Result<Self, RunError> {
         if let Step::QkvRope { .. } | Step::GateUp { .. } = step {
-            let (p, g) = fused_op(gpu, shapes, params, &step, buffers)?;
+            let (p, g) = fused_op(gpu, shapes, params, &step, buffers, layout)?;
             return Ok(Self {
                 step,
                 pipelines: [Arc::clone(&p), p],
@@ -600,7 +610,7 @@ impl Op {
             let kernel = shapes.kernel(&step, t);
             let binding = params.binding(&step)?;
             if let Some(form) = unrolled(shapes, &step, t) {
-                return unrolled_op(gpu, params, &step, form, buffers);
+                return unrolled_op(gpu, params, &step, form, buffers, layout);
             }
             if let Some((compiled, x)) = uniform_x(gpu, shapes, &step, t, buffers) {
                 let mut binds = buffers.to_vec();
@@ -611,11 +621,25 @@ impl Op {
             let group = gpu.bind_group(kernel, &binding, buffers)?;
             Ok((gpu.compiled(kernel), group))
         };
-        let (p1, g1) = make(1)?;
-        let (p2, g2) = if shapes.kernel(&step, 1) == shapes.kernel(&step, 2) {
-            (Arc::clone(&p1), g1.clone())
-        } else {
-            make(2)?
+        let [(p1, g1), (p2, g2)] = match when {
+            // an op that serves one length needs that length's pipeline only
+            When::One => {
+                let one = make(1)?;
+                [one.clone(), one]
+            }
+            When::Many => {
+                let many = make(2)?;
+                [many.clone(), many]
+            }
+            When::Always => {
+                let one = make(1)?;
+                let many = if shapes.kernel(&step, 1) == shapes.kernel(&step, 2) {
+                    one.clone()
+                } else {
+                    make(2)?
+                };
+                [one, many]
+            }
         };
         Ok(Self {
             step,
