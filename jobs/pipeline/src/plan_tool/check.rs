@@ -130,12 +130,7 @@ pub fn run(path: &Path, opts: &CheckOpts) -> Result<CheckReport, PlanToolError> 
             path.display()
         )));
     }
-    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
-    let client = HubClient::from_env(endpoint.as_deref()).map_err(|source| PlanToolError::Hub {
-        what: "failed to configure the hub client".into(),
-        source: Box::new(source),
-    })?;
-    let rt = super::runtime()?;
+    let (client, rt) = super::connect(&plan, opts.endpoint.as_deref())?;
     let mut findings = Vec::new();
     let mut sources = Vec::new();
     let mut tensors = Vec::new();

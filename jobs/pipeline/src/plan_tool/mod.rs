@@ -116,10 +116,20 @@ pub fn finish<T: serde::Serialize>(
     }
 }
 
-/// The one runtime of a plan-tool process.
-fn runtime() -> Result<tokio::runtime::Runtime, PlanToolError> {
-    tokio::runtime::Builder::new_current_thread()
+/// The hub client (`--endpoint`, else the plan's, else `HF_ENDPOINT`) and the one runtime of a
+/// plan-tool process.
+fn connect(
+    plan: &Plan,
+    endpoint: Option<&str>,
+) -> Result<(hub::HubClient, tokio::runtime::Runtime), PlanToolError> {
+    let endpoint = endpoint.or(plan.run.endpoint.as_deref());
+    let client = hub::HubClient::from_env(endpoint).map_err(|source| PlanToolError::Hub {
+        what: "failed to configure the hub client".into(),
+        source: Box::new(source),
+    })?;
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(PlanToolError::Runtime)
+        .map_err(PlanToolError::Runtime)?;
+    Ok((client, rt))
 }

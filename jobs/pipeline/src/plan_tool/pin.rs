@@ -117,12 +117,7 @@ pub fn run(path: &Path, opts: &PinOpts) -> Result<PinReport, PlanToolError> {
             )));
         }
     }
-    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
-    let client = HubClient::from_env(endpoint.as_deref()).map_err(|source| PlanToolError::Hub {
-        what: "failed to configure the hub client".into(),
-        source: Box::new(source),
-    })?;
-    let rt = super::runtime()?;
+    let (client, rt) = super::connect(&plan, opts.endpoint.as_deref())?;
     let mut sources = Vec::new();
     for src in &plan.sources {
         if !opts.sources.is_empty() && !opts.sources.contains(&src.name) {
