@@ -548,6 +548,21 @@ fn layer(
     b.product(body, &l.down, Act, X, false, true, Rows::Tokens)
 }
 
+/// The resident head's buffer when the model ties its head to the token embedding (one tensor,
+/// uploaded whole as one part): the embedding lookup reads the same bytes, so it is not uploaded
+/// a second time.
+fn tied_head(resident: &[ResidentMatrix], model: &LlamaModel) -> Option<wgpu::Buffer> {
+    if model.output.name != model.embedding.name {
+        return None;
+    }
+    let m = resident.iter().find(|m| m.name == model.output.name)?;
+    let [part] = m.parts.as_slice() else {
+        return None;
+    };
+    let w = part.row_buffers();
+    (w.scales.is_none() && w.biases.is_none()).then(|| w.packed.buffer.clone())
+}
+
 impl<'e> Runner<'e> {
     /// Loads `model` onto `engine` with a KV cache of `capacity` positions (clamped to the
     /// model's context).
@@ -578,7 +593,6 @@ impl<'e> Runner<'e> {
                     .push(g.zeros(&format!("tile slot {i}"), b.slot_bytes())?);
             }
         }
-        let embed = g.upload("token_embd", model.bytes(&model.embedding.name)?)?;
         let kv_bytes = (capacity * c.n_kv_heads * c.head_dim * 4) as u64;
         let (mut norms, mut kv) = (Vec::new(), Vec::new());
         let mut body: Vec<Planned> = vec![(
@@ -613,6 +627,10 @@ impl<'e> Runner<'e> {
             false,
             Rows::One,
         )?;
+        let embed = match tied_head(&b.resident, model) {
+            Some(buffer) => buffer,
+            None => g.upload("token_embd", model.bytes(&model.embedding.name)?)?,
+        };
         let tail_one = tail(Binding::X, Rows::One, &head, out_norm, true);
         let tail_last = tail(Binding::XLast, Rows::One, &head, out_norm, true);
         let tail_all = tail(Binding::X, Rows::Tokens, &head, out_norm, false);
