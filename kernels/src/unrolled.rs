@@ -378,7 +378,6 @@ pub fn gate_up(
         Layout::Rows => single_width(row_bytes),
         Layout::Interleaved => 4,
     };
-    let unit = row_bytes / (4 * width);
     words_binding(&mut out, width);
     let _ = write!(
         out,
@@ -394,6 +393,7 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     );
     match layout {
         Layout::Rows => {
+            let unit = row_bytes / (4 * width);
             let (g, up) = (format!("u * {unit}u"), format!("(u + {ffn}u) * {unit}u"));
             emit_rows(&mut out, form, k, &g, width, 1, "vg", &["tg".into()]);
             emit_rows(&mut out, form, k, &up, width, 1, "vu", &["tu".into()]);

@@ -253,18 +253,21 @@ impl Builder<'_> {
                     None,
                 )?;
                 let matrix = self.resident.len();
-                let one_part = r.parts.len() == 1;
+                // one-token products read an interleaved copy where they are unrolled; the
+                // rows then serve longer chunks only
+                let interleaved = r.parts.len() == 1 && self.unrolled(m);
+                let when = if interleaved {
+                    When::Many
+                } else {
+                    When::Always
+                };
                 for (part, p) in r.parts.iter().enumerate() {
                     let w = Binding::W(Weights::Part { matrix, part });
-                    out.push((step(p.rows, p.row0), When::Always, None, vec![x, y, w]));
+                    out.push((step(p.rows, p.row0), when, None, vec![x, y, w]));
                 }
                 self.resident.push(r);
-                if one_part && self.unrolled(m) {
-                    // one-token products read an interleaved copy; longer chunks the rows
+                if interleaved {
                     let index = self.interleave(&m.name, m.format, m.k, bytes)?;
-                    if let Some(last) = out.last_mut() {
-                        last.1 = When::Many;
-                    }
                     let w = Binding::W(Weights::Interleaved { index });
                     out.push((step(m.rows, 0), When::One, None, vec![x, y, w]));
                 }

@@ -255,13 +255,18 @@ pub async fn discover(
                 },
             );
         }
+        let SourceListing {
+            repo,
+            files,
+            weights,
+        } = listing;
         let record = SourceRecord {
             repo: src.repo.as_str().to_owned(),
             commit: src.revision.as_str().to_owned(),
-            weights: listing.weights.clone(),
-            files: listing.files.clone(),
+            weights,
+            files,
         };
-        root::fetch_root_files(client, plan, src, &listing.repo, &record, work).await?;
+        root::fetch_root_files(client, plan, src, &repo, &record, work).await?;
         discovery.sources.insert(src.name.clone(), record);
     }
     let bytes = serde_json::to_vec_pretty(&discovery).map_err(|e| FetchError::Io {
