@@ -11,8 +11,8 @@ py="$CI_CACHE/venv-gguf/bin/python"
 real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
 [ -x "$py" ] || { echo "missing $py (run ci/install.d/10-python.sh)"; exit 1; }
 [ -f "$real" ] || { echo "missing $real (run ci/install.d/10-python.sh)"; exit 1; }
-cargo build -q -p minirun-bins --bin minirun-gguf
-cargo build -q -p artifact --example gguf_decode_low_bits
+cargo build -q --workspace --bin minirun-gguf
+cargo build -q --workspace --example gguf_decode_low_bits
 bin="${CARGO_TARGET_DIR:-target}/debug/minirun-gguf"
 export MINIRUN_DECODE_LOW_BITS="${CARGO_TARGET_DIR:-target}/debug/examples/gguf_decode_low_bits"
 work=$(mktemp -d)

@@ -11,7 +11,7 @@ py="$CI_CACHE/venv-gguf/bin/python"
 real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
 [ -x "$py" ] || { echo "missing $py (run ci/install.d/10-python.sh)"; exit 1; }
 [ -f "$real" ] || { echo "missing $real (run ci/install.d/10-python.sh)"; exit 1; }
-cargo build -q -p minirun-bins --bin minirun-gguf
+cargo build -q --workspace --bin minirun-gguf
 bin="${CARGO_TARGET_DIR:-target}/debug/minirun-gguf"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

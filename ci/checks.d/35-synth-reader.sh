@@ -6,7 +6,8 @@ cd "$(dirname "$0")/../.."
 py="$CI_CACHE/venv-gguf/bin/python"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cargo run -q --locked -p minirun-bins --bin minirun-synth -- deepseek-v4 --out "$tmp/v4" > "$tmp/sums"
+cargo build -q --locked --workspace --bin minirun-synth
+"${CARGO_TARGET_DIR:-target}/debug/minirun-synth" deepseek-v4 --out "$tmp/v4" > "$tmp/sums"
 diff "$tmp/sums" jobs/pipeline/tests/golden/synth-deepseek-v4.sha256
 (cd "$tmp/v4" && sha256sum -c --quiet "$OLDPWD/jobs/pipeline/tests/golden/synth-deepseek-v4.sha256")
 "$py" ci/synth_reader.py "$tmp/v4"

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 py="${CI_CACHE:-ci/.cache}/venv-hf2/bin/python"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build -q -p minirun-bins --bin minirun-demo --bin minirun-hub
+cargo build -q --workspace --bin minirun-demo --bin minirun-hub
 tmp=$(mktemp -d)
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"; }

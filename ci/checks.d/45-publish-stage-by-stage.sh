@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-target}"
-cargo build -q -p minirun-bins
+cargo build -q --workspace --bins
 export MINIRUN_BIN="$target/debug"
 tmp=$(mktemp -d)
 server=""

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 py="$CI_CACHE/venv-gguf/bin/python"
 [ -x "$py" ] || { echo "missing $py (run ci/install.d/10-python.sh)"; exit 1; }
 "$py" ci/oracles/check_fixture.py ci/oracles/deepseek_v4/manifest.json
-cargo build -q -p minirun-bins --bin minirun-synth
+cargo build -q --workspace --bin minirun-synth
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${CARGO_TARGET_DIR:-target}/debug/minirun-synth" deepseek-v4 --out "$work/ckpt" >/dev/null

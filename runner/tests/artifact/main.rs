@@ -50,11 +50,8 @@ fn rt() -> &'static tokio::runtime::Runtime {
 pub fn fixture() -> &'static Fixture {
     static FX: OnceLock<Fixture> = OnceLock::new();
     FX.get_or_init(|| {
-        // A fixed place under the target directory, cleared first: one artifact on disk at a
-        // time, however many runs (statics are never dropped, so a temp dir would leak).
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("runner-artifact-fixture");
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        // Statics are never dropped: a temp dir here would leak every run.
+        let root = deepseek_common::fixture_dir("artifact");
         let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans/deepseek-v4.toml");
         let work = root.join("work");
         let s = pipeline::demo::run(&plan, &work, &mut |_| {}).unwrap();

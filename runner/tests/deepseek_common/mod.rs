@@ -8,8 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+#[path = "../../../jobs/bin/tests/shared/fixture_dir.rs"]
+mod fixture_dir;
+pub use fixture_dir::fixture_dir;
+
 pub struct Release {
-    _dir: tempfile::TempDir,
     pub release: PathBuf,
 }
 
@@ -24,14 +27,14 @@ pub fn release() -> &'static Path {
 }
 
 fn build() -> Release {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = fixture_dir("deepseek-v4-release");
     let plan_path = repo_root().join("plans/deepseek-v4.toml");
     let plan = pipeline::plan::Plan::load(&plan_path).expect("plan loads");
     let source = plan.sources.first().expect("plan has a source");
-    let ckpt = dir.path().join("ckpt");
+    let ckpt = dir.join("ckpt");
     pipeline::synth::generate(pipeline::synth::Family::DeepseekV4, &ckpt, 0, 1)
         .expect("synth writes the tiny V4 checkpoint");
-    let hub_root = dir.path().join("hub");
+    let hub_root = dir.join("hub");
     let repo = hub::protocol::RepoId::model(source.repo.as_str()).expect("repo id");
     hub::server::import_dir(&hub_root, &repo, source.revision.as_str(), &ckpt, false)
         .expect("hub import");
@@ -47,7 +50,7 @@ fn build() -> Release {
             hub::server::ServerOptions::default(),
         ))
         .expect("hub serves");
-    let work = dir.path().join("work");
+    let work = dir.join("work");
     pipeline::fetch::run(
         &plan,
         &pipeline::fetch::FetchOpts {
@@ -67,7 +70,6 @@ fn build() -> Release {
     .expect("repack");
     drop(server);
     Release {
-        _dir: dir,
         release: work.join("release"),
     }
 }

@@ -11,7 +11,6 @@ use crate::v4::{cmd, repo_root};
 /// One style: its plan, hub store and release expectations.
 pub struct Style {
     pub name: &'static str,
-    _dir: tempfile::TempDir,
     pub hub_root: PathBuf,
     pub plan: PathBuf,
     /// Units the plan expands to.
@@ -62,15 +61,14 @@ fn pinned(plan: &Path, name: &str) -> (String, String) {
 pub fn kimi_k3() -> &'static Style {
     static S: OnceLock<Style> = OnceLock::new();
     S.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let ckpt = synth("kimi-k3", dir.path());
-        let hub_root = dir.path().join("hub");
+        let dir = crate::fixture_dir::fixture_dir("kimi-k3");
+        let ckpt = synth("kimi-k3", &dir);
+        let hub_root = dir.join("hub");
         let plan = repo_root().join("plans/tests/kimi-k3-style.toml");
         let (repo, rev) = pinned(&plan, "main");
         import(&hub_root, &repo, &rev, &ckpt);
         Style {
             name: "kimi-k3-style",
-            _dir: dir,
             hub_root,
             plan,
             units: 5,
@@ -82,9 +80,9 @@ pub fn kimi_k3() -> &'static Style {
 pub fn minimax_h3() -> &'static Style {
     static S: OnceLock<Style> = OnceLock::new();
     S.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let ckpt = synth("minimax-h3", dir.path());
-        let hub_root = dir.path().join("hub");
+        let dir = crate::fixture_dir::fixture_dir("minimax-h3");
+        let ckpt = synth("minimax-h3", &dir);
+        let hub_root = dir.join("hub");
         let plan = repo_root().join("plans/tests/minimax-h3-style.toml");
         for (source, sub) in [
             ("dit", "pipenetwork--MiniMax-H3-MLX-8bit"),
@@ -95,7 +93,6 @@ pub fn minimax_h3() -> &'static Style {
         }
         Style {
             name: "minimax-h3-style",
-            _dir: dir,
             hub_root,
             plan,
             units: 12,

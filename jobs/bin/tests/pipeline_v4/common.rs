@@ -13,7 +13,6 @@ pub const REPO: &str = "deepseek-ai/DeepSeek-V4-Flash";
 pub const REV: &str = "60d8d70770c6776ff598c94bb586a859a38244f1";
 
 pub struct Fixture {
-    _dir: tempfile::TempDir,
     pub ckpt: PathBuf,
     pub hub_root: PathBuf,
     /// `plans/deepseek-v4.toml` as committed.
@@ -45,9 +44,9 @@ pub fn repo_root() -> PathBuf {
 pub fn fixture() -> &'static Fixture {
     static FX: OnceLock<Fixture> = OnceLock::new();
     FX.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let ckpt = dir.path().join("ckpt");
-        let hub_root = dir.path().join("hub");
+        let dir = crate::fixture_dir::fixture_dir("v4");
+        let ckpt = dir.join("ckpt");
+        let hub_root = dir.join("hub");
         let st = cmd("minirun-synth")
             .args(["deepseek-v4", "--out"])
             .arg(&ckpt)
@@ -69,11 +68,10 @@ pub fn fixture() -> &'static Fixture {
             .unwrap()
             .replace("chunk_mib = 64", "chunk_mib = 1")
             .replace("concurrency = 8", "concurrency = 1");
-        let small = dir.path().join("small/deepseek-v4.toml");
+        let small = dir.join("small/deepseek-v4.toml");
         std::fs::create_dir_all(small.parent().unwrap()).unwrap();
         std::fs::write(&small, text).unwrap();
         Fixture {
-            _dir: dir,
             ckpt,
             hub_root,
             plan,

@@ -2,6 +2,8 @@
 //! the real binaries: completion proven by journals, SIGKILL at seeded points and resume, the
 //! hub's fault modes, the gate's exit contract, and parallel disjoint repacks + finalize.
 
+#[path = "../shared/fixture_dir.rs"]
+mod fixture_dir;
 mod common;
 mod gate;
 mod resume;

@@ -3,6 +3,8 @@
 //! fetch → repack → gate) and copied into each test's work directory.
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers outside #[test] functions
 
+#[path = "../shared/fixture_dir.rs"]
+mod fixture_dir;
 mod lossy;
 mod pull;
 mod support;

@@ -56,7 +56,7 @@ pub fn gated() -> &'static Path {
         // Set before any test reaches a hub client: every test thread is blocked on this
         // `OnceLock` (or has not started) while it runs.
         std::env::set_var("HF_TOKEN", TOKEN);
-        let root = tempfile::tempdir().unwrap().keep();
+        let root = crate::fixture_dir::fixture_dir("gated");
         let ckpt = root.join("ckpt");
         let hub_root = root.join("upstream-hub");
         run_ok(
