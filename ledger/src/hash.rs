@@ -44,9 +44,9 @@ pub(crate) fn hash_reader(r: &mut impl Read, path: &Path) -> Result<(u64, Sha256
     Ok((total, hex::encode(hasher.finalize())))
 }
 
-/// True when `s` is exactly 64 lower-case hex characters.
+/// True when `s` is exactly 64 lower-case hex characters ([`names::is_sha256_lower`]).
 pub(crate) fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    names::is_sha256_lower(s)
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ pub struct RepoId {
 }
 
 impl RepoId {
-    /// A model repo from `owner/name`, validated ([`valid_repo_part`]).
+    /// A model repo from `owner/name`, validated ([`names::check_repo_id`]).
     pub fn model(id: &str) -> Result<RepoId, String> {
         RepoId::parse(RepoType::Model, id)
     }
@@ -85,13 +85,14 @@ impl RepoId {
             .ok_or_else(|| format!("repo id `{}` is not of the form owner/name", printable(id)))?;
         RepoId::from_parts(kind, owner, name)
     }
-    /// A repo from its two parts, validated.
+    /// A repo from its two parts, validated ([`names::check_repo_id`], the one repo-id rule of
+    /// the plan, the client and this server).
     pub fn from_parts(kind: RepoType, owner: &str, name: &str) -> Result<RepoId, String> {
-        if !valid_repo_part(owner) || !valid_repo_part(name) || name.ends_with(".git") {
+        let id = format!("{owner}/{name}");
+        if let Err(e) = names::check_repo_id(&id) {
             return Err(format!(
-                "repo id `{}/{}` is not canonical (letters, digits, `-`, `_`, `.`; no `--` or `..`; at most 96 characters)",
-                printable(owner),
-                printable(name)
+                "repo id `{}` is not canonical: {e} (letters, digits, `-`, `_`, `.`; no `--` or `..`; each part at most 96 characters)",
+                printable(&id)
             ));
         }
         Ok(RepoId {
@@ -112,52 +113,9 @@ impl std::fmt::Display for RepoId {
     }
 }
 
-/// One half of a canonical repo id: `[A-Za-z0-9][A-Za-z0-9._-]*`, 1..=96 chars, no `--`/`..`,
-/// not ending in `.` or `-`.
-pub fn valid_repo_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 96
-        && b.first().is_some_and(|c| c.is_ascii_alphanumeric())
-        && b.last()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && !s.contains("--")
-        && !s.contains("..")
-}
-
-/// A repo-relative file path: non-empty, ≤ 1024 bytes, `/`-separated components none of which is
-/// empty, `.` or `..`; no leading `/`, no `\`, no NUL or control characters.
-pub fn valid_repo_path(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 1024
-        && !p.chars().any(|c| c.is_control() || c == '\\')
-        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-}
-
-/// A branch or tag name as a ref (`refs/heads/<name>` component): like a path, ≤ 255 bytes, no
-/// spaces, `~^:?*[`, `@{`, no `.lock` suffix, not `refs/…`, not 40 hex (would shadow a commit id).
+/// A branch or tag name as a ref (`refs/heads/<name>` component): [`names::check_ref_name`].
 pub fn valid_ref_name(n: &str) -> bool {
-    valid_repo_path(n)
-        && n.len() <= 255
-        && !n.starts_with("refs/")
-        && !n.chars().any(|c| c == ' ' || "~^:?*[".contains(c))
-        && !n.contains("@{")
-        && !n.contains("..")
-        && !n.ends_with(".lock")
-        && !n.ends_with('.')
-        && !is_commit_id(n)
-}
-
-/// 40 lower-case hex characters.
-pub fn is_commit_id(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// 64 lower-case hex characters.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    names::check_ref_name(n).is_ok()
 }
 
 /// Control characters replaced by `?` so hostile input cannot forge log or error lines.
@@ -522,6 +480,8 @@ mod tests {
     #[test]
     fn repo_ids_are_canonical() {
         assert!(RepoId::model("ns/model-1_x.y").is_ok());
+        // the plan accepts it, so candidate-upload must too (one rule: names::check_repo_id)
+        assert!(RepoId::model("_org/x-minirun").is_ok());
         for bad in [
             "ns",
             "../x",
@@ -535,25 +495,6 @@ mod tests {
             "ns/-x",
         ] {
             assert!(RepoId::model(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-
-    #[test]
-    fn paths_reject_traversal_and_control() {
-        assert!(valid_repo_path("a/b.bin"));
-        for bad in [
-            "",
-            "/etc/passwd",
-            "a/../b",
-            "..",
-            "a//b",
-            "a/./b",
-            "a\\b",
-            "a\u{0}b",
-            "a\nb",
-            "a/",
-        ] {
-            assert!(!valid_repo_path(bad), "{bad:?} accepted");
         }
     }
 
@@ -574,21 +515,5 @@ mod tests {
         // no exponential blow-up on hostile patterns
         let hostile = "*a".repeat(200) + "b";
         assert!(!glob_match(&hostile, &"a".repeat(1000)));
-    }
-
-    #[test]
-    fn ref_names() {
-        assert!(valid_ref_name("candidate-abc"));
-        assert!(valid_ref_name("feature/x"));
-        for bad in [
-            "refs/pr/5",
-            "refs/x/y",
-            "a b",
-            "a..b",
-            "x.lock",
-            &"a".repeat(40),
-        ] {
-            assert!(!valid_ref_name(bad), "{bad:?} accepted");
-        }
     }
 }

@@ -2,9 +2,9 @@
 //! the real binaries: completion proven by journals, SIGKILL at seeded points and resume, the
 //! hub's fault modes, the gate's exit contract, and parallel disjoint repacks + finalize.
 
+mod common;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
-mod common;
 mod gate;
 mod resume;
 

@@ -19,7 +19,10 @@ pub fn fixture_dir(name: &str) -> PathBuf {
     let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join(stem);
     std::fs::create_dir_all(&parent).expect("fixture parent dir");
     let prefix = format!("{name}.");
-    for entry in std::fs::read_dir(&parent).expect("read fixture parent dir").flatten() {
+    for entry in std::fs::read_dir(&parent)
+        .expect("read fixture parent dir")
+        .flatten()
+    {
         let file = entry.file_name();
         let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
             continue;

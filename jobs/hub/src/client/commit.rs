@@ -80,7 +80,7 @@ pub struct CommitRequest {
 }
 
 fn check_path(p: &str) -> Result<(), HubError> {
-    if protocol::valid_repo_path(p) {
+    if names::check_repo_path(p).is_ok() {
         Ok(())
     } else {
         Err(HubError::Config(format!(

@@ -48,7 +48,7 @@ enum Digest {
 
 impl Digest {
     fn new(meta: &FileMetadata) -> Digest {
-        if meta.etag.len() == 64 {
+        if names::is_sha256_lower(&meta.etag) {
             Digest::Sha256(sha2::Sha256::new())
         } else {
             let mut h = sha1::Sha1::new();

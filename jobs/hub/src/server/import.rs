@@ -76,7 +76,7 @@ fn walk(dir: &Path, rel: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), I
             }
             walk(&e.path(), &path, out)?;
         } else if ft.is_file() {
-            if !protocol::valid_repo_path(&path) {
+            if names::check_repo_path(&path).is_err() {
                 return Err(ImportError::Invalid(format!(
                     "`{}` is not a valid repo path",
                     protocol::printable(&path)
@@ -96,7 +96,7 @@ pub fn import_dir(
     dir: &Path,
     private: bool,
 ) -> Result<ImportSummary, ImportError> {
-    if !protocol::is_commit_id(revision) {
+    if !names::is_commit_id(revision) {
         return Err(ImportError::Invalid(format!(
             "revision `{}` is not a 40-hex commit id",
             protocol::printable(revision)

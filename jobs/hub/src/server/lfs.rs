@@ -67,7 +67,7 @@ pub(crate) async fn batch(st: &Arc<AppState>, req: Req, repo: &RepoId) -> Respon
     let mut any_multipart = false;
     let mut objects = Vec::new();
     for o in &b.objects {
-        if !protocol::is_sha256_hex(&o.oid) {
+        if !names::is_sha256_lower(&o.oid) {
             objects.push(json!({"oid": o.oid, "size": o.size, "error": {"code": 422, "message": "oid is not a sha256 hex digest"}}));
             continue;
         }
@@ -206,7 +206,7 @@ pub(crate) async fn upload(st: &Arc<AppState>, req: Req) -> Response {
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let oid = s.get(1).copied().unwrap_or("");
     let size: Option<u64> = req.q("size").and_then(|v| v.parse().ok());
-    let (true, Some(size)) = (protocol::is_sha256_hex(oid), size) else {
+    let (true, Some(size)) = (names::is_sha256_lower(oid), size) else {
         return bad_request("upload URL lacks a valid oid or size");
     };
     if req.q("sig") != Some(st.sign("upload", &format!("{oid}:{size}")).as_str()) {

@@ -67,7 +67,7 @@ pub(crate) async fn resolve(
     };
     let mut h = HeaderMap::new();
     set(&mut h, "x-repo-commit", &commit.id);
-    if !protocol::valid_repo_path(path) {
+    if names::check_repo_path(path).is_err() {
         let mut r = bad_request(&format!("invalid path `{}`", protocol::printable(path)));
         r.headers_mut().extend(h);
         return r;
@@ -122,7 +122,7 @@ pub(crate) async fn cdn(State(st): State<Arc<AppState>>, req: Request) -> Respon
             .find(|(k, _)| k == "sig")
             .map(|(_, v)| v.into_owned())
     });
-    if !protocol::is_sha256_hex(sha) || sig.as_deref() != Some(st.sign("cdn", sha).as_str()) {
+    if !names::is_sha256_lower(sha) || sig.as_deref() != Some(st.sign("cdn", sha).as_str()) {
         return hub_error(StatusCode::FORBIDDEN, None, "invalid or missing signature");
     }
     let Some(size) = st.store.lfs_size(sha) else {
@@ -404,7 +404,7 @@ pub(crate) async fn tree(
         Err(r) => return r,
     };
     let path = path.trim_end_matches('/');
-    if !path.is_empty() && !protocol::valid_repo_path(path) {
+    if !path.is_empty() && names::check_repo_path(path).is_err() {
         return bad_request(&format!("invalid path `{}`", protocol::printable(path)));
     }
     let recursive = req.q_bool("recursive");

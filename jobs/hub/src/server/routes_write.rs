@@ -229,7 +229,7 @@ pub(crate) async fn preupload(st: &Arc<AppState>, req: Req, repo: &RepoId, rev: 
         .unwrap_or_default();
     let mut out = Vec::new();
     for f in &b.files {
-        if !protocol::valid_repo_path(&f.path) {
+        if names::check_repo_path(&f.path).is_err() {
             return bad_request(&format!("invalid path `{}`", protocol::printable(&f.path)));
         }
         let sample = base64::engine::general_purpose::STANDARD
@@ -290,7 +290,7 @@ fn parse_ndjson(body: &[u8], max_line: usize) -> Result<(Header, Vec<Op>), Respo
         let path = || -> Result<String, Response> {
             let p = s("path")
                 .ok_or_else(|| bad_request(&format!("commit line {}: missing `path`", i + 1)))?;
-            if !protocol::valid_repo_path(&p) {
+            if names::check_repo_path(&p).is_err() {
                 return Err(bad_request(&format!(
                     "commit line {}: invalid path `{}`",
                     i + 1,
@@ -323,7 +323,7 @@ fn parse_ndjson(body: &[u8], max_line: usize) -> Result<(Header, Vec<Op>), Respo
             "lfsFile" => {
                 let p = path()?;
                 let oid = s("oid").unwrap_or_default();
-                if !protocol::is_sha256_hex(&oid) || s("algo").is_some_and(|a| a != "sha256") {
+                if !names::is_sha256_lower(&oid) || s("algo").is_some_and(|a| a != "sha256") {
                     return Err(bad_request(&format!(
                         "commit line {}: `oid` must be a sha256 hex digest",
                         i + 1
@@ -339,7 +339,7 @@ fn parse_ndjson(body: &[u8], max_line: usize) -> Result<(Header, Vec<Op>), Respo
             "deletedFolder" => {
                 let p = s("path").unwrap_or_default();
                 let p = p.trim_end_matches('/').to_string();
-                if !protocol::valid_repo_path(&p) {
+                if names::check_repo_path(&p).is_err() {
                     return Err(bad_request(&format!(
                         "commit line {}: invalid folder path",
                         i + 1

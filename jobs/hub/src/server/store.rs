@@ -417,7 +417,7 @@ impl Store {
 
     /// Read a commit object of `repo`.
     pub fn read_commit(&self, repo: &RepoId, id: &str) -> io::Result<Option<Arc<Commit>>> {
-        if !protocol::is_commit_id(id) {
+        if !names::is_commit_id(id) {
             return Ok(None);
         }
         let key = (repo.clone(), id.to_string());
@@ -503,7 +503,7 @@ impl Store {
 
     /// The size of an LFS blob, `None` if absent.
     pub fn lfs_size(&self, sha256: &str) -> Option<u64> {
-        if !protocol::is_sha256_hex(sha256) {
+        if !names::is_sha256_lower(sha256) {
             return None;
         }
         fs::metadata(self.lfs_path(sha256)).ok().map(|m| m.len())

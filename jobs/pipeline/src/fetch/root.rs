@@ -103,7 +103,7 @@ pub fn hash_file(
             source,
         })
     };
-    if hub_digest.len() == 64 {
+    if names::is_sha256_lower(hub_digest) {
         let mut h = sha2::Sha256::new();
         loop {
             let n = read(&mut f, &mut buf)?;

@@ -119,7 +119,7 @@ pub async fn fetch_unit(
         );
         // The whole-file SHA-256: when one chunk is the whole file, that chunk's digest (each byte
         // hashed once); otherwise hashed in order as the chunks arrive (no second read).
-        let whole_sha256 = needed.covers(&(0..uf.size)) && uf.digest.len() == 64;
+        let whole_sha256 = needed.covers(&(0..uf.size)) && names::is_sha256_lower(&uf.digest);
         let one_chunk = whole_sha256 && todo.len() == 1 && todo.first() == Some(&(0..uf.size));
         let hasher = (whole_sha256 && !one_chunk)
             .then(|| Arc::new(OrderedHasher::new(file.clone(), uf.size, proven.clone())));

@@ -85,55 +85,26 @@ str_newtype!(
     check_repo_path
 );
 
-/// Longest owner or name part the hub accepts.
-const REPO_PART_MAX: usize = 96;
 /// Longest unit name: unit names become directory names and journal file names.
 const UNIT_NAME_MAX: usize = 64;
 
 fn check_repo_id(s: &str) -> Result<(), String> {
-    let fix = "write the canonical hub id `owner/name` (letters, digits, `-`, `_`, `.`)";
-    let Some((owner, name)) = s.split_once('/') else {
-        return Err(format!("`{s}` is not a repository id: {fix}"));
-    };
-    if name.contains('/') {
-        return Err(format!("`{s}` has more than one `/`: {fix}"));
-    }
-    for (what, part) in [("owner", owner), ("name", name)] {
-        if part.is_empty() || part.len() > REPO_PART_MAX {
-            return Err(format!(
-                "`{s}`: the {what} must have 1 to {REPO_PART_MAX} characters: {fix}"
-            ));
-        }
-        if let Some(c) = part
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-        {
-            return Err(format!("`{s}`: character {c:?} is not allowed: {fix}"));
-        }
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !word(part.chars().next()) || !word(part.chars().last()) {
-            return Err(format!(
-                "`{s}`: the {what} must start and end with a letter, digit or `_`: {fix}"
-            ));
-        }
-        if part.contains("--") || part.contains("..") {
-            return Err(format!("`{s}`: `--` and `..` are not allowed: {fix}"));
-        }
-    }
-    if name.ends_with(".git") {
-        return Err(format!(
-            "`{s}`: a repository name may not end in `.git`: {fix}"
-        ));
-    }
-    Ok(())
+    names::check_repo_id(s).map_err(|e| {
+        format!(
+            "`{s}` is not a canonical repository id: {e}; write the hub id `owner/name` (letters, \
+             digits, `-`, `_`, `.`)"
+        )
+    })
 }
 
 fn check_commit(s: &str) -> Result<(), String> {
     let pin =
-        "pin the full commit sha (40 lowercase hex digits) it points at, e.g. from the hub's \
-               `/api/models/<repo>/revision/<branch>`";
-    let all_hex = !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
-    if !all_hex {
+        "pin the full commit sha (40 lowercase hex digits) it points at, e.g. with `minirun-plan \
+         pin` or from the hub's `/api/models/<repo>/revision/<branch>`";
+    if names::check_revision(s).is_ok() {
+        return Ok(());
+    }
+    if s.is_empty() || !s.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(format!(
             "`{s}` is a branch or tag name, not a commit; a plan must be replayable: {pin}"
         ));
@@ -144,13 +115,10 @@ fn check_commit(s: &str) -> Result<(), String> {
             s.len()
         ));
     }
-    if s.chars().any(|c| c.is_ascii_uppercase()) {
-        return Err(format!(
-            "`{s}` has uppercase hex digits; write it as `{}`",
-            s.to_ascii_lowercase()
-        ));
-    }
-    Ok(())
+    Err(format!(
+        "`{s}` has uppercase hex digits; write it as `{}`",
+        s.to_ascii_lowercase()
+    ))
 }
 
 fn check_unit_name(s: &str) -> Result<(), String> {
@@ -171,24 +139,9 @@ fn check_unit_name(s: &str) -> Result<(), String> {
 }
 
 fn check_branch(s: &str) -> Result<(), String> {
-    let bad = s.is_empty()
-        || s.len() > 255
-        || s.starts_with('-')
-        || s.starts_with('/')
-        || s.ends_with('/')
-        || s.ends_with('.')
-        || s.ends_with(".lock")
-        || s.contains("..")
-        || s.contains("//")
-        || s.contains("@{")
-        || s.chars().any(|c| {
-            c.is_ascii_control()
-                || c.is_whitespace()
-                || matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\')
-        });
-    if bad {
+    if let Err(e) = names::check_ref_name(s) {
         return Err(format!(
-            "`{s}` is not a valid git branch name: use e.g. `main` (no spaces, `..`, `~^:?*[\\`)"
+            "`{s}` is not a valid git branch name: {e}; use e.g. `main` (no spaces, `..`, `~^:?*[\\`)"
         ));
     }
     if s.starts_with("candidate-") {
@@ -218,37 +171,21 @@ fn check_dtype(s: &str) -> Result<(), String> {
 }
 
 fn check_root_file(s: &str) -> Result<(), String> {
-    let ok = !s.is_empty()
-        && s.len() <= 255
-        && s != "."
-        && s != ".."
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{s}` is not a canonical root file name: no `/`, not `.` or `..`, only letters, \
-             digits, `-`, `.` and `_`"
-        ))
-    }
+    names::check_root_file_name(s).map_err(|e| {
+        format!(
+            "`{s}` is not a canonical root file name: {e} (no `/`, not `.` or `..`, only \
+             letters, digits, `-`, `.` and `_`)"
+        )
+    })
 }
 
 fn check_repo_path(s: &str) -> Result<(), String> {
-    let ok = !s.is_empty()
-        && s.len() <= 1024
-        && !s.contains('\\')
-        && s.split('/').all(|c| {
-            !c.is_empty() && c != "." && c != ".." && !c.chars().any(|ch| ch.is_control())
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{s}` is not a relative repository path: `/`-separated, no empty, `.` or `..` \
-             components, no `\\`"
-        ))
-    }
+    names::check_repo_path(s).map_err(|e| {
+        format!(
+            "`{s}` is not a relative repository path: {e} (`/`-separated, no empty, `.` or `..` \
+             components, no `\\`)"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -262,12 +199,13 @@ mod tests {
             "a/b",
             "x_1/y.z",
             "minirun/K-minirun",
+            "_org/x-minirun",
         ] {
             assert!(RepoId::new(ok).is_ok(), "{ok}");
         }
         for bad in [
             "", "noslash", "a/b/c", "/b", "a/", "-a/b", "a/b-", "a--b/c", "a/b..c", "a/b.git",
-            "a b/c", "a/ü",
+            "a b/c", "a/ü", "a/_b-",
         ] {
             assert!(RepoId::new(bad).is_err(), "{bad}");
         }

@@ -182,7 +182,7 @@ async fn resolve(client: &HubClient, repo: &str, revision: &str) -> Result<Strin
             "the hub answered revision `{revision}` of `{repo}` without a 40-hex commit (`{sha}`)"
         )));
     }
-    if hub::protocol::is_commit_id(revision) && sha != revision {
+    if names::is_commit_id(revision) && sha != revision {
         return Err(PlanToolError::Upstream(format!(
             "the hub resolved commit `{revision}` of `{repo}` to a different commit `{sha}`"
         )));
