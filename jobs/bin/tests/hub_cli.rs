@@ -1,6 +1,9 @@
 //! `minirun-hub` through the real binary: import then serve answers, and every refusal is exit 1
 //! with a message naming the argument (64 for usage errors).
 
+#[path = "shared/fixture_dir.rs"]
+#[allow(dead_code)]
+mod fixture_dir;
 #[path = "pipeline_v4/common.rs"]
 #[allow(dead_code)]
 mod v4;
