@@ -144,21 +144,36 @@ impl WeightFormat {
         }
     }
 
+    /// Elements and bytes of one block of a self-contained block format, the GGUF types
+    /// (ggml's `blck_size` and `type_size`; `tests/block_layouts.rs` holds this table against
+    /// `artifact::gguf`'s, the WGSL modules' `BLOCK_ELEMS`/`BLOCK_BYTES` and the CPU reference).
+    pub const fn block(&self) -> Option<(usize, usize)> {
+        match self {
+            WeightFormat::Q8_0 => Some((32, 34)),
+            WeightFormat::Q4_1 => Some((32, 20)),
+            WeightFormat::Q4_0 => Some((32, 18)),
+            WeightFormat::Q5_0 => Some((32, 22)),
+            WeightFormat::Q5_1 => Some((32, 24)),
+            WeightFormat::Q4K => Some((256, 144)),
+            WeightFormat::Q5K => Some((256, 176)),
+            WeightFormat::Q6K => Some((256, 210)),
+            WeightFormat::Plain(_)
+            | WeightFormat::Fp8Block { .. }
+            | WeightFormat::Affine8 { .. }
+            | WeightFormat::Mxfp4 => None,
+        }
+    }
+
     /// Bytes of the packed (element) buffer for `rows` rows.
     pub fn packed_len(&self, rows: usize, k: usize) -> Result<usize, KernelError> {
         let n = mul(rows, k, "rows × k")?;
+        if let Some((elems, bytes)) = self.block() {
+            return mul(n / elems, bytes, "packed length");
+        }
         match self {
             WeightFormat::Plain(d) => mul(n, d.size(), "packed length"),
-            WeightFormat::Fp8Block { .. } | WeightFormat::Affine8 { .. } => Ok(n),
             WeightFormat::Mxfp4 => Ok(n / 2),
-            WeightFormat::Q8_0 => mul(n / 32, 34, "packed length"),
-            WeightFormat::Q4_1 => mul(n / 32, 20, "packed length"),
-            WeightFormat::Q4_0 => mul(n / 32, 18, "packed length"),
-            WeightFormat::Q5_0 => mul(n / 32, 22, "packed length"),
-            WeightFormat::Q5_1 => mul(n / 32, 24, "packed length"),
-            WeightFormat::Q4K => mul(n / 256, 144, "packed length"),
-            WeightFormat::Q5K => mul(n / 256, 176, "packed length"),
-            WeightFormat::Q6K => mul(n / 256, 210, "packed length"),
+            _ => Ok(n),
         }
     }
 

@@ -48,17 +48,14 @@ struct BlockForm {
 }
 
 fn block_form(kernel: Kernel) -> Option<BlockForm> {
-    match kernel {
-        Kernel::MatvecQ4_1 => Some(BlockForm {
-            bytes: 20,
-            words: 5,
-        }),
-        Kernel::MatvecQ8_0 => Some(BlockForm {
-            bytes: 34,
-            words: 9,
-        }),
-        _ => None,
-    }
+    // `block_dot` takes whole words from the block's first byte: 20 bytes are 5, 34 bytes 9
+    let (format, words) = match kernel {
+        Kernel::MatvecQ4_1 => (crate::WeightFormat::Q4_1, 5),
+        Kernel::MatvecQ8_0 => (crate::WeightFormat::Q8_0, 9),
+        _ => return None,
+    };
+    let (_, bytes) = format.block()?;
+    Some(BlockForm { bytes, words })
 }
 
 /// Rows each invocation of the matvec of [`source`] computes (1, 2 or 4: enough consecutive

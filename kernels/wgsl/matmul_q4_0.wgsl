@@ -8,10 +8,15 @@
 // Chunk c (of K/8 per row) is elements 8w .. 8w+7 (w = c % 4) of block c / 4, in increasing order
 // (`reference`: same order). A streamed GGUF tile is a run of whole rows (docs/kernels.md).
 
+// One block: BLOCK_ELEMS elements in BLOCK_BYTES bytes (ggml blck_size / type_size; kernels
+// tests/block_layouts.rs holds these against WeightFormat::block and artifact::gguf).
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 18u;
+
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
 fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
-    let base = (r * (p.k / 32u) + (c >> 2u)) * 18u;
+    let base = (r * (p.k / BLOCK_ELEMS) + (c >> 2u)) * BLOCK_BYTES;
     let d = f16_from_bits(packed_half(base >> 1u));
     let j0 = 8u * (c & 3u);
     var w: array<f32, 8>;

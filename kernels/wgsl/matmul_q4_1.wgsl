@@ -10,6 +10,11 @@
 // then 16 + 4w .. 16 + 4w + 3 (high nibbles), in that order (`reference`: same order).
 // A streamed GGUF tile is a run of whole rows (docs/kernels.md).
 
+// One block: BLOCK_ELEMS elements in BLOCK_BYTES bytes (ggml blck_size / type_size; kernels
+// tests/block_layouts.rs holds these against WeightFormat::block and artifact::gguf).
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 20u;
+
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
 fn chunk_count() -> u32 {
@@ -35,7 +40,7 @@ fn word_dot(q: u32, dm: vec2<f32>, k: u32, acc_in: f32) -> f32 {
 fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     let blk = c >> 2u;
     let w = c & 3u;
-    let word = (r * (p.k / 32u) + blk) * 5u;
+    let word = (r * (p.k / BLOCK_ELEMS) + blk) * (BLOCK_BYTES / 4u);
     let dm = unpack2x16float(packed[word]);
     return word_dot(packed[word + 1u + w], dm, xb + blk * 32u + 4u * w, acc_in);
 }
@@ -56,7 +61,7 @@ fn block_dot(w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, k: u32, acc: vec4<f32>
 fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
     let blk = c >> 2u;
     let w = c & 3u;
-    let word = (r * (p.k / 32u) + blk) * 5u;
+    let word = (r * (p.k / BLOCK_ELEMS) + blk) * (BLOCK_BYTES / 4u);
     let dm = unpack2x16float(packed[word]);
     let q = packed[word + 1u + w];
     let k0 = blk * 32u + 4u * w;

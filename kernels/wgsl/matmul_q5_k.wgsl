@@ -15,10 +15,15 @@
 // the 8 lie in one sub-block (`reference`: same order). A streamed GGUF tile is a run of whole
 // rows, i.e. of whole super-block rows (docs/kernels.md).
 
+// One block: BLOCK_ELEMS elements in BLOCK_BYTES bytes (ggml blck_size / type_size; kernels
+// tests/block_layouts.rs holds these against WeightFormat::block and artifact::gguf).
+const BLOCK_ELEMS: u32 = 256u;
+const BLOCK_BYTES: u32 = 176u;
+
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
 fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
-    let base = (r * (p.k / 256u) + (c >> 5u)) * 176u;
+    let base = (r * (p.k / BLOCK_ELEMS) + (c >> 5u)) * BLOCK_BYTES;
     let dd = unpack2x16float(packed[base >> 2u]);
     let e0 = 8u * (c & 31u);
     let b = e0 >> 6u;

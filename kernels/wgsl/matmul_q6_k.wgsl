@@ -12,10 +12,15 @@
 // increasing order (`reference`: same order). A streamed GGUF tile is a run of whole rows, i.e.
 // of whole super-block rows (docs/kernels.md).
 
+// One block: BLOCK_ELEMS elements in BLOCK_BYTES bytes (ggml blck_size / type_size; kernels
+// tests/block_layouts.rs holds these against WeightFormat::block and artifact::gguf).
+const BLOCK_ELEMS: u32 = 256u;
+const BLOCK_BYTES: u32 = 210u;
+
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
 fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
-    let base = (r * (p.k / 256u) + (c >> 5u)) * 210u;
+    let base = (r * (p.k / BLOCK_ELEMS) + (c >> 5u)) * BLOCK_BYTES;
     let d = f16_from_bits(packed_half((base + 208u) >> 1u));
     let e0 = 8u * (c & 31u);
     let h = e0 >> 7u;

@@ -8,6 +8,11 @@
 // Chunk c (of K/8 per row) is elements 8w .. 8w+7 (w = c % 4) of block c / 4, in increasing order.
 // A streamed GGUF tile is a run of whole rows (docs/kernels.md).
 
+// One block: BLOCK_ELEMS elements in BLOCK_BYTES bytes (ggml blck_size / type_size; kernels
+// tests/block_layouts.rs holds these against WeightFormat::block and artifact::gguf).
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 34u;
+
 @group(0) @binding(3) var<storage, read> packed: array<u32>;
 
 fn chunk_count() -> u32 {
@@ -20,7 +25,7 @@ fn q8_at(byte: u32) -> f32 {
 
 fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
     let blk = c >> 2u;
-    let base = (r * (p.k / 32u) + blk) * 34u;
+    let base = (r * (p.k / BLOCK_ELEMS) + blk) * BLOCK_BYTES;
     let d = f16_from_bits(packed_half(base >> 1u));
     let j0 = 8u * (c & 3u);
     let k0 = xb + blk * 32u + j0;
@@ -85,7 +90,7 @@ fn block_dot(u0: u32, u1: u32, u2: u32, u3: u32, u4: u32, u5: u32, u6: u32, u7: 
 
 fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc_in: vec4<f32>) -> vec4<f32> {
     let blk = c >> 2u;
-    let base = (r * (p.k / 32u) + blk) * 34u;
+    let base = (r * (p.k / BLOCK_ELEMS) + blk) * BLOCK_BYTES;
     let d = f16_from_bits(packed_half(base >> 1u));
     let j0 = 8u * (c & 3u);
     let k0 = blk * 32u + j0;

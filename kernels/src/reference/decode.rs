@@ -189,7 +189,7 @@ impl<'a> WeightMatrix<'a> {
 
 /// Element k of row r of a Q8_0 matrix with rows of `k_len` elements.
 pub(crate) fn q8_0_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 32) * 34 + (k / 32) * 34;
+    let base = super::block_base(WeightFormat::Q8_0, r, k_len, k);
     let d = f16_to_f32(half_bits(blocks, base));
     let q = byte(blocks, base + 2 + (k & 31)) as i8;
     d * f32::from(q)
@@ -197,7 +197,7 @@ pub(crate) fn q8_0_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
 
 /// Element k of row r of a Q4_1 matrix with rows of `k_len` elements.
 pub(crate) fn q4_1_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 32) * 20 + (k / 32) * 20;
+    let base = super::block_base(WeightFormat::Q4_1, r, k_len, k);
     let d = f16_to_f32(half_bits(blocks, base));
     let m = f16_to_f32(half_bits(blocks, base + 2));
     let j = k & 31;

@@ -3,7 +3,9 @@
 //! element exactly as ggml's `dequantize_row_*` (and `artifact::gguf::quant`) computes it — same
 //! operands, same rounding order, no fused multiply-add — and as the WGSL kernels write it.
 
+use super::block_base;
 use super::decode::f16_to_f32;
+use crate::WeightFormat;
 
 fn byte(buf: &[u8], i: usize) -> u8 {
     buf.get(i).copied().unwrap_or(0)
@@ -15,7 +17,7 @@ fn f16_at(buf: &[u8], i: usize) -> f32 {
 
 /// Element k of row r of a Q4_0 matrix (18-byte blocks: f16 d | u8 qs[16]).
 pub(crate) fn q4_0_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 32) * 18 + (k / 32) * 18;
+    let base = block_base(WeightFormat::Q4_0, r, k_len, k);
     let d = f16_at(blocks, base);
     let j = k & 31;
     let q = (byte(blocks, base + 2 + (j & 15)) >> ((j >> 4) * 4)) & 0xf;
@@ -36,14 +38,14 @@ fn q5_level(blocks: &[u8], hq: usize, j: usize) -> u8 {
 
 /// Element k of row r of a Q5_0 matrix (22-byte blocks) with rows of `k_len` elements.
 pub(crate) fn q5_0_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 32) * 22 + (k / 32) * 22;
+    let base = block_base(WeightFormat::Q5_0, r, k_len, k);
     let d = f16_at(blocks, base);
     f32::from(i16::from(q5_level(blocks, base + 2, k & 31)) - 16) * d
 }
 
 /// Element k of row r of a Q5_1 matrix (24-byte blocks) with rows of `k_len` elements.
 pub(crate) fn q5_1_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 32) * 24 + (k / 32) * 24;
+    let base = block_base(WeightFormat::Q5_1, r, k_len, k);
     let (d, m) = (f16_at(blocks, base), f16_at(blocks, base + 2));
     f32::from(q5_level(blocks, base + 4, k & 31)) * d + m
 }
@@ -63,8 +65,12 @@ fn scale_min_k4(blocks: &[u8], sc: usize, j: usize) -> (u8, u8) {
 
 /// Element k of row r of a Q4_K (`five` = false, 144-byte) or Q5_K (176-byte) matrix.
 pub(crate) fn q45_k_at(blocks: &[u8], r: usize, k_len: usize, k: usize, five: bool) -> f32 {
-    let size = if five { 176 } else { 144 };
-    let base = r * (k_len / 256) * size + (k / 256) * size;
+    let format = if five {
+        WeightFormat::Q5K
+    } else {
+        WeightFormat::Q4K
+    };
+    let base = block_base(format, r, k_len, k);
     let (d, dmin) = (f16_at(blocks, base), f16_at(blocks, base + 2));
     let e = k & 255;
     let (j, i) = (e / 32, e & 31);
@@ -79,7 +85,7 @@ pub(crate) fn q45_k_at(blocks: &[u8], r: usize, k_len: usize, k: usize, five: bo
 
 /// Element k of row r of a Q6_K matrix (210-byte super-blocks) with rows of `k_len` elements.
 pub(crate) fn q6_k_at(blocks: &[u8], r: usize, k_len: usize, k: usize) -> f32 {
-    let base = r * (k_len / 256) * 210 + (k / 256) * 210;
+    let base = block_base(WeightFormat::Q6K, r, k_len, k);
     let d = f16_at(blocks, base + 208);
     let e = k & 255;
     let (h, t, l) = (e / 128, (e & 127) / 32, e & 31);

@@ -16,7 +16,15 @@ pub use ops::{
     argmax, attention, embedding, rmsnorm, rope, rope_table, silu, softmax, swiglu, AttentionShape,
 };
 
-use crate::LANES;
+use crate::{WeightFormat, LANES};
+
+/// The first byte of the block holding element `k` of row `r` (rows of `k_len` elements) of a
+/// block format, by the one block table ([`WeightFormat::block`]) the WGSL modules and
+/// `artifact::gguf` are held against (`tests/block_layouts.rs`).
+pub(crate) fn block_base(format: WeightFormat, r: usize, k_len: usize, k: usize) -> usize {
+    let (elems, bytes) = format.block().unwrap_or((1, 0));
+    r * (k_len / elems) * bytes + (k / elems) * bytes
+}
 
 /// Folds `LANES` partial sums with the kernels' tree: partial[l] += partial[l + s] for
 /// s = LANES/2, …, 1; returns partial[0].
