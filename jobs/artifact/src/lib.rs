@@ -12,5 +12,6 @@ pub mod index_json;
 pub mod manifest;
 pub mod mega;
 pub mod names;
+pub mod release_record;
 pub mod safetensors;
 pub mod tensor_map;

@@ -37,9 +37,9 @@ pub use tensors::{TensorInfo, TensorKind};
 
 use load::Rooted;
 
-/// The release record `minirun-stage` publishes (`.minirun/release.json`): the family is read
-/// from it.
-pub const RELEASE_FILE: &str = ".minirun/release.json";
+/// The release record `minirun-stage` publishes (`.minirun/release.json`, read by
+/// `artifact::release_record`): the family and target are read from it.
+pub const RELEASE_FILE: &str = artifact::release_record::RECORD_PATH;
 
 /// Metadata files (index, manifests, `tensors.json`, release record) larger than this are refused.
 const META_MAX_BYTES: u64 = 64 << 20;
@@ -145,28 +145,22 @@ impl VerifiedArtifact {
                 rooted.open(&f.path)?;
             }
         }
-        let release: serde_json::Value =
-            serde_json::from_slice(&rooted.read_small(RELEASE_FILE, META_MAX_BYTES)?)
-                .map_err(|e| malformed(RELEASE_FILE, e))?;
-        let family = release
-            .get("family")
-            .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| malformed(RELEASE_FILE, "no string `family`"))?
-            .to_owned();
-        if let (Some(a), Some(target)) = (
-            &rooted.authority,
-            release.get("target_repo").and_then(|v| v.as_str()),
-        ) {
-            if a.repo != target {
+        let release = artifact::release_record::ReleaseRecord::parse(
+            &rooted.read_small(RELEASE_FILE, META_MAX_BYTES)?,
+        )
+        .map_err(|e| malformed(RELEASE_FILE, e))?;
+        if let Some(a) = &rooted.authority {
+            if a.repo != release.target_repo {
                 return Err(malformed(
                     RELEASE_FILE,
                     format!(
-                        "the release is `{target}`, the evidence verifies `{}`",
-                        a.repo
+                        "the release is `{}`, the evidence verifies `{}`",
+                        release.target_repo, a.repo
                     ),
                 ));
             }
         }
+        let family = release.family;
         let index = IndexDocument::read(&rooted.read_small(INDEX_FILE_NAME, META_MAX_BYTES)?);
         let units: Vec<String> = match &index.shape {
             Shape::SingleSourceUnits(s) => s.units.iter().map(|u| u.name.clone()).collect(),

@@ -1,115 +1,47 @@
-//! The release record (`.minirun/release.json`) and the candidate branch name (`docs/publish.md`
+//! The release record for a plan (the type is `artifact::release_record`) and the candidate branch name (`docs/publish.md`
 //! §2–§3). Both are pure functions of `(path, size, hub oid)` triples, so the name can be
 //! recomputed from a remote tree alone: the oid is the one the hub reports — the LFS SHA-256 for
 //! LFS files, the git blob SHA-1 for regular files.
 
-use std::collections::BTreeMap;
-
 use hub::protocol::TreeEntry;
-use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use crate::plan::Plan;
 
-/// Where the release record lives in the release and on every branch it is uploaded to.
-pub const RECORD_PATH: &str = ".minirun/release.json";
+pub use artifact::release_record::{
+    Inventory, InventoryEntry, RecordError, ReleaseRecord, RECORD_PATH,
+};
+
 /// The platform-managed attributes file, the one path allowed to differ.
 pub const GITATTRIBUTES: &str = ".gitattributes";
 /// Branch prefix of candidates.
 pub const PREFIX: &str = "candidate-";
 
-/// One file of an inventory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InventoryEntry {
-    /// Repo path.
-    pub path: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// The hub's oid: LFS SHA-256 when `lfs`, else the git blob SHA-1.
-    pub oid: String,
-    /// Whether the hub stores it as LFS.
-    pub lfs: bool,
-}
-
-/// An inventory: path → entry.
-pub type Inventory = BTreeMap<String, InventoryEntry>;
-
-/// The release record: what the candidate must hold besides the record itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReleaseRecord {
-    /// Schema version (1).
-    pub v: u32,
-    /// The plan's name.
-    pub plan: String,
-    /// The plan's family.
-    pub family: String,
-    /// The target repository.
-    pub target_repo: String,
-    /// The public branch.
-    pub target_branch: String,
-    /// `repo@revision` of every upstream source, in plan order.
-    pub sources: Vec<String>,
-    /// Every release file except the record, sorted by path.
-    pub files: Vec<InventoryEntry>,
-}
-
-impl ReleaseRecord {
-    /// The record for `plan` over `files`.
-    pub fn new(plan: &Plan, files: &Inventory) -> ReleaseRecord {
-        ReleaseRecord {
-            v: 1,
-            plan: plan.name.clone(),
-            family: plan.family.as_str().to_owned(),
-            target_repo: plan.target.repo.as_str().to_owned(),
-            target_branch: plan.target.branch.as_str().to_owned(),
-            sources: plan
-                .sources
-                .iter()
-                .map(|s| format!("{}@{}", s.repo.as_str(), s.revision.as_str()))
-                .collect(),
-            files: files.values().cloned().collect(),
-        }
-    }
-
-    /// Canonical bytes: pretty JSON with a trailing newline (field order fixed by the struct).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
-    }
-
-    /// Parse strictly.
-    pub fn parse(bytes: &[u8]) -> Result<ReleaseRecord, String> {
-        let r: ReleaseRecord =
-            serde_json::from_slice(bytes).map_err(|e| format!("`{RECORD_PATH}`: {e}"))?;
-        if r.v != 1 {
-            return Err(format!("`{RECORD_PATH}`: unknown version {}", r.v));
-        }
-        Ok(r)
-    }
-
-    /// Whether this record belongs to `plan` (same plan name, target and sources).
-    pub fn matches_plan(&self, plan: &Plan) -> bool {
-        let mine = ReleaseRecord::new(plan, &Inventory::new());
-        self.plan == mine.plan
-            && self.family == mine.family
-            && self.target_repo == mine.target_repo
-            && self.target_branch == mine.target_branch
-            && self.sources == mine.sources
-    }
-
-    /// The expected inventory of a branch carrying this record: its files plus the record.
-    pub fn expected(&self, record_entry: InventoryEntry) -> Inventory {
-        let mut inv: Inventory = self
-            .files
+/// The record for `plan` over `files`.
+pub fn for_plan(plan: &Plan, files: &Inventory) -> ReleaseRecord {
+    ReleaseRecord {
+        v: 1,
+        plan: plan.name.clone(),
+        family: plan.family.as_str().to_owned(),
+        target_repo: plan.target.repo.as_str().to_owned(),
+        target_branch: plan.target.branch.as_str().to_owned(),
+        sources: plan
+            .sources
             .iter()
-            .map(|e| (e.path.clone(), e.clone()))
-            .collect();
-        inv.insert(record_entry.path.clone(), record_entry);
-        inv
+            .map(|s| format!("{}@{}", s.repo.as_str(), s.revision.as_str()))
+            .collect(),
+        files: files.values().cloned().collect(),
     }
+}
+
+/// Whether `rec` belongs to `plan` (same plan name, family, target and sources).
+pub fn matches_plan(rec: &ReleaseRecord, plan: &Plan) -> bool {
+    let mine = for_plan(plan, &Inventory::new());
+    rec.plan == mine.plan
+        && rec.family == mine.family
+        && rec.target_repo == mine.target_repo
+        && rec.target_branch == mine.target_branch
+        && rec.sources == mine.sources
 }
 
 /// `candidate-<sha256>` over the sorted `path\0size\0oid\n` lines of `inv` (the record

@@ -9,7 +9,7 @@ use hub::client::{CommitOperation, CommitRequest, HubClient, LfsObject, UploadSo
 use hub::protocol::{PreuploadFile, RepoId};
 use ledger::{FileRecord, Journal};
 
-use super::record::{self, Inventory, InventoryEntry, ReleaseRecord, RECORD_PATH};
+use super::record::{self, Inventory, InventoryEntry, RECORD_PATH};
 use super::{CandidateError, CandidateOpts, CandidateReport, FILES_PER_COMMIT, STAGE};
 use crate::plan::Plan;
 use crate::progress::Progress;
@@ -188,7 +188,7 @@ async fn upload(
             },
         );
     }
-    let rec = ReleaseRecord::new(plan, &files);
+    let rec = record::for_plan(plan, &files);
     let rec_bytes = rec.to_bytes();
     let rec_lfs = modes(
         client,

@@ -19,9 +19,7 @@ mod validate;
 
 pub use bind::{Finding, FindingKind, Survey};
 pub use error::{key_path_at, Locator, PlanError};
-pub use names::{
-    BranchName, CommitSha, Dtype, RepoId, RepoPath, RootFileName, UnitName, KNOWN_DTYPES,
-};
+pub use names::{BranchName, CommitSha, Dtype, RepoId, RepoPath, RootFileName, UnitName};
 pub use pattern::{glob_match, stem, Template};
 pub use resolve::{
     dtype_size, ContainerPlacement, Geometry, Omitted, Placement, Resolution, ResolvedUnit,

@@ -153,21 +153,15 @@ fn check_branch(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The dtype strings safetensors writes in headers.
-pub const KNOWN_DTYPES: &[&str] = &[
-    "BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I16", "U16",
-    "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64",
-];
-
 fn check_dtype(s: &str) -> Result<(), String> {
-    if KNOWN_DTYPES.contains(&s) {
-        Ok(())
-    } else {
-        Err(format!(
+    use artifact::dtype::{Dtype, ALL};
+    s.parse::<Dtype>().map(|_| ()).map_err(|_| {
+        let known: Vec<&str> = ALL.iter().map(|d| d.as_str()).collect();
+        format!(
             "`{s}` is not a safetensors dtype; use one of {}",
-            KNOWN_DTYPES.join(", ")
-        ))
-    }
+            known.join(", ")
+        )
+    })
 }
 
 fn check_root_file(s: &str) -> Result<(), String> {

@@ -50,15 +50,11 @@ impl UpstreamTensor {
     }
 }
 
-/// Bytes per element of a safetensors dtype; `None` for sub-byte and unknown dtypes.
+/// Bytes per element of a safetensors dtype (`artifact::dtype`); `None` for sub-byte and unknown
+/// dtypes.
 pub fn dtype_size(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" | "F8_E8M0" => 1,
-        "I16" | "U16" | "F16" | "BF16" => 2,
-        "I32" | "U32" | "F32" => 4,
-        "I64" | "U64" | "F64" | "C64" => 8,
-        _ => return None,
-    })
+    let d: artifact::dtype::Dtype = dtype.parse().ok()?;
+    (d.bits() % 8 == 0).then(|| d.bits() / 8)
 }
 
 /// The checked geometry of one container.

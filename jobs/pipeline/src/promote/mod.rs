@@ -195,7 +195,7 @@ async fn resolve_candidate(
         .cloned()
         .ok_or_else(|| bad(format!("it has no `{RECORD_PATH}`")))?;
     let (_, bytes) = client.download_bytes(repo, commit, RECORD_PATH).await?;
-    let rec = ReleaseRecord::parse(&bytes).map_err(bad)?;
+    let rec = ReleaseRecord::parse(&bytes).map_err(|e| bad(format!("`{RECORD_PATH}`: {e}")))?;
     let expected = rec.expected(rec_entry);
     let diffs = record::differences(&expected, &got, 5);
     if !diffs.is_empty() {
@@ -234,7 +234,9 @@ async fn choose_candidate(
             continue;
         }
         match resolve_candidate(client, repo, &r.name, &r.target_commit).await {
-            Ok((rec, res)) if rec.matches_plan(plan) || opts.candidate.is_some() => found.push(res),
+            Ok((rec, res)) if record::matches_plan(&rec, plan) || opts.candidate.is_some() => {
+                found.push(res)
+            }
             Ok(_) => {}
             Err(e) if opts.candidate.is_some() => return Err(e),
             Err(e) => tracing::warn!(candidate = %r.name, error = %e, "skipping candidate"),
