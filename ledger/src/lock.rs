@@ -28,50 +28,75 @@ impl UnitLock {
     /// (or another open handle in this process) holds it, returns [`LedgerError::Busy`] naming the
     /// lock file and what the holder wrote into it.
     pub fn acquire(ledger_dir: &Path, stage: &str, unit: &str) -> Result<Self> {
-        check_stage_name(stage)?;
-        check_unit_name(unit)?;
-        let dir = ledger_dir.join(stage);
-        std::fs::create_dir_all(&dir).map_err(LedgerError::io("create ledger directory", &dir))?;
-        let path = dir.join(format!("{unit}.lock"));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(LedgerError::io("open lock file", &path))?;
+        let (mut file, path) = open_lock_file(ledger_dir, stage, unit)?;
         if let Err(e) = file.try_lock_exclusive() {
             if e.kind() == std::io::ErrorKind::WouldBlock
                 || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
             {
-                let mut holder = String::new();
-                let holder = Read::by_ref(&mut file)
-                    .take(256)
-                    .read_to_string(&mut holder)
-                    .ok()
-                    .map(|_| holder.trim().to_owned())
-                    .filter(|h| !h.is_empty());
                 return Err(LedgerError::Busy {
                     stage: stage.to_owned(),
                     unit: unit.to_owned(),
+                    holder: holder(&mut file),
                     lock_path: path,
-                    holder,
                 });
             }
             return Err(LedgerError::io("lock", &path)(e));
         }
+        Ok(Self::held(file, path))
+    }
+
+    /// Takes the lock of `(stage, unit)`, waiting for as long as another process holds it (a
+    /// process that found the unit busy does its other units first, then waits here and
+    /// re-checks the unit's journal: the holder may have finished it).
+    pub fn wait(ledger_dir: &Path, stage: &str, unit: &str) -> Result<Self> {
+        let (file, path) = open_lock_file(ledger_dir, stage, unit)?;
+        file.lock_exclusive()
+            .map_err(LedgerError::io("lock", &path))?;
+        Ok(Self::held(file, path))
+    }
+
+    fn held(mut file: File, path: PathBuf) -> Self {
         // Diagnostics only: a failure here does not weaken the lock itself.
         let _ = file
             .set_len(0)
             .and_then(|()| file.rewind())
             .and_then(|()| writeln!(file, "pid {}", std::process::id()));
-        Ok(UnitLock { file, path })
+        UnitLock { file, path }
     }
 
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Opens (creating) the lock file of `(stage, unit)`; never truncates it, so a holder's `pid`
+/// line stays readable.
+fn open_lock_file(ledger_dir: &Path, stage: &str, unit: &str) -> Result<(File, PathBuf)> {
+    check_stage_name(stage)?;
+    check_unit_name(unit)?;
+    let dir = ledger_dir.join(stage);
+    std::fs::create_dir_all(&dir).map_err(LedgerError::io("create ledger directory", &dir))?;
+    let path = dir.join(format!("{unit}.lock"));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(LedgerError::io("open lock file", &path))?;
+    Ok((file, path))
+}
+
+/// What the holder wrote into the lock file (`pid <n>`), if readable.
+fn holder(file: &mut File) -> Option<String> {
+    let mut text = String::new();
+    Read::by_ref(file)
+        .take(256)
+        .read_to_string(&mut text)
+        .ok()
+        .map(|_| text.trim().to_owned())
+        .filter(|h| !h.is_empty())
 }
 
 impl Drop for UnitLock {
@@ -109,6 +134,34 @@ mod tests {
         let _other_stage = UnitLock::acquire(dir.path(), "repack", "layers00").unwrap();
         drop(held);
         let _again = UnitLock::acquire(dir.path(), "fetch", "layers00").unwrap();
+    }
+
+    #[test]
+    fn wait_blocks_until_the_holder_lets_go() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let held = UnitLock::acquire(dir.path(), "fetch", "layers00").unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (root, released) = (dir.path().to_owned(), Arc::clone(&released));
+            std::thread::spawn(move || {
+                let lock = UnitLock::wait(&root, "fetch", "layers00").unwrap();
+                (released.load(Ordering::SeqCst), lock)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !waiter.is_finished(),
+            "wait returned while the unit was held"
+        );
+        released.store(true, Ordering::SeqCst);
+        drop(held);
+        let (after_release, lock) = waiter.join().unwrap();
+        assert!(after_release);
+        assert!(UnitLock::acquire(dir.path(), "fetch", "layers00").is_err());
+        drop(lock);
+        assert!(UnitLock::acquire(dir.path(), "fetch", "layers00").is_ok());
     }
 
     #[test]

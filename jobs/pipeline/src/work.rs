@@ -135,3 +135,26 @@ mod tests {
         assert!(super::par_map(&Vec::<u8>::new(), |x| *x).is_empty());
     }
 }
+
+/// Whether `e` says another process holds a unit's lock (the unit is left for last, then
+/// waited for: [`wait_for_unit`]).
+pub fn is_busy(e: &ledger::LedgerError) -> bool {
+    matches!(e, ledger::LedgerError::Busy { .. })
+}
+
+/// Waits until no process holds the lock of `(stage, unit)`, a unit this run found busy
+/// (`busy` says by whom) and left until its other units were done; says so on stderr unless
+/// progress is off. The caller then re-reads the unit's journal: the holder may have finished it.
+pub fn wait_for_unit(
+    ledger_dir: &Path,
+    stage: &str,
+    unit: &str,
+    busy: &ledger::LedgerError,
+    progress: crate::progress::ProgressMode,
+) -> Result<(), ledger::LedgerError> {
+    if progress != crate::progress::ProgressMode::Off {
+        eprintln!("{stage}: {busy}; waiting for it");
+    }
+    drop(ledger::UnitLock::wait(ledger_dir, stage, unit)?);
+    Ok(())
+}

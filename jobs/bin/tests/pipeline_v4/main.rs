@@ -3,6 +3,7 @@
 //! hub's fault modes, the gate's exit contract, and parallel disjoint repacks + finalize.
 
 mod common;
+mod concurrent;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
 mod gate;

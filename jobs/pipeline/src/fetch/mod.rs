@@ -225,7 +225,11 @@ impl FetchSummary {
     }
 }
 
-/// Run the fetch stage of `plan`.
+/// The reason of a unit that another process finished while this run waited for it.
+pub const DONE_BY_OTHER: &str = "finished by another process while this run waited for it";
+
+/// Run the fetch stage of `plan`. A unit another process holds is left until the others are
+/// done, then waited for; both runs end with every unit done.
 pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     plan.ensure_runnable()?;
     let selected = plan.select_units(opts.units.as_deref())?;
@@ -300,26 +304,50 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                     async move {
                         (
                             i,
-                            unit::fetch_unit(client, plan, work, upstream, ru, sem).await,
+                            unit::fetch_unit(client, plan, work, upstream, ru, sem, !opts.verify)
+                                .await,
                         )
                     }
                 })
                 .buffer_unordered(in_flight)
                 .collect()
                 .await;
-        sem.progress.finish();
         let mut first_err = None;
+        let mut busy = Vec::new();
         for (i, r) in results {
             match r {
                 Ok(rep) => reports[i] = rep,
+                Err(FetchError::Ledger(e)) if crate::work::is_busy(&e) => busy.push((i, e)),
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
         if let Some(e) = first_err {
+            sem.progress.finish();
             return Err(e);
         }
+        // Units another process was fetching: wait for each, then take its journal's word or
+        // fetch what it left (a unit it finished is not fetched twice).
+        for (i, mut why) in busy {
+            let unit = reports[i].unit.clone();
+            let ru = resolution.unit(&unit).ok_or_else(|| FetchError::WorkDir {
+                detail: format!("unit `{unit}` holds no tensor"),
+            })?;
+            reports[i] = loop {
+                tokio::task::block_in_place(|| {
+                    crate::work::wait_for_unit(&ledger_dir, STAGE, &unit, &why, opts.progress)
+                })?;
+                if unit_done(&ledger_dir, &work, &unit, false)?.is_none() {
+                    break UnitReport::new(&unit, "already-done", Some(DONE_BY_OTHER.into()));
+                }
+                match unit::fetch_unit(&client, plan, &work, &upstream, ru, &sem, false).await {
+                    Err(FetchError::Ledger(e)) if crate::work::is_busy(&e) => why = e,
+                    r => break r?,
+                }
+            };
+        }
+        sem.progress.finish();
         Ok::<(), FetchError>(())
     })?;
     let bytes_fetched = reports.iter().map(|r| r.bytes_fetched).sum();
@@ -332,7 +360,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
 }
 
 impl UnitReport {
-    fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
+    pub(crate) fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
         UnitReport {
             unit: unit.to_owned(),
             status,

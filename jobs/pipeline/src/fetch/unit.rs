@@ -51,7 +51,9 @@ fn tensors_with_content(p: &Placement) -> Vec<(&UpstreamTensor, Content)> {
     }
 }
 
-/// Fetch unit `ru` and journal it as done.
+/// Fetch unit `ru` and journal it as done. With `recheck`, a unit whose journal says done once
+/// the lock is held (another process finished it after this run listed it as pending) is
+/// reported done, not fetched again.
 pub async fn fetch_unit(
     client: &HubClient,
     plan: &Plan,
@@ -59,10 +61,18 @@ pub async fn fetch_unit(
     upstream: &Upstream,
     ru: &ResolvedUnit,
     sem: &Arc<Transfers>,
+    recheck: bool,
 ) -> Result<UnitReport, FetchError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
     let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
+    if recheck && super::unit_done(&ledger_dir, work, unit, false)?.is_none() {
+        return Ok(UnitReport::new(
+            unit,
+            "already-done",
+            Some(super::DONE_BY_OTHER.into()),
+        ));
+    }
     let up = sem.progress.unit(unit);
     let mut by_file: BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> = BTreeMap::new();
     for p in &ru.placements {

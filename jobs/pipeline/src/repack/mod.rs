@@ -187,7 +187,35 @@ impl RepackSummary {
     }
 }
 
-/// Run the repack stage of `plan`.
+/// A unit another process was repacking: wait for it, then take its journal's word or repack
+/// what it left (a unit it finished is not repacked twice).
+fn repack_after_wait(
+    plan: &Plan,
+    work: &WorkDir,
+    upstream: &fetch::discover::Upstream,
+    ru: &crate::plan::ResolvedUnit,
+    mut why: ledger::LedgerError,
+    progress: crate::progress::ProgressMode,
+) -> Result<UnitReport, RepackError> {
+    let unit = ru.name.as_str();
+    loop {
+        crate::work::wait_for_unit(&work.ledger(), STAGE, unit, &why, progress)?;
+        if unit::done_reason(&work.ledger(), work, unit, false)?.is_none() {
+            return Ok(UnitReport::new(
+                unit,
+                "already-done",
+                Some(fetch::DONE_BY_OTHER.into()),
+            ));
+        }
+        match unit::repack_unit(plan, work, upstream, ru, false) {
+            Err(RepackError::Ledger(e)) if crate::work::is_busy(&e) => why = e,
+            r => return r,
+        }
+    }
+}
+
+/// Run the repack stage of `plan`. A unit another process holds is left until the others are
+/// done, then waited for; both runs end with every unit done.
 pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError> {
     plan.ensure_runnable()?;
     let work = WorkDir::new(
@@ -250,7 +278,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         let progress = Counter::new("repack", "units", jobs.len() as u64, opts.progress);
         let results: Vec<(usize, Result<UnitReport, RepackError>)> =
             crate::work::par_map_per_core(4, &jobs, |(i, ru)| {
-                let r = unit::repack_unit(plan, &work, &upstream, ru);
+                let r = unit::repack_unit(plan, &work, &upstream, ru, !opts.verify);
                 progress.done(ru.name.as_str(), || match &r {
                     Ok(u) => format!(
                         "repacked: {} files, {} B written, {} files kept",
@@ -262,9 +290,11 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
             });
         progress.finish();
         let mut first_err = None;
+        let mut busy = Vec::new();
         for (i, r) in results {
             match r {
                 Ok(rep) => reports[i] = rep,
+                Err(RepackError::Ledger(e)) if crate::work::is_busy(&e) => busy.push((i, e)),
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
@@ -272,6 +302,12 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         }
         if let Some(e) = first_err {
             return Err(e);
+        }
+        for (i, why) in busy {
+            let ru = jobs.iter().find(|(j, _)| *j == i).map(|(_, ru)| *ru);
+            if let Some(ru) = ru {
+                reports[i] = repack_after_wait(plan, &work, &upstream, ru, why, opts.progress)?;
+            }
         }
     }
     // Release-wide files follow automatically once every unit of the plan is done.

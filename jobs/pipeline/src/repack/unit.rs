@@ -105,16 +105,26 @@ fn sync_filesystem(dir: &Path) -> Result<(), RepackError> {
     Ok(())
 }
 
-/// Repack one unit (its fetch must be done) and journal it.
+/// Repack one unit (its fetch must be done) and journal it. With `recheck`, a unit whose
+/// journal says done once the lock is held (another process finished it after this run listed
+/// it as pending) is reported done, not repacked again.
 pub fn repack_unit(
     plan: &Plan,
     work: &WorkDir,
     upstream: &Upstream,
     ru: &ResolvedUnit,
+    recheck: bool,
 ) -> Result<UnitReport, RepackError> {
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
     let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
+    if recheck && done_reason(&ledger_dir, work, unit, false)?.is_none() {
+        return Ok(UnitReport::new(
+            unit,
+            "already-done",
+            Some(crate::fetch::DONE_BY_OTHER.into()),
+        ));
+    }
     if let Some(reason) = fetch_not_done(&ledger_dir, work, unit)? {
         return Err(RepackError::NotFetched {
             unit: unit.into(),
