@@ -181,6 +181,10 @@ struct Builder<'a> {
     /// Whether one-token fused kernels may be planned (a CPU adapter, resident weights, inputs
     /// large enough for the uniform window).
     fuse: bool,
+    /// Whether every chunk is one token (prefill too): then a matrix whose one-token product
+    /// reads an interleaved copy is not uploaded in rows at all (docs/runner.md "Prefill on a
+    /// CPU adapter").
+    one_token_chunks: bool,
 }
 
 impl Builder<'_> {
@@ -244,28 +248,32 @@ impl Builder<'_> {
         match self.mode {
             WeightMode::Resident => {
                 let bytes = self.model.bytes(&m.name)?;
-                let r = self.engine.upload_matrix(
-                    &m.name,
-                    m.format,
-                    m.rows,
-                    m.k,
-                    [bytes, &[], &[]],
-                    None,
-                )?;
-                let matrix = self.resident.len();
-                // one-token products read an interleaved copy where they are unrolled; the
-                // rows then serve longer chunks only
-                let interleaved = r.parts.len() == 1 && self.unrolled(m);
-                let when = if interleaved {
-                    When::Many
-                } else {
-                    When::Always
-                };
-                for (part, p) in r.parts.iter().enumerate() {
-                    let w = Binding::W(Weights::Part { matrix, part });
-                    out.push((step(p.rows, p.row0), when, None, vec![x, y, w]));
+                // one-token products read an interleaved copy where they are unrolled; the rows
+                // then serve longer chunks only, and are not needed when every chunk is one token
+                let one_binding =
+                    m.format.packed_len(m.rows, m.k)? as u64 <= self.engine.gpu().max_binding();
+                let interleaved = one_binding && self.unrolled(m);
+                if !(interleaved && self.one_token_chunks) {
+                    let r = self.engine.upload_matrix(
+                        &m.name,
+                        m.format,
+                        m.rows,
+                        m.k,
+                        [bytes, &[], &[]],
+                        None,
+                    )?;
+                    let matrix = self.resident.len();
+                    let when = if interleaved {
+                        When::Many
+                    } else {
+                        When::Always
+                    };
+                    for (part, p) in r.parts.iter().enumerate() {
+                        let w = Binding::W(Weights::Part { matrix, part });
+                        out.push((step(p.rows, p.row0), when, None, vec![x, y, w]));
+                    }
+                    self.resident.push(r);
                 }
-                self.resident.push(r);
                 if interleaved {
                     let index = self.interleave(&m.name, m.format, m.k, bytes)?;
                     let w = Binding::W(Weights::Interleaved { index });
@@ -343,8 +351,19 @@ impl Builder<'_> {
         for p in mats {
             combined.extend_from_slice(self.model.bytes(&p.m.name)?);
         }
-        let rows = mats.iter().map(|p| p.m.rows).sum();
         let name = format!("{} (combined)", first.m.name);
+        let index = self.interleave(&name, format, k, &combined)?;
+        let (step, mut binds) = fused;
+        for b in &mut binds {
+            if let Binding::W(_) = b {
+                *b = Binding::W(Weights::Interleaved { index });
+            }
+        }
+        out.push((step, When::One, None, binds));
+        if self.one_token_chunks {
+            return Ok(true);
+        }
+        let rows = mats.iter().map(|p| p.m.rows).sum();
         let r = self
             .engine
             .upload_matrix(&name, format, rows, k, [&combined, &[], &[]], None)?;
@@ -356,14 +375,6 @@ impl Builder<'_> {
         }
         let matrix = self.resident.len();
         self.resident.push(r);
-        let index = self.interleave(&name, format, k, &combined)?;
-        let (step, mut binds) = fused;
-        for b in &mut binds {
-            if let Binding::W(_) = b {
-                *b = Binding::W(Weights::Interleaved { index });
-            }
-        }
-        out.push((step, When::One, None, binds));
         let mut offset = 0;
         for (p, bytes) in mats.iter().zip(sizes) {
             let step = Step::Matmul {
@@ -404,10 +415,11 @@ fn activations(
     engine: &Engine,
     model: &LlamaModel,
     capacity: usize,
+    chunk: usize,
 ) -> Result<Activations, RunError> {
     let c = &model.config;
     let g = engine.gpu();
-    let chunk = PREFILL_CHUNK.min(capacity);
+    let chunk = chunk.min(capacity);
     let f = |n: usize| (n * 4) as u64;
     // inputs of one-token products and of the decode attention's q: at least the 64 KiB uniform
     // window of the uniform-input kernels (docs/kernels.md "Uniform input")
@@ -578,7 +590,13 @@ impl<'e> Runner<'e> {
         let c = model.config.clone();
         let capacity = capacity.clamp(1, c.context.max(1));
         let g = engine.gpu();
-        let a = activations(engine, model, capacity)?;
+        // On a CPU adapter with resident weights the one-token kernels (unrolled, fused, reading
+        // interleaved weights) outrun the batched matmul per token, so prefill runs them token by
+        // token too (docs/runner.md "Prefill on a CPU adapter").
+        let fuse =
+            mode == WeightMode::Resident && g.matvec_shape() == kernels::gpu::MatvecShape::Rows;
+        let chunk = if fuse { 1 } else { PREFILL_CHUNK };
+        let a = activations(engine, model, capacity, chunk)?;
         let mut b = Builder {
             engine,
             model,
@@ -587,8 +605,8 @@ impl<'e> Runner<'e> {
             ring: Vec::new(),
             resident: Vec::new(),
             interleaved: Vec::new(),
-            fuse: mode == WeightMode::Resident
-                && g.matvec_shape() == kernels::gpu::MatvecShape::Rows,
+            fuse,
+            one_token_chunks: chunk == 1,
         };
         if let WeightMode::Streamed { .. } = mode {
             for i in 0..DEFAULT_RING {
@@ -655,8 +673,11 @@ impl<'e> Runner<'e> {
                 interleaved: &b.interleaved,
                 ring: &b.ring,
             };
+            let one_token = b.one_token_chunks;
             let make = |list: &[Planned]| -> Result<Vec<Op>, RunError> {
                 list.iter()
+                    // an op for longer chunks never runs when every chunk is one token
+                    .filter(|(_, when, _, _)| !(one_token && *when == When::Many))
                     .map(|(step, when, tile, binds)| {
                         let buffers = res.binds(binds, *tile)?;
                         let layout = Binding::layout(binds);
