@@ -61,11 +61,27 @@ pub struct CandidateReport {
     /// True when the journal named the candidate and the hub's branch still held exactly it: only
     /// one refs call and one tree listing were sent, nothing that writes.
     pub from_journal: bool,
+    /// `--dry-run`: the report says what would be uploaded; nothing was sent.
+    pub dry_run: bool,
+    /// The target repository does not exist yet (a first publish): a real run creates it.
+    pub new_repo: bool,
 }
 
 impl CandidateReport {
     /// A readable summary.
     pub fn render(&self) -> String {
+        if self.dry_run && self.new_repo {
+            return format!(
+                "candidate-upload (dry run): `{}` does not exist yet: it would be created and {} files (the release and its record) uploaded to a new candidate branch, named once the hub says how it stores each file; nothing sent\n",
+                self.repo, self.files
+            );
+        }
+        if self.dry_run {
+            return format!(
+                "candidate-upload (dry run): would upload {} files to candidate {} of `{}`; nothing sent\n",
+                self.files, self.candidate, self.repo
+            );
+        }
         format!(
             "candidate {} of `{}` at commit {}: {} files ({} already present, {} LFS objects sent, {} regular files sent, {} commits){}\n",
             self.candidate, self.repo, self.commit, self.files, self.present, self.lfs_sent,

@@ -157,7 +157,22 @@ async fn upload(
     let dry_run = opts.dry_run;
     let staging = work.staging();
     let branch = plan.target.branch.as_str();
-    if !dry_run {
+    if dry_run {
+        // a first publish: the repository is made by the real run, and how the hub stores each
+        // file (which names the candidate) can only be asked once it exists
+        if let Err(e) = client.list_refs(repo, false).await {
+            if !e.is_not_found() {
+                return Err(e.into());
+            }
+            return Ok(CandidateReport {
+                repo: repo.id(),
+                files: inputs.len() + 1,
+                dry_run: true,
+                new_repo: true,
+                ..CandidateReport::default()
+            });
+        }
+    } else {
         client.create_repo(repo, false, true).await?;
     }
     // 1. How the hub stores each file (its preupload rule), then the hub oid of each.
@@ -223,6 +238,7 @@ async fn upload(
         ..CandidateReport::default()
     };
     if dry_run {
+        report.dry_run = true;
         return Ok(report);
     }
     // 2. The branch (kept forever), and what it already holds.

@@ -65,11 +65,25 @@ pub struct PromoteReport {
     pub deleted: usize,
     /// True when the release already was the head (no commit sent).
     pub already_published: bool,
+    /// `--dry-run`: the report says what would be committed; nothing was sent.
+    pub dry_run: bool,
 }
 
 impl PromoteReport {
     /// A readable summary.
     pub fn render(&self) -> String {
+        if self.dry_run {
+            return format!(
+                "promote (dry run): would commit the release of {} ({}) onto `{}` branch `{}` at {}: {} files copied, {} stale paths deleted; nothing sent\n",
+                self.candidate,
+                self.candidate_commit,
+                self.repo,
+                self.branch,
+                if self.observed_head.is_empty() { "(no head yet)" } else { self.observed_head.as_str() },
+                self.copied,
+                self.deleted
+            );
+        }
         if self.already_published {
             format!(
                 "promote: `{}` branch `{}` already holds the release of {} at {}; nothing sent\n",
@@ -328,6 +342,7 @@ async fn promote(
         ..PromoteReport::default()
     };
     if opts.dry_run {
+        report.dry_run = true;
         return Ok(report);
     }
     steps.note(&format!(

@@ -67,12 +67,13 @@ pub struct StageReport {
     pub tiles: u64,
     /// Plain streams checked against their manifest entries.
     pub plain: usize,
+    /// `--dry-run`: the lists say what would change; nothing was written and no round trip run.
+    pub dry_run: bool,
 }
 
 impl StageReport {
-    /// One readable summary.
+    /// One readable summary (in the conditional under `--dry-run`).
     pub fn render(&self) -> String {
-        let mut s = String::new();
         let list = |what: &str, v: &[String]| {
             if v.is_empty() {
                 String::new()
@@ -80,18 +81,35 @@ impl StageReport {
                 format!("{what}: {}\n", crate::cli::join_limited(v, 8))
             }
         };
-        s.push_str(&list("removed", &self.removed));
-        s.push_str(&list("re-hashed (identity changed)", &self.rehashed));
+        let [removed, rehashed, copied] = if self.dry_run {
+            [
+                "would remove",
+                "would re-hash (identity changed)",
+                "would copy",
+            ]
+        } else {
+            ["removed", "re-hashed (identity changed)", "copied"]
+        };
+        let mut s = list(removed, &self.removed);
+        s.push_str(&list(rehashed, &self.rehashed));
         s.push_str(&list(
             "release files hashed (no journal vouched)",
             &self.release_hashed,
         ));
-        s.push_str(&list("copied", &self.copied));
-        s.push_str(&format!(
-            "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
-            self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.copied.len(),
-            self.bytes_written, self.removed.len(), self.manifests, self.containers, self.tiles, self.plain
-        ));
+        s.push_str(&list(copied, &self.copied));
+        if self.dry_run {
+            s.push_str(&format!(
+                "stage (dry run) {}: would stage {} files ({} bytes): {} kept unread, {} to re-hash, {} to copy, {} to remove; nothing changed, no round trip run\n",
+                self.plan, self.files, self.bytes, self.kept, self.rehashed.len(),
+                self.copied.len(), self.removed.len()
+            ));
+        } else {
+            s.push_str(&format!(
+                "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
+                self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.copied.len(),
+                self.bytes_written, self.removed.len(), self.manifests, self.containers, self.tiles, self.plain
+            ));
+        }
         s
     }
 }
@@ -217,6 +235,7 @@ pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
     };
     let journal = reconcile::reconcile(&work, opts.dry_run, opts.progress, &mut report)?;
     if opts.dry_run {
+        report.dry_run = true;
         return Ok(report);
     }
     roundtrip::roundtrip(plan, &work, &journal, opts.progress, &mut report)?;

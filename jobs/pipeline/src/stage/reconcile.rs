@@ -181,6 +181,9 @@ pub(crate) fn reconcile(
         if staged.is_none() {
             report.copied.push(rel.clone());
             if dry_run {
+                // what a real run would stage: the release file, at its size
+                report.files += 1;
+                report.bytes += rel_id.size;
                 tick(report);
                 continue;
             }
