@@ -335,12 +335,8 @@ impl WeightFormat {
             WeightFormat::Fp8Block { block_rows, group } => (group, block_rows, 0),
             WeightFormat::Mxfp4 => (32, 1, 0),
             WeightFormat::Affine8 { group, scale_dtype } => (group, 1, scale_dtype.code()),
-            WeightFormat::Q8_0
-            | WeightFormat::Q4_1
-            | WeightFormat::Q4_0
-            | WeightFormat::Q5_0
-            | WeightFormat::Q5_1 => (32, 1, 0),
-            WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => (256, 1, 0),
+            // the GGUF blocks: the scale group is the block (`block`, the one table)
+            f => (f.block().map_or(1, |(elems, _)| elems as u32), 1, 0),
         };
         MatmulParams {
             rows,

@@ -44,11 +44,6 @@ pub(crate) fn hash_reader(r: &mut impl Read, path: &Path) -> Result<(u64, Sha256
     Ok((total, hex::encode(hasher.finalize())))
 }
 
-/// True when `s` is exactly 64 lower-case hex characters ([`names::is_sha256_lower`]).
-pub(crate) fn is_sha256_hex(s: &str) -> bool {
-    names::is_sha256_lower(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,7 +54,7 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert!(is_sha256_hex(&sha256_hex(b"")));
-        assert!(!is_sha256_hex(&sha256_hex(b"").to_uppercase()));
+        assert!(names::is_sha256_lower(&sha256_hex(b"")));
+        assert!(!names::is_sha256_lower(&sha256_hex(b"").to_uppercase()));
     }
 }

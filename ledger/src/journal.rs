@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::{sync_dir, write_atomic};
-use crate::hash::{hash_reader, is_sha256_hex};
+use crate::hash::hash_reader;
 use crate::names::{check_rel_path, check_stage_name, check_unit_name};
 use crate::{FileIdentity, LedgerError, Result, Sha256Hex};
+use names::is_sha256_lower;
 
 /// The journal schema version this build reads and writes (`"v"`).
 pub const JOURNAL_VERSION: u32 = 1;
@@ -295,7 +296,7 @@ impl Journal {
         check_unit_name(&self.unit)?;
         for (rel, rec) in self.inputs.iter().chain(&self.outputs) {
             check_rel_path(rel)?;
-            if !is_sha256_hex(&rec.sha256) {
+            if !is_sha256_lower(&rec.sha256) {
                 return Err(LedgerError::BadName {
                     what: "sha256 of a recorded file",
                     name: rec.sha256.chars().take(80).collect(),
@@ -333,7 +334,7 @@ impl Journal {
     /// Records an input known by size and digest (e.g. an upstream file's LFS SHA-256).
     pub fn record_input(&mut self, rel: &str, size: u64, sha256: &str) -> Result<()> {
         check_rel_path(rel)?;
-        if !is_sha256_hex(sha256) {
+        if !is_sha256_lower(sha256) {
             return Err(LedgerError::BadName {
                 what: "sha256 of a recorded file",
                 name: sha256.chars().take(80).collect(),
@@ -375,7 +376,7 @@ impl Journal {
         let path = root.join(rel);
         let identity = FileIdentity::capture(&path)?;
         let found = identity.as_ref().map(|i| i.size);
-        if found != Some(size) || !crate::hash::is_sha256_hex(sha256) {
+        if found != Some(size) || !is_sha256_lower(sha256) {
             return Err(LedgerError::io("record output", &path)(std::io::Error::other(format!(
                 "expected a regular file of {size} bytes with a sha256 digest, found {found:?} bytes"
             ))));

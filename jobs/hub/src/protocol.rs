@@ -113,11 +113,6 @@ impl std::fmt::Display for RepoId {
     }
 }
 
-/// A branch or tag name as a ref (`refs/heads/<name>` component): [`names::check_ref_name`].
-pub fn valid_ref_name(n: &str) -> bool {
-    names::check_ref_name(n).is_ok()
-}
-
 /// Control characters replaced by `?` so hostile input cannot forge log or error lines.
 /// `s` with any userinfo (`user:secret@`) of a URL's authority replaced by `***@`, so a
 /// message can name a refused endpoint without repeating its credential.

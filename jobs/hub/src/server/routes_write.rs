@@ -138,7 +138,7 @@ pub(crate) async fn branch(st: &Arc<AppState>, req: Req, repo: &RepoId, name: &s
             );
         }
     } else {
-        if !protocol::valid_ref_name(name) {
+        if names::check_ref_name(name).is_err() {
             return bad_request("Invalid reference for a branch");
         }
         if refs.heads.contains_key(name) {

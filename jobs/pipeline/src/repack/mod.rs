@@ -304,10 +304,15 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
             return Err(e);
         }
         for (i, why) in busy {
-            let ru = jobs.iter().find(|(j, _)| *j == i).map(|(_, ru)| *ru);
-            if let Some(ru) = ru {
-                reports[i] = repack_after_wait(plan, &work, &upstream, ru, why, opts.progress)?;
-            }
+            let (_, ru) =
+                jobs[..]
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .ok_or_else(|| RepackError::NotFetched {
+                        unit: reports[i].unit.clone(),
+                        reason: "the unit holds no tensor".into(),
+                    })?;
+            reports[i] = repack_after_wait(plan, &work, &upstream, ru, why, opts.progress)?;
         }
     }
     // Release-wide files follow automatically once every unit of the plan is done.
