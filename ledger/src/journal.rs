@@ -166,6 +166,43 @@ impl std::fmt::Display for NotDone {
     }
 }
 
+impl NotDone {
+    /// True for a difference in filesystem identity only (`IdentityChanged`, `NoIdentity`): the
+    /// bytes may well be the same (a copied or moved work directory, a `touch`), which only a
+    /// re-hash can tell.
+    pub fn identity_only(&self) -> bool {
+        matches!(
+            self,
+            NotDone::IdentityChanged { .. } | NotDone::NoIdentity { .. }
+        )
+    }
+
+    /// The output this reason is about (`None` for the journal's status).
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            NotDone::Status { .. } => None,
+            NotDone::Missing { path }
+            | NotDone::NotRegularFile { path }
+            | NotDone::SizeChanged { path, .. }
+            | NotDone::IdentityChanged { path, .. }
+            | NotDone::NoIdentity { path }
+            | NotDone::DigestChanged { path, .. } => Some(path),
+        }
+    }
+}
+
+/// The answer of [`Journal::accept_by_content`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByContent {
+    /// Done (possibly after re-hashing), or why not.
+    pub check: DoneCheck,
+    /// Outputs re-hashed; when the check is `Done` and this is non-zero, their identities were
+    /// refreshed and the journal must be stored.
+    pub rehashed: usize,
+    /// Bytes read to re-hash them.
+    pub bytes: u64,
+}
+
 /// The answer of [`Journal::is_done`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoneCheck {
@@ -421,6 +458,47 @@ impl Journal {
             DoneCheck::Done
         } else {
             DoneCheck::NotDone(reasons)
+        })
+    }
+
+    /// Done-ness that accepts outputs by content: when the journal says done and the outputs
+    /// differ from their records only in filesystem identity (a copied or moved work directory),
+    /// exactly those outputs are re-hashed; if every one still has its recorded size and SHA-256,
+    /// their identities are refreshed and the answer is `Done` (store the journal afterwards,
+    /// under the unit's lock). Any other difference is answered without reading a byte.
+    pub fn accept_by_content(&mut self, root: &Path) -> Result<ByContent> {
+        let reasons = match self.is_done(root, false)? {
+            DoneCheck::Done => {
+                return Ok(ByContent {
+                    check: DoneCheck::Done,
+                    rehashed: 0,
+                    bytes: 0,
+                })
+            }
+            DoneCheck::NotDone(v) => v,
+        };
+        if !reasons.iter().all(NotDone::identity_only) {
+            return Ok(ByContent {
+                check: DoneCheck::NotDone(reasons),
+                rehashed: 0,
+                bytes: 0,
+            });
+        }
+        let (mut differ, mut bytes) = (Vec::new(), 0);
+        for rel in reasons.iter().filter_map(NotDone::path) {
+            bytes += self.outputs.get(rel).map_or(0, |r| r.size);
+            if let Some(why) = self.rehash_output(root, rel)? {
+                differ.push(why);
+            }
+        }
+        Ok(ByContent {
+            check: if differ.is_empty() {
+                DoneCheck::Done
+            } else {
+                DoneCheck::NotDone(differ)
+            },
+            rehashed: reasons.len(),
+            bytes,
         })
     }
 

@@ -29,7 +29,7 @@ pub use error::LedgerError;
 pub use file_identity::FileIdentity;
 pub use hash::{sha256_file, sha256_hex, Sha256Hex};
 pub use journal::{
-    DoneCheck, FileRecord, Journal, NotDone, Status, JOURNAL_MAX_BYTES, JOURNAL_VERSION,
+    ByContent, DoneCheck, FileRecord, Journal, NotDone, Status, JOURNAL_MAX_BYTES, JOURNAL_VERSION,
 };
 pub use lock::UnitLock;
 pub use names::{check_rel_path, check_stage_name, check_unit_name};

@@ -211,6 +211,34 @@ fn done_requires_status_and_matching_files() {
     assert_eq!(j.rehash_output(&root, "layers00/a.bin").unwrap(), None);
     assert!(j.is_done(&root, false).unwrap().is_done());
 
+    // accept_by_content: a new object with the same bytes is re-hashed and accepted (its identity
+    // refreshed); other bytes of the same size are not; a size change is answered unread.
+    fs::write(&tmp, b"alpha bytes").unwrap();
+    fs::rename(&tmp, &a).unwrap();
+    let by = j.accept_by_content(&root).unwrap();
+    assert_eq!(
+        (by.check.is_done(), by.rehashed, by.bytes),
+        (true, 1, 11),
+        "{by:?}"
+    );
+    assert!(j.is_done(&root, false).unwrap().is_done());
+    fs::write(&tmp, b"ALPHA BYTES").unwrap();
+    fs::rename(&tmp, &a).unwrap();
+    let by = j.accept_by_content(&root).unwrap();
+    assert!(
+        matches!(&by.check, DoneCheck::NotDone(r) if matches!(&r[0], NotDone::DigestChanged { .. })),
+        "{by:?}"
+    );
+    fs::write(&a, b"alpha bytes!").unwrap();
+    let by = j.accept_by_content(&root).unwrap();
+    assert!(
+        matches!(&by.check, DoneCheck::NotDone(r) if matches!(&r[0], NotDone::SizeChanged { .. })),
+        "{by:?}"
+    );
+    assert_eq!((by.rehashed, by.bytes), (0, 0));
+    fs::write(&a, b"alpha bytes").unwrap();
+    assert!(j.accept_by_content(&root).unwrap().check.is_done());
+
     // Every differing file is reported, not only the first.
     fs::remove_file(root.join("layers00/a.bin")).unwrap();
     fs::write(root.join("layers00/b.bin"), vec![7u8; 4097]).unwrap();

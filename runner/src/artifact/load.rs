@@ -55,7 +55,10 @@ pub(crate) struct Rooted {
 fn describe(want: &Identity, got: &Identity) -> String {
     let mut d = Vec::new();
     if want.ino != got.ino {
-        d.push(format!("inode {} → {} (replaced)", want.ino, got.ino));
+        d.push(format!(
+            "inode {} → {} (another filesystem object: copied, moved or replaced)",
+            want.ino, got.ino
+        ));
     }
     if want.size != got.size {
         d.push(format!("size {} → {}", want.size, got.size));
@@ -111,7 +114,7 @@ impl Rooted {
                     Some(a) => (
                         "its verification evidence",
                         format!(
-                            "the artifact was modified after it was verified; run `minirun-verify check {} --revision {} --dir {}` (`--repair` downloads again what differs)",
+                            "this is not the file that was verified (the directory was copied or moved, or the file modified, since it was verified; evidence never carries over to other filesystem objects); run `minirun-verify check {} --revision {} --dir {}`: it re-hashes the local bytes against the hub's pinned tree, downloads nothing that matches, and records new evidence (`--repair` downloads again only what differs)",
                             a.repo,
                             a.commit,
                             self.root.display()

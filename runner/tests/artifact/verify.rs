@@ -342,3 +342,69 @@ fn minirun_run_refuses_unverified_and_modified_artifacts() {
         assert!(code == 0 || err.contains("no wgpu adapter"), "{err}");
     }
 }
+
+/// A `cp -a` copy of a verified artifact: its evidence is void (new filesystem objects), the
+/// refusal names `minirun-verify check`, and `check` re-establishes evidence by re-hashing the local
+/// bytes without downloading any; offline verification says it grants no execution authority.
+#[test]
+fn a_copied_artifact_is_refused_until_check_rehashes_it() {
+    let fx = fixture();
+    let args = ["--prompt-ids", "0,5,9", "-n", "2"];
+    let d = copy("bin-copied");
+    let (code, err) = minirun_run(&args, &d);
+    assert_eq!(code, 1, "{err}");
+    let check = format!(
+        "minirun-verify check {TARGET} --revision {} --dir {}",
+        fx.commit,
+        d.display()
+    );
+    assert!(err.contains(&check), "{err}");
+    assert!(err.contains("copied or moved"), "{err}");
+    // Offline verification agrees with the manifests but grants nothing.
+    let off = pipeline::verify::verify_offline(&d).unwrap();
+    assert_eq!(off.verdict, pipeline::verify::Verdict::Verified);
+    assert!(!off.execution_authority && off.bytes_hashed > 0, "{off:?}");
+    assert!(
+        off.render().contains("grants no execution authority"),
+        "{}",
+        off.render()
+    );
+    let (code, err2) = minirun_run(&args, &d);
+    assert_eq!((code, err2.contains(&check)), (1, true), "{err2}");
+    // `check`: everything re-hashed, nothing downloaded, new evidence recorded.
+    let r = pipeline::verify::pull(
+        Some(&fx.url),
+        TARGET,
+        &fx.commit,
+        &d,
+        false,
+        &pipeline::verify::PullOpts::default(),
+    )
+    .unwrap();
+    assert_eq!(r.verdict, pipeline::verify::Verdict::Verified, "{r:?}");
+    let ev: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(pipeline::verify::evidence_path(&d, &fx.commit)).unwrap(),
+    )
+    .unwrap();
+    let files = ev["files"].as_array().unwrap();
+    let total: u64 = files
+        .iter()
+        .map(|f| f["identity"]["size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        (r.evidence_reused, r.downloaded, r.bytes_downloaded),
+        (0, 0, 0),
+        "{r:?}"
+    );
+    assert_eq!(r.sha256_checked + r.git_sha1_checked, files.len(), "{r:?}");
+    assert_eq!(r.bytes_hashed, total, "{r:?}");
+    assert!(r.execution_authority, "{r:?}");
+    assert!(r.render().contains(&format!("{total} B re-hashed locally")));
+    // The runner now accepts the copy.
+    let (code, err) = minirun_run(&args, &d);
+    assert!(
+        err.contains(&format!("verified `{TARGET}` at {}", fx.commit)),
+        "{code}: {err}"
+    );
+    discard(&d);
+}

@@ -4,6 +4,7 @@
 
 mod common;
 mod concurrent;
+mod copied;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
 mod gate;

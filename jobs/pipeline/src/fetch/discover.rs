@@ -90,7 +90,10 @@ pub async fn list_source(client: &HubClient, src: &Source) -> Result<SourceListi
     if info.sha.as_deref() != Some(rev) {
         return Err(upstream_err(
             src,
-            format!("the hub resolved the pin to commit {:?}", info.sha),
+            match info.sha.as_deref() {
+                Some(sha) => format!("the hub resolved the pin to commit `{sha}`"),
+                None => "the hub's answer names no commit".into(),
+            },
         ));
     }
     let tree = client

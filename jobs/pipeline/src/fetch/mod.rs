@@ -69,7 +69,7 @@ pub enum FetchError {
         source: hub::client::HubError,
     },
     /// The hub's answer contradicts the pin or itself.
-    #[error("upstream `{repo}` at `{revision}`: {detail}")]
+    #[error("upstream `{repo}`{at}: {detail}", at = at_revision(.revision))]
     Upstream {
         /// The repository.
         repo: String,
@@ -225,6 +225,15 @@ impl FetchSummary {
     }
 }
 
+/// ` at `REV`` for an error message, or nothing when the revision is not known.
+fn at_revision(revision: &str) -> String {
+    if revision.is_empty() {
+        String::new()
+    } else {
+        format!(" at `{revision}`")
+    }
+}
+
 /// The reason of a unit that another process finished while this run waited for it.
 pub const DONE_BY_OTHER: &str = "finished by another process while this run waited for it";
 
@@ -244,13 +253,11 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     let mut pending = Vec::new();
     for unit in &selected {
         let name = unit.as_str();
-        match unit_done(&ledger_dir, &work, name, opts.verify)? {
-            None => reports.push(UnitReport::new(name, "already-done", None)),
-            Some(reason) => {
-                reports.push(UnitReport::new(name, "pending", Some(reason)));
-                pending.push(name.to_owned());
-            }
+        let state = unit_done(&ledger_dir, &work, name, opts.verify, false, opts.dry_run)?;
+        if !state.is_done() {
+            pending.push(name.to_owned());
         }
+        reports.push(state.report(name));
     }
     if (pending.is_empty() && root::root_files_present(plan, &work)) || opts.dry_run {
         return Ok(FetchSummary {
@@ -338,7 +345,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                 tokio::task::block_in_place(|| {
                     crate::work::wait_for_unit(&ledger_dir, STAGE, &unit, &why, opts.progress)
                 })?;
-                if unit_done(&ledger_dir, &work, &unit, false)?.is_none() {
+                if unit_done(&ledger_dir, &work, &unit, false, false, false)?.is_done() {
                     break UnitReport::new(&unit, "already-done", Some(DONE_BY_OTHER.into()));
                 }
                 match unit::fetch_unit(&client, plan, &work, &upstream, ru, &sem, false).await {
@@ -375,19 +382,93 @@ impl UnitReport {
     }
 }
 
-/// `None` when the unit's fetch journal says done and its files still match; else why not.
+/// What a unit's fetch journal proves about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UnitState {
+    /// Done: every file has its recorded size and filesystem identity (`--verify`: SHA-256).
+    Done,
+    /// Done by content: the files were other filesystem objects than journaled (a copied or moved
+    /// work directory), so they were re-hashed against the journal and their identities refreshed.
+    ByContent { files: usize, bytes: u64 },
+    /// Not done, and why.
+    Pending(String),
+}
+
+impl UnitState {
+    /// Done, by identity or by content.
+    pub(crate) fn is_done(&self) -> bool {
+        !matches!(self, UnitState::Pending(_))
+    }
+
+    /// `already-done` with its note, or `pending` with its reason.
+    fn report(&self, unit: &str) -> UnitReport {
+        match self {
+            UnitState::Done => UnitReport::new(unit, "already-done", None),
+            UnitState::ByContent { files, bytes } => UnitReport::new(
+                unit,
+                "already-done",
+                Some(format!(
+                    "accepted by content: {files} files were other filesystem objects than journaled (copied or moved), re-hashed {bytes} B against the journal"
+                )),
+            ),
+            UnitState::Pending(why) => UnitReport::new(unit, "pending", Some(why.clone())),
+        }
+    }
+}
+
+/// What the unit's fetch journal proves. A done journal whose files differ only in filesystem
+/// identity is accepted by content: its files are re-hashed under the unit's lock (`held`: the
+/// caller holds it; else it is taken here, and a unit another run holds stays pending) and the
+/// refreshed journal stored. `dry_run` reads and writes nothing: it says what would be re-hashed.
 fn unit_done(
     ledger_dir: &std::path::Path,
     work: &WorkDir,
     unit: &str,
     verify: bool,
-) -> Result<Option<String>, FetchError> {
+    held: bool,
+    dry_run: bool,
+) -> Result<UnitState, FetchError> {
     let Some(journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
-        return Ok(Some("no journal".into()));
+        return Ok(UnitState::Pending("no journal".into()));
     };
-    let check = journal.is_done(&work.upstream_unit(unit), verify)?;
-    Ok(match check {
-        ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(why) => Some(crate::cli::join_limited(&why, 5)),
+    let root = work.upstream_unit(unit);
+    let why = match journal.is_done(&root, verify)? {
+        ledger::DoneCheck::Done => return Ok(UnitState::Done),
+        ledger::DoneCheck::NotDone(why) => why,
+    };
+    let reason = crate::cli::join_limited(&why, 5);
+    if verify || !why.iter().all(ledger::NotDone::identity_only) {
+        return Ok(UnitState::Pending(reason));
+    }
+    if dry_run {
+        return Ok(UnitState::Pending(format!(
+            "{reason}; a run re-hashes these {} files and accepts them if their bytes match the journal",
+            why.len()
+        )));
+    }
+    let _lock = if held {
+        None
+    } else {
+        match ledger::UnitLock::acquire(ledger_dir, STAGE, unit) {
+            Ok(l) => Some(l),
+            Err(e) if crate::work::is_busy(&e) => return Ok(UnitState::Pending(reason)),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // Re-read under the lock: another run may have changed the journal meanwhile.
+    let Some(mut journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
+        return Ok(UnitState::Pending("no journal".into()));
+    };
+    let by = journal.accept_by_content(&root)?;
+    Ok(match by.check {
+        ledger::DoneCheck::Done if by.rehashed == 0 => UnitState::Done,
+        ledger::DoneCheck::Done => {
+            journal.store(ledger_dir)?;
+            UnitState::ByContent {
+                files: by.rehashed,
+                bytes: by.bytes,
+            }
+        }
+        ledger::DoneCheck::NotDone(why) => UnitState::Pending(crate::cli::join_limited(&why, 5)),
     })
 }

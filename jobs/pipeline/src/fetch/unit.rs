@@ -66,7 +66,7 @@ pub async fn fetch_unit(
     let unit = ru.name.as_str();
     let ledger_dir = work.ledger();
     let _lock = UnitLock::acquire(&ledger_dir, STAGE, unit)?;
-    if recheck && super::unit_done(&ledger_dir, work, unit, false)?.is_none() {
+    if recheck && super::unit_done(&ledger_dir, work, unit, false, true, false)?.is_done() {
         return Ok(UnitReport::new(
             unit,
             "already-done",
@@ -460,6 +460,7 @@ async fn fetch_chunks(
                     detail: "transfer pool closed".into(),
                 })?;
         let (client, meta, sink, pool) = (client.clone(), meta.clone(), sink.clone(), sem.clone());
+        let repo = uf.repo.id();
         let what = format!(
             "failed to fetch bytes {}..{} of `{}` in `{}`",
             chunk.start,
@@ -478,7 +479,7 @@ async fn fetch_chunks(
                 })?;
             if bytes.len() as u64 != chunk.end - chunk.start {
                 return Err(FetchError::Upstream {
-                    repo: meta.location.to_string(),
+                    repo,
                     revision: meta.commit.clone(),
                     detail: format!("{what}: got {} bytes", bytes.len()),
                 });

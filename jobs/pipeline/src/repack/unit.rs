@@ -42,25 +42,23 @@ pub fn done_reason(
         return Ok(Some("no journal".into()));
     };
     let root = work.release().join(unit);
-    let v = match j.is_done(&root, false)? {
-        ledger::DoneCheck::Done => return Ok(None),
-        ledger::DoneCheck::NotDone(v) => v,
-    };
-    if !verify || j.status != ledger::Status::Done {
-        return Ok(Some(crate::cli::join_limited(&v, 5)));
-    }
-    let rels: Vec<String> = j.outputs.keys().cloned().collect();
-    let mut differ = Vec::new();
-    for rel in rels {
-        if let Some(why) = j.rehash_output(&root, &rel)? {
-            differ.push(why);
-        }
-    }
-    if differ.is_empty() {
-        j.store(ledger_dir)?;
-        Ok(None)
+    let by = if verify {
+        j.accept_by_content(&root)?
     } else {
-        Ok(Some(crate::cli::join_limited(&differ, 5)))
+        ledger::ByContent {
+            check: j.is_done(&root, false)?,
+            rehashed: 0,
+            bytes: 0,
+        }
+    };
+    match by.check {
+        ledger::DoneCheck::Done => {
+            if by.rehashed > 0 {
+                j.store(ledger_dir)?;
+            }
+            Ok(None)
+        }
+        ledger::DoneCheck::NotDone(v) => Ok(Some(crate::cli::join_limited(&v, 5))),
     }
 }
 

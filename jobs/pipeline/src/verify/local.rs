@@ -41,7 +41,10 @@ pub struct LocalOutcome {
     pub verified: Known,
 }
 
-fn count(report: &mut VerifyReport, how: How) {
+fn count(report: &mut VerifyReport, how: How, size: u64) {
+    if matches!(how, How::Hashed { .. }) {
+        report.bytes_hashed += size;
+    }
     match how {
         How::Hashed { lfs: true } => report.sha256_checked += 1,
         How::Hashed { lfs: false } => report.git_sha1_checked += 1,
@@ -106,17 +109,7 @@ pub fn verify_local(
     record: bool,
     known: &Known,
 ) -> Result<LocalOutcome, VerifyError> {
-    let mut report = VerifyReport {
-        repo: Some(pinned.repo.id()),
-        commit: Some(pinned.commit.clone()),
-        verdict: Verdict::Verified,
-        sha256_checked: 0,
-        git_sha1_checked: 0,
-        evidence_reused: 0,
-        hashed_on_write: 0,
-        downloaded: 0,
-        problems: Vec::new(),
-    };
+    let mut report = VerifyReport::new(Some(pinned.repo.id()), Some(pinned.commit.clone()));
     let mut failing = Vec::new();
     let mut contradicted = false;
     let mut missing = false;
@@ -181,14 +174,14 @@ pub fn verify_local(
                     .map(|p| (p, How::Reused))
             });
         if let Some((p, how)) = held {
-            count(&mut report, how);
+            count(&mut report, how, p.identity.size);
             files.push(p.clone());
             verified.insert(e.path.clone(), (p.clone(), how));
             continue;
         }
         let got = hash_file(&mut f, lfs, before.size).map_err(io)?;
         let after = fsid::identity(&f).map_err(io)?;
-        count(&mut report, How::Hashed { lfs });
+        count(&mut report, How::Hashed { lfs }, before.size);
         if got != want || before.size != e.size || before != after {
             report.problems.push(format!(
                 "`{}`: {check} {got} ({} bytes), the tree says {want} ({} bytes)",
@@ -245,6 +238,7 @@ pub fn verify_local(
             }
             // The complete evidence supersedes a pull's per-file journal.
             let _ = std::fs::remove_file(super::pull::pull_journal_path(dir, &pinned.commit));
+            report.execution_authority = true;
         } else if ev_path.exists() {
             // Failed evidence is never left behind to be reused.
             let _ = std::fs::remove_file(&ev_path);
@@ -260,17 +254,7 @@ pub fn verify_local(
 /// Offline verification: every file of every unit listed by the local `index.json` against its
 /// manifest's size and SHA-256 (every path opened without following links).
 pub fn verify_offline(dir: &Path) -> Result<VerifyReport, VerifyError> {
-    let mut report = VerifyReport {
-        repo: None,
-        commit: None,
-        verdict: Verdict::Verified,
-        sha256_checked: 0,
-        git_sha1_checked: 0,
-        evidence_reused: 0,
-        hashed_on_write: 0,
-        downloaded: 0,
-        problems: Vec::new(),
-    };
+    let mut report = VerifyReport::new(None, None);
     let doc = IndexDocument::read_file(&dir.join(INDEX_FILE_NAME));
     let units: Vec<String> = match &doc.shape {
         Shape::SingleSourceUnits(s) => s.units.iter().map(|u| u.name.clone()).collect(),
@@ -300,6 +284,9 @@ pub fn verify_offline(dir: &Path) -> Result<VerifyReport, VerifyError> {
                 .and_then(|mut f| hash_file(&mut f, true, e.size))
                 .map_err(|err| err.to_string());
             report.sha256_checked += 1;
+            if ok.is_ok() {
+                report.bytes_hashed += e.size;
+            }
             match ok {
                 Ok(d) if d == e.sha256 => {}
                 Ok(d) => {

@@ -68,28 +68,81 @@ pub struct VerifyReport {
     pub hashed_on_write: usize,
     /// Files downloaded.
     pub downloaded: usize,
+    /// Bytes read and hashed from the local copy (files whose evidence held are not read).
+    pub bytes_hashed: u64,
+    /// Bytes of the files downloaded (hashed as written, not counted in `bytes_hashed`).
+    pub bytes_downloaded: u64,
+    /// Whether this run recorded the evidence the runner executes from: only `pull`/`check`
+    /// against the hub's pinned tree can; `offline` never does.
+    pub execution_authority: bool,
     /// Problems, one line each.
     pub problems: Vec<String>,
 }
 
+impl Verdict {
+    /// The verdict as the gate table and the JSON report spell it (`VERIFIED`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Verified => "VERIFIED",
+            Verdict::Unsupported => "UNSUPPORTED",
+            Verdict::NoEvidence => "NOEVIDENCE",
+            Verdict::Contradicted => "CONTRADICTED",
+        }
+    }
+}
+
 impl VerifyReport {
+    /// An empty report for `repo` at `commit` (both `None` offline), verdict `VERIFIED` until a
+    /// check says otherwise.
+    pub fn new(repo: Option<String>, commit: Option<String>) -> VerifyReport {
+        VerifyReport {
+            repo,
+            commit,
+            verdict: Verdict::Verified,
+            sha256_checked: 0,
+            git_sha1_checked: 0,
+            evidence_reused: 0,
+            hashed_on_write: 0,
+            downloaded: 0,
+            bytes_hashed: 0,
+            bytes_downloaded: 0,
+            execution_authority: false,
+            problems: Vec::new(),
+        }
+    }
+
     /// A readable summary.
     pub fn render(&self) -> String {
         let mut s = String::new();
         for p in &self.problems {
             s.push_str(&format!("problem: {p}\n"));
         }
+        if self.repo.is_none() {
+            s.push_str(&format!(
+                "verify offline: {} — {} files against their unit manifests' SHA-256, {} B hashed\n",
+                self.verdict.name(),
+                self.sha256_checked,
+                self.bytes_hashed
+            ));
+            s.push_str("offline verification grants no execution authority: the runner runs only a copy with `minirun-verify pull` or `check` evidence against the hub's pinned tree\n");
+            return s;
+        }
         s.push_str(&format!(
-            "verify {}@{}: {:?} — {} files by SHA-256 (LFS), {} by git blob SHA-1 (regular), {} by still-valid evidence, {} hashed as downloaded; {} downloaded\n",
+            "verify {}@{}: {} — {} files by SHA-256 (LFS), {} by git blob SHA-1 (regular), {} by still-valid evidence, {} hashed as downloaded; {} B re-hashed locally, {} downloaded ({} B)\n",
             self.repo.as_deref().unwrap_or("-"),
             self.commit.as_deref().unwrap_or("-"),
-            self.verdict,
+            self.verdict.name(),
             self.sha256_checked,
             self.git_sha1_checked,
             self.evidence_reused,
             self.hashed_on_write,
-            self.downloaded
+            self.bytes_hashed,
+            self.downloaded,
+            self.bytes_downloaded
         ));
+        if self.execution_authority {
+            s.push_str("evidence recorded: the runner accepts this copy while its files stay the objects verified\n");
+        }
         s
     }
 }

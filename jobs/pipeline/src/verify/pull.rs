@@ -108,14 +108,16 @@ pub fn pull(
         &progress,
     ));
     progress.finish();
-    let downloaded = fetched?;
+    let (downloaded, bytes) = fetched?;
     let mut report = verify_local(dir, &pinned, true, &known)?.report;
     report.downloaded = downloaded;
+    report.bytes_downloaded = bytes;
     Ok(report)
 }
 
 /// Download `failing` (paths of `pinned`) into `dir`, `client.workers()` at once, adding each
-/// file hashed as written to `known` and to the pull journal; returns how many were downloaded.
+/// file hashed as written to `known` and to the pull journal; returns how many files were
+/// downloaded and their bytes.
 async fn fetch_all(
     client: &HubClient,
     pinned: &Pinned,
@@ -123,7 +125,7 @@ async fn fetch_all(
     failing: &[String],
     known: &mut Known,
     progress: &Progress,
-) -> Result<usize, VerifyError> {
+) -> Result<(usize, u64), VerifyError> {
     let by_path: BTreeMap<&str, &TreeEntry> =
         pinned.files.iter().map(|e| (e.path.as_str(), e)).collect();
     let todo: Vec<&TreeEntry> = failing
@@ -131,7 +133,7 @@ async fn fetch_all(
         .filter_map(|p| by_path.get(p.as_str()).copied())
         .collect();
     progress.plan(todo.iter().map(|e| e.size).sum());
-    let mut n = 0;
+    let (mut n, mut bytes) = (0, 0);
     let mut last = Instant::now();
     let mut done = futures_util::stream::iter(todo)
         .map(|e| fetch_one(client, pinned, dir, e))
@@ -142,13 +144,14 @@ async fn fetch_all(
         progress.item_done();
         known.insert(ev.path.clone(), (ev, How::OnWrite));
         n += 1;
+        bytes += size;
         if last.elapsed() >= JOURNAL_EVERY {
             write_journal(dir, pinned, known)?;
             last = Instant::now();
         }
     }
     write_journal(dir, pinned, known)?;
-    Ok(n)
+    Ok((n, bytes))
 }
 
 fn write_journal(dir: &Path, pinned: &Pinned, files: &Known) -> Result<(), VerifyError> {
