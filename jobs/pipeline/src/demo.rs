@@ -154,7 +154,7 @@ pub fn run(
     if g.exit() != crate::cli::Exit::Ok {
         return Err(DemoError {
             step: "gate",
-            detail: format!("verdict {:?}", g.verdict),
+            detail: format!("verdict {}", g.verdict),
         });
     }
     progress("stage");

@@ -76,6 +76,38 @@ fn gate_exit_contract() {
         gate(fx, work, &["--units", units, "--no-upstream-compare"]).0,
         77
     );
+    // A dry run lists the checks, reads nothing, writes no report, and never passes (exit 2).
+    let report = work.join("reports/gate.json");
+    let before = std::fs::read(&report).unwrap();
+    std::fs::remove_file(&report).unwrap();
+    let (code, out) = gate(fx, work, &["--units", units, "--dry-run", "--json"]);
+    assert_eq!(code, 2, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["dry_run"].as_bool(), v["bytes_read"].as_u64()),
+        (Some(true), Some(0))
+    );
+    assert_eq!(v["verdict"], "INCONCLUSIVE");
+    let would: Vec<&str> = v["would_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        would
+            .iter()
+            .any(|c| c.starts_with("upstream-compare (3 units")),
+        "{would:?}"
+    );
+    let (code, out) = gate(fx, work, &["--units", units, "--dry-run"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("would check read-back (3 units)") && out.contains("(dry run)"),
+        "{out}"
+    );
+    assert!(!report.exists(), "a dry run wrote the report");
+    std::fs::write(&report, before).unwrap();
     // The whole release was not finalized: gating everything fails (units missing, no index).
     assert_eq!(gate(fx, work, &[]).0, 1);
 

@@ -104,6 +104,40 @@ pub struct GateReport {
     pub bytes_read: u64,
     /// Every check, in order.
     pub checks: Vec<Check>,
+    /// `--dry-run`: nothing was read and no report written; the verdict is INCONCLUSIVE (exit 2),
+    /// never PASS, because no evidence was checked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// `--dry-run`: the checks a run would make, per unit and then release-wide.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub would_run: Vec<String>,
+}
+
+/// The checks a gate run makes (`docs/gate.md`): per unit, then release-wide. A partial selection
+/// checks `index.json` only if it exists, and not the root.
+fn planned_checks(units: usize, no_upstream_compare: bool, whole_release: bool) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "journal",
+        "manifest",
+        "file-set",
+        "read-back",
+        "container",
+        "coverage",
+    ]
+    .iter()
+    .map(|c| format!("{c} ({units} units)"))
+    .collect();
+    v.push(if no_upstream_compare {
+        "upstream-compare: SKIP (--no-upstream-compare; exit 77 at best)".into()
+    } else {
+        format!("upstream-compare ({units} units, central)")
+    });
+    if whole_release {
+        v.extend(["index", "identity", "index-totals", "root-file"].map(String::from));
+    } else {
+        v.push("index, identity, index-totals if `index.json` exists (partial selection; root not checked)".into());
+    }
+    v
 }
 
 /// Why the gate could not run at all (a refusal: exit 1, no report).
@@ -145,6 +179,19 @@ impl GateReport {
                     .unwrap_or_default(),
                 c.detail
             ));
+        }
+        if self.dry_run {
+            for c in &self.would_run {
+                s.push_str(&format!("would check {c}\n"));
+            }
+            s.push_str(&format!(
+                "gate {} (dry run): would gate {} units; nothing read, no report written — {} (exit {}): a dry run checks no evidence, so it never passes\n",
+                self.plan,
+                self.units.len(),
+                self.verdict,
+                self.exit_code
+            ));
+            return s;
         }
         let pass = self
             .checks
@@ -223,7 +270,7 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
             progress.done(u, || {
                 format!(
                     "{}: {} checks, {} B read",
-                    format!("{:?}", aggregate(&g.checks)).to_uppercase(),
+                    aggregate(&g.checks),
                     g.checks.len(),
                     g.bytes_read
                 )
@@ -250,6 +297,11 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     } else {
         aggregate(&checks)
     };
+    let would_run = if opts.dry_run && !units.is_empty() {
+        planned_checks(units.len(), opts.no_upstream_compare, whole_release)
+    } else {
+        Vec::new()
+    };
     let mut report = GateReport {
         v: 1,
         plan: plan.name.clone(),
@@ -258,6 +310,8 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         units,
         bytes_read,
         checks,
+        dry_run: opts.dry_run,
+        would_run,
     };
     report.exit_code = report.exit().code();
     if !opts.dry_run {
