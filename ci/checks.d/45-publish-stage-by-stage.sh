@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Publication stage by stage, exactly as the hosted workflow (.github/workflows/publish.yml) runs it:
-# ci/publish/step.sh PLAN STEP, first fetch → repack → gate for two disjoint unit slices (the
-# matrix), then the join: finalize, the whole-release gate, stage, candidate-upload, promote and a
-# consumer verify — against a local hub holding the generated checkpoint. Then every finished step
-# is re-run and must change nothing in the work directory.
+# Publication stage by stage, exactly as the hosted workflow (.github/workflows/publish.yml) runs it,
+# in the distributed shape (docs/publish.md §9): ci/publish/step.sh PLAN STEP, first two workers —
+# each in its own work directory, sharing only the hub and a records directory — run fetch →
+# repack → gate → stage → candidate-upload for a disjoint unit slice; then the join, in a third
+# work directory, runs fetch-root, finalize, stage, candidate-upload, promote and a consumer verify
+# — against a local hub holding the generated checkpoint. Then every finished step is re-run and
+# must change nothing in any work directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -21,25 +23,37 @@ plan=plans/deepseek-v4.toml
 server=$!
 for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.1; done
 export HF_ENDPOINT=$(grep -o 'http://[0-9.:]*' "$tmp/serve.log" | head -1)
-export MINIRUN_WORK_DIR="$tmp/work"
+export MINIRUN_RECORDS="$tmp/records"
+i=0
 for slice in "layers00..layers21" "layers22..layers42,mtp00,global00"; do
-    for step in fetch repack gate; do
+    i=$((i + 1))
+    for step in fetch repack gate stage candidate-upload; do
         echo "=== $step [$slice]"
-        UNITS="$slice" ci/publish/step.sh "$plan" "$step" | tail -1
+        MINIRUN_WORK_DIR="$tmp/worker$i" UNITS="$slice" ci/publish/step.sh "$plan" "$step" | tail -1
     done
 done
-for step in finalize gate-release stage candidate-upload promote verify; do
+echo "=== handed to the join: $(du -sb "$MINIRUN_RECORDS" | cut -f1) B of records"
+export MINIRUN_WORK_DIR="$tmp/join"
+for step in fetch-root finalize stage candidate-upload promote verify; do
     echo "=== $step"
     ci/publish/step.sh "$plan" "$step" | tail -1
 done
 touch "$tmp/marker"
 sleep 1
-for step in fetch finalize gate-release stage candidate-upload promote; do
+i=0
+for slice in "layers00..layers21" "layers22..layers42,mtp00,global00"; do
+    i=$((i + 1))
+    for step in fetch repack stage candidate-upload; do
+        MINIRUN_WORK_DIR="$tmp/worker$i" UNITS="$slice" ci/publish/step.sh "$plan" "$step" > /dev/null
+    done
+done
+for step in fetch-root finalize stage candidate-upload promote; do
     ci/publish/step.sh "$plan" "$step" > /dev/null
 done
-changed=$(find "$MINIRUN_WORK_DIR" -newer "$tmp/marker" -not -path '*/consumer*' | head -5)
+changed=$(find "$tmp/worker1" "$tmp/worker2" "$tmp/join" "$MINIRUN_RECORDS" -newer "$tmp/marker" \
+    -not -path '*/consumer*' | head -5)
 if [ -n "$changed" ]; then
     echo "re-running finished steps changed files: $changed" >&2
     exit 1
 fi
-echo "publish stage by stage: every step passed; re-running finished steps changed nothing"
+echo "publish stage by stage (distributed): every step passed; re-running finished steps changed nothing"

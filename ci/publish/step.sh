@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# One publication step per invocation, the plan as the only input (docs/publish.md §8):
+# One publication step per invocation, the plan as the only input (docs/publish.md §8–§9):
 #   ci/publish/step.sh PLAN STEP
 # STEP: fetch | repack | gate (for UNITS, a matrix slice; default all units) | finalize |
-#       gate-release (the whole-release gate) | stage | candidate-upload | promote | verify
+#       gate-release (the whole-release gate) | stage | candidate-upload | promote | verify |
+#       fetch-root (only the root files: the distributed join)
 # Environment: MINIRUN_BIN (directory of the minirun-* binaries, default target/release),
 # HF_ENDPOINT and HF_TOKEN (the hub), MINIRUN_WORK_DIR (default: the plan's work_dir),
-# UNITS (a unit selection such as `layers00..layers14`), MINIRUN_VERIFY (see below). Every step resumes from its journals, so a
-# failed step is re-run alone.
+# UNITS (a unit selection such as `layers00..layers14`), MINIRUN_VERIFY (see below),
+# MINIRUN_RECORDS (the distributed shape, docs/publish.md §9: a directory of unit records shared
+# by the workers and the join). With MINIRUN_RECORDS, a worker (UNITS set) stages its slice and
+# `candidate-upload` uploads its LFS objects and writes its records; the join (UNITS unset)
+# finalizes, stages and uploads the candidate from the records. Every step resumes from its
+# journals, so a failed step is re-run alone.
 set -euo pipefail
 plan="$1"
 step="$2"
@@ -20,14 +25,21 @@ units=()
 # directory copied from other machines (new inodes), whose journals then hold by content.
 verify=()
 [ -n "${MINIRUN_VERIFY:-}" ] && verify=(--verify)
+records=()
+[ -n "${MINIRUN_RECORDS:-}" ] && records=(--records "$MINIRUN_RECORDS")
+slice=()
+[ -n "${MINIRUN_RECORDS:-}" ] && [ -n "${UNITS:-}" ] && slice=(--units "$UNITS")
 case "$step" in
 fetch) exec "$bin/minirun-fetch" "${common[@]}" "${ep[@]}" "${units[@]}" "${verify[@]}" ;;
 repack) exec "$bin/minirun-repack" "${common[@]}" "${units[@]}" "${verify[@]}" ;;
 gate) exec "$bin/minirun-gate" "${common[@]}" "${units[@]}" ;;
-finalize) exec "$bin/minirun-repack" "${common[@]}" --finalize ;;
+finalize) exec "$bin/minirun-repack" "${common[@]}" --finalize "${records[@]}" ;;
+fetch-root) exec "$bin/minirun-fetch" "${common[@]}" "${ep[@]}" --root-files-only ;;
 gate-release) exec "$bin/minirun-gate" "${common[@]}" ;;
-stage) exec "$bin/minirun-stage" "${common[@]}" ;;
-candidate-upload) exec "$bin/minirun-candidate-upload" "${common[@]}" "${ep[@]}" ;;
+stage)
+    if [ ${#slice[@]} -gt 0 ]; then exec "$bin/minirun-stage" "${common[@]}" "${slice[@]}"; fi
+    exec "$bin/minirun-stage" "${common[@]}" "${records[@]}" ;;
+candidate-upload) exec "$bin/minirun-candidate-upload" "${common[@]}" "${ep[@]}" "${slice[@]}" "${records[@]}" ;;
 promote) exec "$bin/minirun-promote" "${common[@]}" "${ep[@]}" ;;
 verify)
     repo=$(sed -n 's/^repo *= *"\(.*-minirun\)"/\1/p' "$plan" | head -1)

@@ -5,6 +5,7 @@ pub mod candidate;
 pub mod cli;
 pub mod demo;
 pub mod direct;
+pub mod distributed;
 pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use pipeline::candidate::{self, CandidateOpts};
 use pipeline::cli::{self, Exit, HubArgs, StageArgs};
+use pipeline::distributed;
 use pipeline::plan::Plan;
 
 /// Upload the staged release to its candidate branch.
@@ -16,6 +17,13 @@ struct Args {
     stage: StageArgs,
     #[command(flatten)]
     hub: HubArgs,
+    /// A distributed worker: upload the LFS objects of these staged units and write their unit
+    /// records to `--records` (no commit; docs/publish.md §9).
+    #[arg(long, value_name = "SEL", requires = "records")]
+    units: Option<String>,
+    /// Where unit records are written (with `--units`) or read (the join, without `--units`).
+    #[arg(long, value_name = "DIR")]
+    records: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -23,6 +31,26 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    if let (Some(units), Some(records)) = (&args.units, &args.records) {
+        let run = || -> Result<distributed::WorkerReport, candidate::CandidateError> {
+            let plan = Plan::load(&args.stage.plan)?;
+            let opts = distributed::WorkerOpts {
+                work_dir: args.stage.work_dir.clone(),
+                endpoint: args.hub.endpoint.clone(),
+                units: units.clone(),
+                records: records.clone(),
+                dry_run: args.stage.dry_run,
+            };
+            distributed::publish_units(&plan, &opts)
+        };
+        return cli::finish(
+            "candidate-upload-worker",
+            run(),
+            args.stage.json,
+            |r| r.render(),
+            |_| Exit::Ok,
+        );
+    }
     let run = || -> Result<candidate::CandidateReport, candidate::CandidateError> {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = CandidateOpts {
@@ -30,6 +58,7 @@ fn main() -> ExitCode {
             endpoint: args.hub.endpoint.clone(),
             dry_run: args.stage.dry_run,
             progress: cli::progress_mode(args.stage.json),
+            records: args.records.clone(),
         };
         candidate::run(&plan, &opts)
     };

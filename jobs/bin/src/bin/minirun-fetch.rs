@@ -20,6 +20,10 @@ struct Args {
     /// Count a finished unit as done only after re-hashing its files.
     #[arg(long)]
     verify: bool,
+    /// Fetch only the release-wide root files (tokenizer, configuration, licences, the plan's
+    /// `files`) and the discovery record, no unit: the distributed join (docs/publish.md §9).
+    #[arg(long, conflicts_with = "units")]
+    root_files_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
             dry_run: args.stage.dry_run,
             verify: args.verify,
             progress: cli::progress_mode(args.stage.json),
+            root_only: args.root_files_only,
         };
         fetch::run(&plan, &opts)
     };

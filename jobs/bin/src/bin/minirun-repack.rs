@@ -21,6 +21,10 @@ struct Args {
     /// Count a finished unit as done only after re-hashing its files.
     #[arg(long)]
     verify: bool,
+    /// With `--finalize`: the distributed join — the unit totals come from the workers' unit
+    /// records in DIR, not from units on disk (docs/publish.md §9).
+    #[arg(long, value_name = "DIR", requires = "finalize")]
+    records: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
             dry_run: args.stage.dry_run,
             verify: args.verify,
             finalize_only: args.finalize,
+            records: args.records.clone(),
             progress: cli::progress_mode(args.stage.json),
         };
         repack::run(&plan, &opts)

@@ -14,6 +14,13 @@ use pipeline::stage::{self, StageOpts};
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
+    /// A distributed worker's slice: stage and read back only these units (docs/publish.md §9).
+    #[arg(long, value_name = "SEL", conflicts_with = "records")]
+    units: Option<String>,
+    /// The distributed join: the units are the workers' unit records in DIR; the release holds
+    /// only the release-wide files.
+    #[arg(long, value_name = "DIR")]
+    records: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -27,6 +34,8 @@ fn main() -> ExitCode {
             work_dir: args.stage.work_dir.clone(),
             dry_run: args.stage.dry_run,
             progress: cli::progress_mode(args.stage.json),
+            units: args.units.clone(),
+            records: args.records.clone(),
         };
         stage::run(&plan, &opts)
     };

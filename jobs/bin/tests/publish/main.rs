@@ -3,6 +3,7 @@
 //! fetch → repack → gate) and copied into each test's work directory.
 #![allow(clippy::unwrap_used, clippy::panic)] // test helpers outside #[test] functions
 
+mod distributed;
 mod dry_run;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;

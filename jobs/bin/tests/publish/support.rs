@@ -95,9 +95,18 @@ pub fn gated() -> &'static Path {
             }
             run_ok(&mut c);
         }
+        let _ = UPSTREAM_URL.set(server.url());
         std::mem::forget(server);
         work
     })
+}
+
+static UPSTREAM_URL: OnceLock<String> = OnceLock::new();
+
+/// The upstream hub serving the generated checkpoint (alive for the whole test binary).
+pub fn upstream_url() -> &'static str {
+    gated();
+    UPSTREAM_URL.get().map(String::as_str).unwrap_or("")
 }
 
 /// A fresh work directory holding a copy of the gated release.

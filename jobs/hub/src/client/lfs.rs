@@ -128,6 +128,35 @@ impl HubClient {
         Ok(sent)
     }
 
+    /// The objects among `(oid, size)` the hub does not hold yet (the batch call offers an upload
+    /// for them), 256 per call; nothing is uploaded. The distributed join asks this for objects its
+    /// workers uploaded, before committing them by oid alone.
+    pub async fn lfs_missing(
+        &self,
+        repo: &RepoId,
+        rev: Option<&str>,
+        objects: &[(String, u64)],
+    ) -> Result<Vec<String>, HubError> {
+        let objs: Vec<LfsObject> = objects
+            .iter()
+            .map(|(oid, size)| LfsObject {
+                oid: oid.clone(),
+                size: *size,
+                source: super::UploadSource::Bytes(Bytes::new()),
+            })
+            .collect();
+        let mut missing = Vec::new();
+        for batch in objs.chunks(256) {
+            let actions = self.lfs_batch(repo, rev, batch).await?;
+            for (o, a) in batch.iter().zip(actions) {
+                if a.is_some() {
+                    missing.push(o.oid.clone());
+                }
+            }
+        }
+        Ok(missing)
+    }
+
     /// The batch call for `batch`: per object, its actions, or `None` when the hub holds it.
     async fn lfs_batch(
         &self,

@@ -10,7 +10,7 @@
 //! branch with the same oid are not sent. Candidate branches are never deleted.
 
 pub mod record;
-mod upload;
+pub(crate) mod upload;
 
 use std::path::PathBuf;
 
@@ -37,6 +37,9 @@ pub struct CandidateOpts {
     pub dry_run: bool,
     /// Progress on stderr while files are sent (committed batches: files and bytes).
     pub progress: crate::progress::ProgressMode,
+    /// `--records DIR` (the distributed join): the units come from the workers' records, their LFS
+    /// objects already on the hub; the staged tree holds only the release-wide files.
+    pub records: Option<PathBuf>,
 }
 
 /// What a candidate upload did.
@@ -137,6 +140,22 @@ pub enum CandidateError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// A distributed worker's slice is not what it should upload.
+    #[error("distributed worker: {0}")]
+    Worker(String),
+    /// The join's unit records are missing, malformed or not this plan's.
+    #[error(transparent)]
+    Records(#[from] crate::distributed::RecordsError),
+    /// An LFS object a unit record names is not on the hub.
+    #[error("the LFS object of `{path}` (sha256 {oid}) is not on the hub: re-run the worker of unit `{unit}` (`minirun-candidate-upload --units … --records …`)")]
+    ObjectMissing {
+        /// The file.
+        path: String,
+        /// Its unit.
+        unit: String,
+        /// Its SHA-256.
+        oid: String,
+    },
 }
 
 impl crate::cli::Hint for CandidateError {

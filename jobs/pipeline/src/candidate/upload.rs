@@ -14,11 +14,10 @@ use super::{CandidateError, CandidateOpts, CandidateReport, FILES_PER_COMMIT, ST
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::stage;
-use crate::work::WorkDir;
 
 const UNIT: &str = "release";
 
-fn first_bytes(path: &std::path::Path, n: usize) -> Result<Vec<u8>, CandidateError> {
+pub(crate) fn first_bytes(path: &std::path::Path, n: usize) -> Result<Vec<u8>, CandidateError> {
     let io = |source| CandidateError::Io {
         path: path.to_path_buf(),
         source,
@@ -29,20 +28,71 @@ fn first_bytes(path: &std::path::Path, n: usize) -> Result<Vec<u8>, CandidateErr
     Ok(buf)
 }
 
-/// Run the candidate upload.
+/// Where the bytes of a candidate file are.
+#[derive(Debug, Clone)]
+pub enum Src {
+    /// A staged file.
+    Staged(std::path::PathBuf),
+    /// Bytes carried by a unit record (a regular file of a distributed worker's unit).
+    Bytes(Bytes),
+    /// An LFS object a distributed worker uploaded (its unit named): committed by oid, never sent.
+    OnHub {
+        /// The worker's unit.
+        unit: String,
+    },
+}
+
+/// One file of the candidate.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// Size.
+    pub size: u64,
+    /// SHA-256 of the bytes.
+    pub sha256: String,
+    /// Whether the hub stores it as LFS, when already known (a unit record); else asked.
+    pub lfs: Option<bool>,
+    /// Where the bytes are.
+    pub src: Src,
+}
+
+/// Run the candidate upload: the staged tree, plus with `--records` the workers' unit records.
 pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, CandidateError> {
     let work = stage::work_of(plan, opts.work_dir.as_ref());
     let staged = stage::staged_release(&work)?.ok_or(CandidateError::NotStaged)?;
     let repo = super::target_repo(plan).map_err(CandidateError::Repo)?;
-    let inputs: BTreeMap<String, FileRecord> = staged
+    let mut items: BTreeMap<String, Item> = staged
         .outputs
         .iter()
         .map(|(k, r)| {
             (
                 k.clone(),
-                FileRecord {
+                Item {
                     size: r.size,
-                    sha256: r.sha256.clone(),
+                    sha256: r.sha256.to_string(),
+                    lfs: None,
+                    src: Src::Staged(work.staging().join(k)),
+                },
+            )
+        })
+        .collect();
+    if let Some(dir) = &opts.records {
+        let records = crate::distributed::load_all(plan, dir)?;
+        for (path, item) in crate::distributed::join_items(&records, dir)? {
+            if items.insert(path.clone(), item).is_some() {
+                return Err(CandidateError::Worker(format!(
+                    "`{path}` is both a staged release-wide file and in a unit record"
+                )));
+            }
+        }
+    }
+    let inputs: BTreeMap<String, FileRecord> = items
+        .iter()
+        .map(|(k, it)| {
+            (
+                k.clone(),
+                FileRecord {
+                    size: it.size,
+                    sha256: it.sha256.clone(),
                     identity: None,
                 },
             )
@@ -81,7 +131,7 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             tracing::warn!(candidate = %name, "the journaled candidate is not on the hub as recorded; uploading again");
         }
     }
-    let report = rt.block_on(upload(plan, &work, &client, &repo, &inputs, opts))?;
+    let report = rt.block_on(upload(plan, &client, &repo, &items, opts))?;
     if !opts.dry_run {
         let mut j = Journal::new(STAGE, UNIT)?;
         j.inputs = inputs;
@@ -119,7 +169,7 @@ async fn still_holds(
     Ok((record::candidate_name(&got) == name).then_some(head))
 }
 
-async fn modes(
+pub(crate) async fn modes(
     client: &HubClient,
     repo: &RepoId,
     rev: &str,
@@ -148,14 +198,12 @@ async fn modes(
 
 async fn upload(
     plan: &Plan,
-    work: &WorkDir,
     client: &HubClient,
     repo: &RepoId,
-    inputs: &BTreeMap<String, FileRecord>,
+    inputs: &BTreeMap<String, Item>,
     opts: &CandidateOpts,
 ) -> Result<CandidateReport, CandidateError> {
     let dry_run = opts.dry_run;
-    let staging = work.staging();
     let branch = plan.target.branch.as_str();
     if dry_run {
         // a first publish: the repository is made by the real run, and how the hub stores each
@@ -177,27 +225,26 @@ async fn upload(
     }
     // 1. How the hub stores each file (its preupload rule), then the hub oid of each.
     let mut samples = Vec::new();
-    for (rel, rec) in inputs {
-        samples.push((rel.clone(), rec.size, first_bytes(&staging.join(rel), 512)?));
+    for (rel, it) in inputs {
+        if let (None, Src::Staged(p)) = (it.lfs, &it.src) {
+            samples.push((rel.clone(), it.size, first_bytes(p, 512)?));
+        }
     }
     let lfs = modes(client, repo, branch, &samples).await?;
     let mut files = Inventory::new();
-    for (rel, rec) in inputs {
-        let is_lfs = lfs.get(rel).copied().unwrap_or(true);
+    for (rel, it) in inputs {
+        let is_lfs = it.lfs.or_else(|| lfs.get(rel).copied()).unwrap_or(true);
         let oid = if is_lfs {
-            rec.sha256.clone()
+            it.sha256.clone()
         } else {
             // Regular files are small (the hub refuses them above 10 MiB): hash their bytes.
-            let p = staging.join(rel);
-            let data =
-                std::fs::read(&p).map_err(|source| CandidateError::Io { path: p, source })?;
-            hub::protocol::git_blob_sha1(&data)
+            hub::protocol::git_blob_sha1(&bytes_of(rel, &it.src)?)
         };
         files.insert(
             rel.clone(),
             InventoryEntry {
                 path: rel.clone(),
-                size: rec.size,
+                size: it.size,
                 oid,
                 lfs: is_lfs,
             },
@@ -268,34 +315,37 @@ async fn upload(
     }
     let progress = Progress::new("candidate-upload", "files", opts.progress);
     progress.plan(todo.iter().map(|e| e.size).sum());
+    check_on_hub(client, repo, &name, inputs, &todo).await?;
     for batch in batches {
         let mut objs = Vec::new();
         let mut ops = std::mem::take(&mut deletes);
         for e in batch {
-            let source = if e.path == RECORD_PATH {
-                UploadSource::Bytes(Bytes::from(rec_bytes.clone()))
+            let src = if e.path == RECORD_PATH {
+                Src::Bytes(Bytes::from(rec_bytes.clone()))
             } else {
-                UploadSource::File(staging.join(&e.path))
+                inputs
+                    .get(&e.path)
+                    .map(|it| it.src.clone())
+                    .ok_or_else(|| CandidateError::Preupload(e.path.clone()))?
             };
             if e.lfs {
-                objs.push(LfsObject {
+                let source = match src {
+                    Src::Staged(p) => Some(UploadSource::File(p)),
+                    Src::Bytes(b) => Some(UploadSource::Bytes(b)),
+                    Src::OnHub { .. } => None,
+                };
+                objs.extend(source.map(|source| LfsObject {
                     oid: e.oid.clone(),
                     size: e.size,
                     source,
-                });
+                }));
                 ops.push(CommitOperation::Lfs {
                     path: e.path.clone(),
                     sha256: e.oid.clone(),
                     size: Some(e.size),
                 });
             } else {
-                let content = match source {
-                    UploadSource::Bytes(b) => b,
-                    UploadSource::File(p) => Bytes::from(
-                        std::fs::read(&p)
-                            .map_err(|source| CandidateError::Io { path: p, source })?,
-                    ),
-                };
+                let content = Bytes::from(bytes_of(&e.path, &src)?);
                 report.regular_sent += 1;
                 ops.push(CommitOperation::Regular {
                     path: e.path.clone(),
@@ -336,4 +386,53 @@ async fn upload(
     }
     report.commit = commit;
     Ok(report)
+}
+
+/// The bytes of a regular file of the candidate (a staged file, or carried by a unit record).
+fn bytes_of(rel: &str, src: &Src) -> Result<Vec<u8>, CandidateError> {
+    match src {
+        Src::Staged(p) => std::fs::read(p).map_err(|source| CandidateError::Io {
+            path: p.clone(),
+            source,
+        }),
+        Src::Bytes(b) => Ok(b.to_vec()),
+        Src::OnHub { unit } => Err(CandidateError::Worker(format!(
+            "`{rel}` of unit `{unit}` is a regular file, but its record carries no bytes"
+        ))),
+    }
+}
+
+/// Before anything is committed: every LFS object a worker uploaded (and the join commits by oid
+/// alone) must be on the hub; the first missing one is named with its unit.
+async fn check_on_hub(
+    client: &HubClient,
+    repo: &RepoId,
+    branch: &str,
+    inputs: &BTreeMap<String, Item>,
+    todo: &[&InventoryEntry],
+) -> Result<(), CandidateError> {
+    let remote: Vec<(&InventoryEntry, &str)> = todo
+        .iter()
+        .filter(|e| e.lfs)
+        .filter_map(|e| match inputs.get(&e.path).map(|it| &it.src) {
+            Some(Src::OnHub { unit }) => Some((*e, unit.as_str())),
+            _ => None,
+        })
+        .collect();
+    if remote.is_empty() {
+        return Ok(());
+    }
+    let asked: Vec<(String, u64)> = remote
+        .iter()
+        .map(|(e, _)| (e.oid.clone(), e.size))
+        .collect();
+    let missing = client.lfs_missing(repo, Some(branch), &asked).await?;
+    match remote.iter().find(|(e, _)| missing.contains(&e.oid)) {
+        Some((e, unit)) => Err(CandidateError::ObjectMissing {
+            path: e.path.clone(),
+            unit: (*unit).to_owned(),
+            oid: e.oid.clone(),
+        }),
+        None => Ok(()),
+    }
 }

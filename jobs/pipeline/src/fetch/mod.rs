@@ -48,6 +48,8 @@ pub struct FetchOpts {
     pub verify: bool,
     /// Progress on stderr: bars on a terminal, plain lines otherwise, or none.
     pub progress: ProgressMode,
+    /// `--root-files-only`: discovery and the root files, no unit (the distributed join).
+    pub root_only: bool,
 }
 
 /// Why fetch failed.
@@ -241,7 +243,11 @@ pub const DONE_BY_OTHER: &str = "finished by another process while this run wait
 /// done, then waited for; both runs end with every unit done.
 pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     plan.ensure_runnable()?;
-    let selected = plan.select_units(opts.units.as_deref())?;
+    let selected = if opts.root_only {
+        Vec::new()
+    } else {
+        plan.select_units(opts.units.as_deref())?
+    };
     let work = WorkDir::new(
         opts.work_dir
             .clone()

@@ -93,11 +93,6 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
         return Ok(false);
     }
     let release = work.release();
-    for (name, (source, from)) in root_files(plan) {
-        let src = work.root_files(&source).join(&from);
-        let bytes = std::fs::read(&src).map_err(io_err("read fetched root file", &src))?;
-        write_if_changed(&release.join(&name), &bytes)?;
-    }
     let mut units = Vec::new();
     let mut format_version = 0u64;
     for u in &plan.units {
@@ -129,6 +124,28 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
             files: m.files.len() as u64 + 1,
             bytes: m.total_bytes() + manifest_len,
         });
+    }
+    write_release_files(plan, work, units, format_version)?;
+    Ok(true)
+}
+
+/// The release-wide files from the units' totals (in plan order) and the highest container
+/// format version among them: the root files copied from the fetched upstream root files, then
+/// `index.json`. A file whose bytes are already right is not rewritten. Shared by [`finalize`]
+/// (totals read from the release on disk) and the distributed join (totals from the workers'
+/// unit records, `docs/publish.md` §9).
+pub fn write_release_files(
+    plan: &Plan,
+    work: &WorkDir,
+    units: Vec<UnitTotals>,
+    format_version: u64,
+) -> Result<(), RepackError> {
+    let release = work.release();
+    std::fs::create_dir_all(&release).map_err(io_err("create", &release))?;
+    for (name, (source, from)) in root_files(plan) {
+        let src = work.root_files(&source).join(&from);
+        let bytes = std::fs::read(&src).map_err(io_err("read fetched root file", &src))?;
+        write_if_changed(&release.join(&name), &bytes)?;
     }
     let total: u64 = units.iter().map(|u| u.bytes).sum();
     let first = plan
@@ -209,5 +226,5 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
     };
     let bytes = doc.to_bytes().map_err(RepackError::Index)?;
     write_if_changed(&release.join(INDEX_FILE_NAME), &bytes)?;
-    Ok(true)
+    Ok(())
 }

@@ -18,8 +18,8 @@ use crate::plan::{Plan, PlanError};
 use crate::progress::Counter;
 use crate::work::WorkDir;
 
-pub use finalize::finalize;
 pub(crate) use finalize::root_files;
+pub use finalize::{finalize, write_release_files};
 pub use unit::{TensorEntry, TensorMap, TENSORS_FILE};
 
 /// The stage name in journals.
@@ -40,6 +40,9 @@ pub struct RepackOpts {
     pub finalize_only: bool,
     /// Progress on stderr: one line per repacked unit (a bar on a terminal).
     pub progress: crate::progress::ProgressMode,
+    /// `--finalize --records DIR` (the distributed join): the release-wide files from the workers'
+    /// unit records instead of units on disk.
+    pub records: Option<PathBuf>,
 }
 
 /// Why repack failed.
@@ -48,6 +51,9 @@ pub enum RepackError {
     /// The plan was refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The distributed join's unit records are missing, malformed or not this plan's.
+    #[error(transparent)]
+    Records(#[from] crate::distributed::RecordsError),
     /// The fetched upstream could not be loaded.
     #[error(transparent)]
     Fetch(#[from] FetchError),
@@ -224,7 +230,17 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
             .unwrap_or_else(|| plan.run.work_dir.clone()),
     );
     if opts.finalize_only {
-        let written = finalize(plan, &work, opts.dry_run)?;
+        let written = match &opts.records {
+            Some(dir) if !opts.dry_run => {
+                crate::distributed::finalize_from_records(plan, &work, dir)?;
+                true
+            }
+            Some(dir) => {
+                crate::distributed::load_all(plan, dir)?;
+                false
+            }
+            None => finalize(plan, &work, opts.dry_run)?,
+        };
         return Ok(RepackSummary {
             plan: plan.name.clone(),
             units: Vec::new(),

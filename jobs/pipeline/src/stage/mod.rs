@@ -34,6 +34,39 @@ pub struct StageOpts {
     pub dry_run: bool,
     /// Progress on stderr: files reconciled, then units read back (a bar on a terminal).
     pub progress: crate::progress::ProgressMode,
+    /// `--units`: a distributed worker's slice — the gate report must cover these units, and only
+    /// they are read back (a slice has no `index.json`; `docs/publish.md` §9).
+    pub units: Option<String>,
+    /// `--records DIR`: the distributed join — the release holds only the release-wide files; the
+    /// units are the workers' records, which must cover the plan exactly with PASS gates.
+    pub records: Option<PathBuf>,
+}
+
+/// What one stage run covers.
+pub(crate) enum Scope {
+    /// The whole release on disk.
+    Release(Vec<String>),
+    /// A worker's units on disk (no `index.json`).
+    Slice(Vec<String>),
+    /// The join: release-wide files on disk, units in records.
+    Join(std::collections::BTreeMap<String, crate::distributed::UnitRecord>),
+}
+
+fn scope(plan: &Plan, opts: &StageOpts) -> Result<Scope, StageError> {
+    if let Some(dir) = &opts.records {
+        return crate::distributed::load_all(plan, dir)
+            .map(Scope::Join)
+            .map_err(|e| StageError::NotGated(e.to_string()));
+    }
+    let units: Vec<String> = plan
+        .select_units(opts.units.as_deref())?
+        .iter()
+        .map(|u| u.as_str().to_owned())
+        .collect();
+    Ok(match opts.units {
+        Some(_) => Scope::Slice(units),
+        None => Scope::Release(units),
+    })
 }
 
 /// What a stage run did.
@@ -193,8 +226,8 @@ pub fn work_of(plan: &Plan, work_dir: Option<&PathBuf>) -> WorkDir {
     )
 }
 
-/// Require `reports/gate.json` to say PASS for every unit of the plan.
-fn require_gate(plan: &Plan, work: &WorkDir) -> Result<(), StageError> {
+/// Require `reports/gate.json` to say PASS (exit 0) for every one of `units`.
+pub(crate) fn require_gate(work: &WorkDir, units: &[String]) -> Result<(), StageError> {
     let path = work.reports().join("gate.json");
     let bytes = std::fs::read(&path)
         .map_err(|e| StageError::NotGated(format!("`{}`: {e}", path.display())))?;
@@ -209,16 +242,15 @@ fn require_gate(plan: &Plan, work: &WorkDir) -> Result<(), StageError> {
             path.display()
         )));
     }
-    let units: Vec<&str> = v
+    let gated: Vec<&str> = v
         .get("units")
         .and_then(|u| u.as_array())
         .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
         .unwrap_or_default();
-    for u in &plan.units {
-        if !units.contains(&u.name.as_str()) {
+    for u in units {
+        if !gated.contains(&u.as_str()) {
             return Err(StageError::NotGated(format!(
-                "the gate report does not cover unit `{}`",
-                u.name
+                "the gate report does not cover unit `{u}`"
             )));
         }
     }
@@ -228,7 +260,11 @@ fn require_gate(plan: &Plan, work: &WorkDir) -> Result<(), StageError> {
 /// Run the stage.
 pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
     let work = work_of(plan, opts.work_dir.as_ref());
-    require_gate(plan, &work)?;
+    let scope = scope(plan, opts)?;
+    match &scope {
+        Scope::Release(units) | Scope::Slice(units) => require_gate(&work, units)?,
+        Scope::Join(_) => {}
+    }
     let mut report = StageReport {
         plan: plan.name.clone(),
         ..StageReport::default()
@@ -238,7 +274,7 @@ pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
         report.dry_run = true;
         return Ok(report);
     }
-    roundtrip::roundtrip(plan, &work, &journal, opts.progress, &mut report)?;
+    roundtrip::roundtrip(plan, &work, &journal, &scope, opts.progress, &mut report)?;
     Ok(report)
 }
 
