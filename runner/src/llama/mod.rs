@@ -16,6 +16,7 @@
 
 mod build;
 mod plan;
+mod profile;
 mod tiles;
 
 use kernels::gpu::GpuStats;
@@ -25,6 +26,8 @@ use crate::error::RunError;
 use crate::model::LlamaConfig;
 use plan::{Op, ParamBlock, Shapes};
 use tiles::TileReader;
+
+pub use profile::{DecodeProfile, OpTime};
 
 /// Tokens one prefill submit covers (activation buffers are sized for it).
 pub const PREFILL_CHUNK: usize = 64;
