@@ -82,6 +82,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         weights as f64 / (sum * 1e3)
     );
     println!(
+        "| **the step's operations back to back**, one pass, no read-back | {} | {:.0} | {:.1} % | | {:.2} |",
+        p.ops.len(),
+        p.pass_us,
+        100.0 * p.pass_us / p.step_us,
+        weights as f64 / (p.pass_us * 1e3)
+    );
+    println!(
         "| **whole step** (`step_argmax`) | 1 submit | {:.0} | 100 % | | {:.2} |",
         p.step_us,
         weights as f64 / (p.step_us * 1e3)

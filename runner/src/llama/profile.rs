@@ -3,7 +3,9 @@
 //! submitted alone and waited for; its wall time over `reps` is its cost per token, dispatch
 //! included. The whole step is timed the same way (`reps` steps of [`Runner::step_argmax`]), so
 //! the gap between the sum of the operations and the step is what a step pays besides its kernels
-//! (the submit, the 4-byte read-back, the pass).
+//! (the submit, the 4-byte read-back, the pass). Between the two, the step's operations recorded
+//! back to back in one pass and one submit separate what changing pipelines and bind groups
+//! between dispatches costs from what the submit and the read-back cost.
 //!
 //! Repeating an operation in place re-reads what it wrote (a residual add accumulates, a KV row
 //! is rewritten): the values drift, the memory traffic and the work do not, and the runner's state
@@ -34,6 +36,10 @@ pub struct DecodeProfile {
     pub position: usize,
     /// Every operation of the step, in order.
     pub ops: Vec<OpTime>,
+    /// Every operation of the step recorded back to back, `reps` steps in one pass and one
+    /// submit, per step (median of the rounds): the step's kernels with its pipeline and bind
+    /// group changes, without its submit, fence and read-back.
+    pub pass_us: f64,
     /// The whole step ([`Runner::step_argmax`]), microseconds (median of the rounds).
     pub step_us: f64,
 }
@@ -126,6 +132,28 @@ impl Runner<'_> {
                 }
             }
         }
+        let mut passes = Vec::new();
+        for _ in 0..rounds {
+            let mut enc = g.encoder("profile");
+            {
+                let desc = wgpu::ComputePassDescriptor {
+                    label: Some("profile"),
+                    timestamp_writes: None,
+                };
+                let mut pass = enc.begin_compute_pass(&desc);
+                for _ in 0..reps {
+                    for op in &ops {
+                        op.record(g, &self.shapes, &mut pass, 1, position)?;
+                    }
+                }
+            }
+            let t0 = Instant::now();
+            g.submit(enc.finish());
+            g.device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| RunError::Kernel(kernels::KernelError::Readback(e.to_string())))?;
+            passes.push(t0.elapsed().as_secs_f64() * 1e6 / reps as f64);
+        }
         let ops_out = ops
             .iter()
             .zip(samples)
@@ -150,6 +178,7 @@ impl Runner<'_> {
         Ok(DecodeProfile {
             position,
             ops: ops_out,
+            pass_us: median(passes),
             step_us: median(steps),
         })
     }
