@@ -7,6 +7,8 @@
 //! three-row matrix quantized by `artifact::gguf::quant` with the CPU reference and with
 //! artifact's own decoder, element by element.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use artifact::gguf::quant::{decode_to_f32, encode, FmaContract};
 use artifact::gguf::GgmlType;
 use kernels::reference::WeightMatrix;

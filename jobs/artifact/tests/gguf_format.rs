@@ -2,6 +2,8 @@
 //! a rewrite is bitwise identical, a golden byte layout, writer refusals, and hostile headers
 //! refused by name — fixtures are built byte by byte in the test, nothing is downloaded.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::borrow::Cow;
 
 use artifact::gguf::reader::parse_header;

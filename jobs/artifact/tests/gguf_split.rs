@@ -3,6 +3,8 @@
 //! `split.no`, a count mismatch and a `split.tensors.count` mismatch are refused; one part is a
 //! plain file without `split.*` keys; a tensor over the cap is refused with the seed's text.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::borrow::Cow;
 use std::path::Path;
 

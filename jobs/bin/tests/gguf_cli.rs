@@ -1,6 +1,8 @@
 //! `minirun-gguf` end to end: exit codes (0 success, 1 refusal, 64 usage), the seed's refusal
 //! texts with our program name, split/quantize/convert on files built in the test.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::borrow::Cow;
 use std::path::Path;
 use std::process::Command;

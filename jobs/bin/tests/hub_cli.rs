@@ -1,6 +1,8 @@
 //! `minirun-hub` through the real binary: import then serve answers, and every refusal is exit 1
 //! with a message naming the argument (64 for usage errors).
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 #[path = "shared/fixture_dir.rs"]
 #[allow(dead_code)]
 mod fixture_dir;

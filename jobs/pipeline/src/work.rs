@@ -123,19 +123,6 @@ pub fn par_map_per_core<T: Sync, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn par_map_keeps_order_and_covers_every_item() {
-        let items: Vec<u64> = (0..100).collect();
-        assert_eq!(
-            super::par_map(&items, |x| x * 2),
-            items.iter().map(|x| x * 2).collect::<Vec<_>>()
-        );
-        assert!(super::par_map(&Vec::<u8>::new(), |x| *x).is_empty());
-    }
-}
-
 /// Whether `e` says another process holds a unit's lock (the unit is left for last, then
 /// waited for: [`wait_for_unit`]).
 pub fn is_busy(e: &ledger::LedgerError) -> bool {
@@ -157,4 +144,17 @@ pub fn wait_for_unit(
     }
     drop(ledger::UnitLock::wait(ledger_dir, stage, unit)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn par_map_keeps_order_and_covers_every_item() {
+        let items: Vec<u64> = (0..100).collect();
+        assert_eq!(
+            super::par_map(&items, |x| x * 2),
+            items.iter().map(|x| x * 2).collect::<Vec<_>>()
+        );
+        assert!(super::par_map(&Vec::<u8>::new(), |x| *x).is_empty());
+    }
 }

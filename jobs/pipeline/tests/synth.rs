@@ -3,6 +3,8 @@
 //! from models.md §1.4/§1.5, config keys, the tokenizer, and value properties of the quantized
 //! tensors (FP8 blocks, e2m1 nibbles, `tid2eid`).
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use artifact::safetensors::{index::ShardIndex, parse_header, Header};
 use pipeline::synth::{self, deepseek, quant, Family};
 use std::collections::BTreeMap;
@@ -80,6 +82,9 @@ fn deepseek_v4_is_deterministic_and_matches_golden_digests() {
     );
 }
 
+/// Adds one expected tensor: (name, dtype, shape, shard).
+type Add<'a> = dyn FnMut(String, &str, &[u64], usize) + 'a;
+
 /// The V4 table of models.md §1.4 at the tiny dimensions (H 256, 4 heads × 128, q/o lora 128,
 /// 2 o-groups, 4 experts of width 128, top-2, vocab 512, hc 4, 64 indexer heads × 128).
 fn v4_expected() -> BTreeMap<String, (String, Vec<u64>, usize)> {
@@ -92,11 +97,7 @@ fn v4_expected() -> BTreeMap<String, (String, Vec<u64>, usize)> {
             "{n}"
         );
     };
-    let block = |add: &mut dyn FnMut(String, &str, &[u64], usize),
-                 p: &str,
-                 ratio: u64,
-                 hash: bool,
-                 shard: usize| {
+    let block = |add: &mut Add<'_>, p: &str, ratio: u64, hash: bool, shard: usize| {
         let rows: Vec<(&str, &str, Vec<u64>)> = vec![
             ("attn_norm.weight", "BF16", vec![h]),
             ("ffn_norm.weight", "BF16", vec![h]),

@@ -6,6 +6,8 @@
 //! naming the file; a deleted unit FAILs; an empty selection is INCONCLUSIVE; and
 //! `--no-upstream-compare` is SKIP. Issue 5, "the same for the K3- and H3-style plans".
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
 mod plan_tool;

@@ -223,8 +223,11 @@ fn check_passes_the_right_style_plans() {
     }
 }
 
+/// Text edits to a plan: (what, replaced by).
+type Edits<'a> = &'a [(&'a str, &'a str)];
+
 /// Each way a K3-style plan can be wrong: (edits, finding kind, text every such finding names).
-const WRONG: &[(&[(&str, &str)], &str, &str)] = &[
+const WRONG: &[(Edits<'static>, &str, &str)] = &[
     (
         &[("    \"vision_tower.*\",\n", "")],
         "unclaimed",

@@ -2,6 +2,8 @@
 //! the real binaries: completion proven by journals, SIGKILL at seeded points and resume, the
 //! hub's fault modes, the gate's exit contract, and parallel disjoint repacks + finalize.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 mod common;
 mod concurrent;
 mod copied;
@@ -42,7 +44,7 @@ fn fetch_repack_gate_pass_and_rerun_does_nothing() {
             "{u}: a negative control was not rejected"
         );
     }
-    assert_fetched_bytes_equal_upstream(&fx, work, None);
+    assert_fetched_bytes_equal_upstream(fx, work, None);
     stage_ok("minirun-repack", &fx.plan, work, &hub.url, &[]);
     let (code, _) = stage("minirun-gate", &fx.plan, work, &hub.url, &[]);
     assert_eq!(code, 0, "gate should PASS");

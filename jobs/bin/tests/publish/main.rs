@@ -583,8 +583,7 @@ fn stage_bin(bin: &str, work: &std::path::Path, url: Option<&str>, json: bool) -
 fn last_count(err: &str, label: &str, noun: &str) -> (u64, u64) {
     let line = err
         .lines()
-        .filter(|l| l.starts_with(&format!("{label}: ")) && l.contains(&format!(" {noun}, ")))
-        .last()
+        .rfind(|l| l.starts_with(&format!("{label}: ")) && l.contains(&format!(" {noun}, ")))
         .unwrap_or_else(|| panic!("no `{label}` line counting {noun}: {err}"));
     let inner = line.rsplit_once('(').unwrap().1;
     let mut w = inner.split(' ');
@@ -627,10 +626,7 @@ fn stage_candidate_upload_and_promote_show_progress_in_a_log_and_none_with_json(
         Some(&url),
         false,
     );
-    let last = err
-        .lines()
-        .filter(|l| l.starts_with("candidate-upload: "))
-        .last();
+    let last = err.lines().rfind(|l| l.starts_with("candidate-upload: "));
     assert!(last.is_some_and(|l| l.contains("(100%)")), "{err}");
 
     let (_, err) = stage_bin(

@@ -205,7 +205,7 @@ impl UnitRecord {
             } else {
                 let data = self.content(f, path)?;
                 let ok = data.len() as u64 == f.size
-                    && ledger::sha256_hex(&data).to_string() == f.sha256
+                    && ledger::sha256_hex(&data) == f.sha256
                     && hub::protocol::git_blob_sha1(&data) == f.oid;
                 if !ok {
                     return Err(bad(format!(

@@ -110,7 +110,7 @@ pub async fn fetch_unit(
         report.chunks_kept += resume.kept.len() as u64;
 
         let data_start = uf.header.data_start;
-        let mut needed = RangeSet::from_ranges([0..data_start]);
+        let mut needed = RangeSet::from_ranges(std::iter::once(0..data_start));
         for (t, _) in tensors {
             if let Some(ti) = uf.header.tensor(&t.name) {
                 needed.insert(absolute_range(data_start, ti));
@@ -279,6 +279,7 @@ struct Whole {
 /// Returns the file's SHA-256 when it was verified whole against an LFS digest (so the journal
 /// need not hash it again), and the controls.
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
 fn check_file(
     unit: &str,
     uf: &UpstreamFile,

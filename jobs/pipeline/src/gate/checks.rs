@@ -267,7 +267,7 @@ impl<'a> Gate<'a> {
                         }
                     }
                     match journaled {
-                        Some(r) if r.size != size || r.sha256.to_string() != sha => {
+                        Some(r) if r.size != size || r.sha256 != sha => {
                             bad.push(format!("repack journaled {} B sha256 {}", r.size, r.sha256));
                         }
                         None => bad.push("not journaled by repack".into()),

@@ -101,7 +101,7 @@ impl V4Dims {
 
     /// `compress_ratios`: `[0,0] + [4,128]·20 + [4, 0]` for 43 layers (last entry = MTP).
     pub fn compress_ratios(&self) -> Vec<u64> {
-        let mut r: Vec<u64> = (0..self.layers).map(|l| ratio_of(l)).collect();
+        let mut r: Vec<u64> = (0..self.layers).map(ratio_of).collect();
         r.push(0);
         r
     }

@@ -43,7 +43,7 @@ pub fn ceil_log2(x: f32) -> i32 {
 /// (`scale_fmt: "ue8m0"`): the block maximum lands at or below `max_code` after division.
 /// An all-zero block gets 2^-127 (byte 0), as a real all-zero block would.
 pub fn e8m0_scale_for(amax: f32, max_code: f32) -> u8 {
-    if !(amax > 0.0) || !amax.is_finite() {
+    if amax.is_nan() || amax <= 0.0 || !amax.is_finite() {
         return 0;
     }
     let e = ceil_log2(amax / max_code);
