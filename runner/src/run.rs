@@ -19,10 +19,10 @@ use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::sample::{Sampler, SamplingParams};
 use crate::tokenizer::{Detokenize, TextStream, Tokenizer};
 
-/// Exit codes (the pipeline table's subset: 0 ok, 1 failure, 64 usage).
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_FAILURE: u8 = 1;
-pub const EXIT_USAGE: u8 = 64;
+/// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
+pub const EXIT_OK: u8 = contract::Exit::Ok.code();
+pub const EXIT_FAILURE: u8 = contract::Exit::Failure.code();
+pub const EXIT_USAGE: u8 = contract::Exit::Usage.code();
 
 /// Default streamed tile: 256 KiB of rows.
 pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
@@ -572,10 +572,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         }
     };
     if args.system.is_some() && !args.chat && !args.interactive {
-        let _ = writeln!(
-            std::io::stderr(),
-            "minirun-run: error: --system needs --chat or -i"
-        );
+        let _ = writeln!(std::io::stderr(), "error: --system needs --chat or -i");
         return EXIT_USAGE;
     }
     // The seed is fixed (and said) before anything runs, so any run can be repeated.
@@ -590,7 +587,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         }
         Ok(_) => {}
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
+            contract::print_error(&e, None);
             return EXIT_USAGE;
         }
     }
@@ -598,7 +595,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         return match crate::session::run_interactive(&args) {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
+                contract::print_error(&e, None);
                 if matches!(e, RunError::Usage(_)) {
                     EXIT_USAGE
                 } else {
@@ -628,7 +625,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let out = match result {
         Ok(r) => r,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "minirun-run: error: {e}");
+            contract::print_error(&e, None);
             return if matches!(e, RunError::Usage(_)) {
                 EXIT_USAGE
             } else {
@@ -707,7 +704,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         if let Err(e) = std::fs::write(path, bytes) {
             let _ = writeln!(
                 std::io::stderr(),
-                "minirun-run: error: write `{}`: {e}",
+                "error: cannot write `{}`: {e}",
                 path.display()
             );
             return EXIT_FAILURE;

@@ -21,6 +21,8 @@ fn usage_and_missing_model_errors() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
+    // The one rendering every binary shares (contract::render_error): `error: …`, then causes.
+    assert!(err.starts_with("error: "), "{err}");
     if err.contains("no wgpu adapter") {
         assert_eq!(out.status.code(), Some(1));
         return;

@@ -159,6 +159,10 @@ fn every_binary_follows_the_cli_contract() {
         );
         let o = Command::new(bin).arg("--no-such-flag").output().unwrap();
         assert_eq!(o.status.code(), Some(64), "{name} --no-such-flag");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).starts_with("error: "),
+            "{name}: errors start with `error: `"
+        );
     }
     let fetch = Command::new(env!("CARGO_BIN_EXE_minirun-fetch"))
         .arg("--help")

@@ -9,39 +9,7 @@ use std::error::Error as StdError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The exit-code table, one for every binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// 0: success (gate: PASS).
-    Ok,
-    /// 1: failure or refusal (gate: FAIL).
-    Failure,
-    /// 2: INCONCLUSIVE — only under the gate contract.
-    Inconclusive,
-    /// 77: SKIP — only under the gate contract.
-    Skip,
-    /// 64: usage error (EX_USAGE).
-    Usage,
-}
-
-impl Exit {
-    /// The numeric process exit status.
-    pub fn code(self) -> u8 {
-        match self {
-            Exit::Ok => 0,
-            Exit::Failure => 1,
-            Exit::Inconclusive => 2,
-            Exit::Skip => 77,
-            Exit::Usage => 64,
-        }
-    }
-}
-
-impl From<Exit> for ExitCode {
-    fn from(e: Exit) -> ExitCode {
-        ExitCode::from(e.code())
-    }
-}
+pub use contract::{print_error, render_error, Exit};
 
 /// Flags common to every stage binary (fetch, repack, gate, stage, candidate-upload, promote).
 #[derive(Debug, Clone, clap::Args)]
@@ -206,25 +174,6 @@ pub trait Hint {
     fn hint(&self) -> Option<String> {
         None
     }
-}
-
-/// Render `error: …`, then `  caused by: …` for each source, then `hint: …`, on stderr.
-pub fn print_error(err: &dyn StdError, hint: Option<String>) {
-    eprintln!("{}", render_error(err, hint));
-}
-
-/// The text [`print_error`] prints.
-pub fn render_error(err: &dyn StdError, hint: Option<String>) -> String {
-    let mut out = format!("error: {err}");
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(&format!("\n  caused by: {s}"));
-        source = s.source();
-    }
-    if let Some(h) = hint {
-        out.push_str(&format!("\nhint: {h}"));
-    }
-    out
 }
 
 #[cfg(test)]

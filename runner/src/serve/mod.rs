@@ -567,7 +567,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         }
     };
     let fail = |e: RunError| {
-        let _ = writeln!(std::io::stderr(), "minirun-serve: error: {e}");
+        contract::print_error(&e, None);
         if matches!(e, RunError::Usage(_)) {
             EXIT_USAGE
         } else {

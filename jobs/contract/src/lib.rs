@@ -1,0 +1,123 @@
+//! The command-line contract every `minirun-*` binary shares (docs/cli.md), in one place that both
+//! the pipeline's binaries and the runner's (`minirun-run`, `minirun-serve`) use: the exit-code
+//! table and the one rendering of a failure — `error: …`, then each cause on its own
+//! `  caused by: …` line, then an optional `hint: …`.
+//!
+//! Exit codes (README.md): 0 success, 1 failure or refusal, 2 INCONCLUSIVE and 77 SKIP only under
+//! the gate contract, 64 usage error.
+
+use std::error::Error as StdError;
+use std::process::ExitCode;
+
+/// The exit-code table, one for every binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success (gate: PASS).
+    Ok,
+    /// 1: failure or refusal (gate: FAIL).
+    Failure,
+    /// 2: INCONCLUSIVE — only under the gate contract.
+    Inconclusive,
+    /// 77: SKIP — only under the gate contract.
+    Skip,
+    /// 64: usage error (EX_USAGE).
+    Usage,
+}
+
+impl Exit {
+    /// The numeric process exit status.
+    pub const fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failure => 1,
+            Exit::Inconclusive => 2,
+            Exit::Skip => 77,
+            Exit::Usage => 64,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e.code())
+    }
+}
+
+/// The text [`print_error`] prints: `error: {err}`, each source as `  caused by: {source}`, and
+/// `hint: {hint}` when there is one. A source whose text the lines so far already hold (an error
+/// that names its cause in its own message, as the runner's do) is not repeated.
+pub fn render_error(err: &dyn StdError, hint: Option<String>) -> String {
+    let mut out = format!("error: {err}");
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(&format!("\n  caused by: {text}"));
+        }
+        source = s.source();
+    }
+    if let Some(h) = hint {
+        out.push_str(&format!("\nhint: {h}"));
+    }
+    out
+}
+
+/// Print [`render_error`] on stderr.
+pub fn print_error(err: &dyn StdError, hint: Option<String>) {
+    eprintln!("{}", render_error(err, hint));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct E(&'static str, Option<Box<E>>);
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl StdError for E {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            self.1.as_deref().map(|e| e as &(dyn StdError + 'static))
+        }
+    }
+
+    #[test]
+    fn the_chain_then_the_hint() {
+        let e = E(
+            "top",
+            Some(Box::new(E("middle", Some(Box::new(E("root", None)))))),
+        );
+        assert_eq!(
+            render_error(&e, Some("do this".into())),
+            "error: top\n  caused by: middle\n  caused by: root\nhint: do this"
+        );
+        assert_eq!(render_error(&E("alone", None), None), "error: alone");
+        // a cause the message already names is not repeated; its own causes still are
+        let e = E(
+            "open `m.gguf`: gone",
+            Some(Box::new(E("gone", Some(Box::new(E("deeper", None)))))),
+        );
+        assert_eq!(
+            render_error(&e, None),
+            "error: open `m.gguf`: gone\n  caused by: deeper"
+        );
+    }
+
+    #[test]
+    fn the_table() {
+        let codes: Vec<u8> = [
+            Exit::Ok,
+            Exit::Failure,
+            Exit::Inconclusive,
+            Exit::Skip,
+            Exit::Usage,
+        ]
+        .iter()
+        .map(|e| e.code())
+        .collect();
+        assert_eq!(codes, [0, 1, 2, 77, 64]);
+    }
+}
