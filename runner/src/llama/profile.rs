@@ -44,20 +44,16 @@ pub struct DecodeProfile {
     pub step_us: f64,
 }
 
-fn label(step: &Step) -> (String, usize, usize) {
+fn label(step: &Step) -> String {
     match *step {
         Step::Matmul {
             format, rows, k, ..
-        } => (format!("Matmul {format:?} {rows}x{k}"), rows, k),
-        Step::QkvRope { format, k, pairs } => (
-            format!("QkvRope {format:?} k={k} ({pairs} rope pairs)"),
-            0,
-            k,
-        ),
-        Step::GateUp { format, k, ffn } => {
-            (format!("GateUp {format:?} {}x{k}", 2 * ffn), 2 * ffn, k)
+        } => format!("Matmul {format:?} {rows}x{k}"),
+        Step::QkvRope { format, k, pairs } => {
+            format!("QkvRope {format:?} k={k} ({pairs} rope pairs)")
         }
-        other => (format!("{other:?}"), 0, 0),
+        Step::GateUp { format, k, ffn } => format!("GateUp {format:?} {}x{k}", 2 * ffn),
+        other => format!("{other:?}"),
     }
 }
 
@@ -79,6 +75,36 @@ fn weight_bytes(step: &Step, qkv_rows: usize) -> u64 {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Records `ops` in order, `reps` times, into one compute pass of one encoder; submits it, waits
+/// for the queue, and returns the wall time per repetition in microseconds.
+fn timed_pass(
+    g: &kernels::gpu::Gpu,
+    shapes: &super::plan::Shapes,
+    ops: &[&Op],
+    reps: usize,
+    position: usize,
+) -> Result<f64, RunError> {
+    let mut enc = g.encoder("profile");
+    {
+        let desc = wgpu::ComputePassDescriptor {
+            label: Some("profile"),
+            timestamp_writes: None,
+        };
+        let mut pass = enc.begin_compute_pass(&desc);
+        for _ in 0..reps {
+            for op in ops {
+                op.record(g, shapes, &mut pass, 1, position)?;
+            }
+        }
+    }
+    let t0 = Instant::now();
+    g.submit(enc.finish());
+    g.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| RunError::Kernel(kernels::KernelError::Readback(e.to_string())))?;
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / reps as f64)
 }
 
 impl Runner<'_> {
@@ -107,63 +133,26 @@ impl Runner<'_> {
             .collect();
         let g = self.engine.gpu();
         self.params.update(g, &self.shapes, 1, position)?;
+        let shapes = &self.shapes;
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
-        let mut steps = Vec::new();
-        for _ in 0..rounds {
-            for (i, op) in ops.iter().enumerate() {
-                let mut enc = g.encoder("profile");
-                {
-                    let desc = wgpu::ComputePassDescriptor {
-                        label: Some("profile"),
-                        timestamp_writes: None,
-                    };
-                    let mut pass = enc.begin_compute_pass(&desc);
-                    for _ in 0..reps {
-                        op.record(g, &self.shapes, &mut pass, 1, position)?;
-                    }
-                }
-                let t0 = Instant::now();
-                g.submit(enc.finish());
-                g.device()
-                    .poll(wgpu::PollType::wait_indefinitely())
-                    .map_err(|e| RunError::Kernel(kernels::KernelError::Readback(e.to_string())))?;
-                if let Some(s) = samples.get_mut(i) {
-                    s.push(t0.elapsed().as_secs_f64() * 1e6 / reps as f64);
-                }
-            }
-        }
         let mut passes = Vec::new();
         for _ in 0..rounds {
-            let mut enc = g.encoder("profile");
-            {
-                let desc = wgpu::ComputePassDescriptor {
-                    label: Some("profile"),
-                    timestamp_writes: None,
-                };
-                let mut pass = enc.begin_compute_pass(&desc);
-                for _ in 0..reps {
-                    for op in &ops {
-                        op.record(g, &self.shapes, &mut pass, 1, position)?;
-                    }
+            for (i, op) in ops.iter().enumerate() {
+                let us = timed_pass(g, shapes, std::slice::from_ref(op), reps, position)?;
+                if let Some(s) = samples.get_mut(i) {
+                    s.push(us);
                 }
             }
-            let t0 = Instant::now();
-            g.submit(enc.finish());
-            g.device()
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| RunError::Kernel(kernels::KernelError::Readback(e.to_string())))?;
-            passes.push(t0.elapsed().as_secs_f64() * 1e6 / reps as f64);
+            passes.push(timed_pass(g, shapes, &ops, reps, position)?);
         }
+        let mut steps = Vec::new();
         let ops_out = ops
             .iter()
             .zip(samples)
-            .map(|(op, s)| {
-                let (label, _, _) = label(&op.step);
-                OpTime {
-                    label,
-                    weight_bytes: weight_bytes(&op.step, qkv_rows),
-                    us: median(s),
-                }
+            .map(|(op, s)| OpTime {
+                label: label(&op.step),
+                weight_bytes: weight_bytes(&op.step, qkv_rows),
+                us: median(s),
             })
             .collect();
         for _ in 0..rounds {

@@ -170,6 +170,23 @@ impl crate::cli::Hint for CandidateError {
     }
 }
 
+/// The hub client for `endpoint` (else the plan's, else `HF_ENDPOINT`) and a current-thread
+/// runtime to drive it.
+pub(crate) fn client_and_runtime(
+    plan: &Plan,
+    endpoint: Option<&str>,
+) -> Result<(hub::client::HubClient, tokio::runtime::Runtime), CandidateError> {
+    let endpoint = endpoint
+        .map(str::to_owned)
+        .or_else(|| plan.run.endpoint.clone());
+    let client = hub::client::HubClient::from_env(endpoint.as_deref())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CandidateError::Runtime)?;
+    Ok((client, rt))
+}
+
 /// The hub repo id of the plan's target.
 pub fn target_repo(plan: &Plan) -> Result<hub::protocol::RepoId, String> {
     hub::protocol::RepoId::model(plan.target.repo.as_str())

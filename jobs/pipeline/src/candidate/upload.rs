@@ -98,12 +98,7 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             )
         })
         .collect();
-    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
-    let client = HubClient::from_env(endpoint.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CandidateError::Runtime)?;
+    let (client, rt) = super::client_and_runtime(plan, opts.endpoint.as_deref())?;
     // A finished journal saves the work (preupload, naming, uploads), never the hub's answer:
     // the branch and its tree are asked whether they still hold exactly the journaled candidate.
     if let Some(prev) = Journal::load(&work.ledger(), STAGE, UNIT)? {

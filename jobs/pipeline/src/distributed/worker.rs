@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use artifact::container::ContainerReader;
 use artifact::manifest::{FileKind, Manifest, MANIFEST_FILE_NAME};
 use base64::Engine as _;
-use hub::client::{HubClient, LfsObject, UploadSource};
+use hub::client::{LfsObject, UploadSource};
 use serde::Serialize;
 
 use super::{record_path, GateWord, RecordFile, UnitRecord, RECORD_SCHEMA};
@@ -137,12 +137,7 @@ pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, Can
         report.lfs_objects = report.files;
         return Ok(report);
     }
-    let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
-    let client = HubClient::from_env(endpoint.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CandidateError::Runtime)?;
+    let (client, rt) = crate::candidate::client_and_runtime(plan, opts.endpoint.as_deref())?;
     rt.block_on(client.create_repo(&repo, false, true))?;
     let mut samples = Vec::new();
     for (rel, size, _) in by_unit.values().flatten() {
