@@ -59,6 +59,54 @@ fn tree_bytes(dir: &Path) -> u64 {
     snapshot(dir).iter().map(|(_, n, _)| n).sum()
 }
 
+/// One step of the distributed shape: the binary and its arguments (besides plan and work dir).
+type Step = (&'static str, Vec<String>);
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// A worker's steps for slice `units`: fetch from `up`, repack, gate, stage, and the upload to
+/// `url` that writes its records to `rec`.
+fn worker_steps(units: &str, up: &str, url: &str, rec: &str) -> Vec<Step> {
+    vec![
+        ("fetch", strings(&["--endpoint", up, "--units", units])),
+        ("repack", strings(&["--units", units])),
+        ("gate", strings(&["--units", units])),
+        ("stage", strings(&["--units", units])),
+        (
+            "candidate-upload",
+            strings(&["--endpoint", url, "--units", units, "--records", rec]),
+        ),
+    ]
+}
+
+/// The join's steps over the records in `rec`: root files from `up`, then the publication to `url`.
+fn join_steps(up: &str, url: &str, rec: &str) -> Vec<Step> {
+    vec![
+        ("fetch", strings(&["--endpoint", up, "--root-files-only"])),
+        ("repack", strings(&["--finalize", "--records", rec])),
+        ("stage", strings(&["--records", rec])),
+        (
+            "candidate-upload",
+            strings(&["--endpoint", url, "--records", rec]),
+        ),
+        ("promote", strings(&["--endpoint", url])),
+    ]
+}
+
+/// Run `steps` in `work`, each with `--json`: their reports, in order.
+fn run_json(work: &Path, steps: &[Step]) -> Vec<serde_json::Value> {
+    steps
+        .iter()
+        .map(|(bin, args)| {
+            let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+            a.push("--json");
+            serde_json::from_str(&step(bin, work, &a)).unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn four_workers_and_a_join_publish_what_one_run_publishes() {
     let up = upstream_url().to_owned();
@@ -76,24 +124,8 @@ fn four_workers_and_a_join_publish_what_one_run_publishes() {
             let (up, url, rec) = (up.clone(), url.clone(), rec.clone());
             let work = base.path().join(format!("worker{i}"));
             std::thread::spawn(move || {
-                step("fetch", &work, &["--endpoint", &up, "--units", units]);
-                step("repack", &work, &["--units", units]);
-                step("gate", &work, &["--units", units]);
-                step("stage", &work, &["--units", units]);
-                let out = step(
-                    "candidate-upload",
-                    &work,
-                    &[
-                        "--endpoint",
-                        &url,
-                        "--units",
-                        units,
-                        "--records",
-                        &rec,
-                        "--json",
-                    ],
-                );
-                let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+                let reports = run_json(&work, &worker_steps(units, &up, &url, &rec));
+                let v = reports.last().unwrap();
                 assert_eq!(v["schema"], "minirun.candidate-upload-worker/1", "{v}");
                 (
                     v["bytes"].as_u64().unwrap(),
@@ -115,16 +147,9 @@ fn four_workers_and_a_join_publish_what_one_run_publishes() {
     assert!(refs.branches.iter().all(|b| b.name == "main"), "{refs:?}");
 
     let join = base.path().join("join");
-    step("fetch", &join, &["--endpoint", &up, "--root-files-only"]);
-    step("repack", &join, &["--finalize", "--records", &rec]);
-    step("stage", &join, &["--records", &rec]);
-    let out = step(
-        "candidate-upload",
-        &join,
-        &["--endpoint", &url, "--records", &rec, "--json"],
-    );
-    let c: serde_json::Value = serde_json::from_str(&out).unwrap();
-    step("promote", &join, &["--endpoint", &url]);
+    let reports = run_json(&join, &join_steps(&up, &url, &rec));
+    let c = &reports[3];
+    assert_eq!(c["schema"], "minirun.candidate-upload/1", "{c}");
 
     let mut got = inventory(&url, &head(&url));
     for inv in [&mut reference, &mut got] {
@@ -247,51 +272,14 @@ fn distributed_steps_killed_at_seeded_instants_resume_to_the_same_publication() 
         .enumerate()
     {
         let w = base.path().join(format!("worker{i}"));
-        let u = units.to_string();
-        steps.push((
-            "fetch",
-            w.clone(),
-            vec!["--endpoint".into(), up.clone(), "--units".into(), u.clone()],
-        ));
-        steps.push(("repack", w.clone(), vec!["--units".into(), u.clone()]));
-        steps.push(("gate", w.clone(), vec!["--units".into(), u.clone()]));
-        steps.push(("stage", w.clone(), vec!["--units".into(), u.clone()]));
-        steps.push((
-            "candidate-upload",
-            w,
-            vec![
-                "--endpoint".into(),
-                url.clone(),
-                "--units".into(),
-                u,
-                "--records".into(),
-                rec.clone(),
-            ],
-        ));
+        for (bin, args) in worker_steps(units, &up, &url, &rec) {
+            steps.push((bin, w.clone(), args));
+        }
     }
     let j = base.path().join("join");
-    steps.push((
-        "fetch",
-        j.clone(),
-        vec!["--endpoint".into(), up.clone(), "--root-files-only".into()],
-    ));
-    steps.push((
-        "repack",
-        j.clone(),
-        vec!["--finalize".into(), "--records".into(), rec.clone()],
-    ));
-    steps.push(("stage", j.clone(), vec!["--records".into(), rec.clone()]));
-    steps.push((
-        "candidate-upload",
-        j.clone(),
-        vec![
-            "--endpoint".into(),
-            url.clone(),
-            "--records".into(),
-            rec.clone(),
-        ],
-    ));
-    steps.push(("promote", j.clone(), vec!["--endpoint".into(), url.clone()]));
+    for (bin, args) in join_steps(&up, &url, &rec) {
+        steps.push((bin, j.clone(), args));
+    }
     let mut hit = 0;
     for (bin, work, args) in &steps {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

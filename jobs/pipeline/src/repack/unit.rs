@@ -42,24 +42,19 @@ pub fn done_reason(
         return Ok(Some("no journal".into()));
     };
     let root = work.release().join(unit);
-    let by = if verify {
-        j.accept_by_content(&root)?
+    let check = if verify {
+        let by = j.accept_by_content(&root)?;
+        if by.check.is_done() && by.rehashed > 0 {
+            j.store(ledger_dir)?;
+        }
+        by.check
     } else {
-        ledger::ByContent {
-            check: j.is_done(&root, false)?,
-            rehashed: 0,
-            bytes: 0,
-        }
+        j.is_done(&root, false)?
     };
-    match by.check {
-        ledger::DoneCheck::Done => {
-            if by.rehashed > 0 {
-                j.store(ledger_dir)?;
-            }
-            Ok(None)
-        }
-        ledger::DoneCheck::NotDone(v) => Ok(Some(crate::cli::join_limited(&v, 5))),
-    }
+    Ok(match check {
+        ledger::DoneCheck::Done => None,
+        ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
+    })
 }
 
 struct Ctx<'a> {

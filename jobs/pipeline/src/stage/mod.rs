@@ -54,9 +54,7 @@ pub(crate) enum Scope {
 
 fn scope(plan: &Plan, opts: &StageOpts) -> Result<Scope, StageError> {
     if let Some(dir) = &opts.records {
-        return crate::distributed::load_all(plan, dir)
-            .map(Scope::Join)
-            .map_err(|e| StageError::NotGated(e.to_string()));
+        return Ok(Scope::Join(crate::distributed::load_all(plan, dir)?));
     }
     let units: Vec<String> = plan
         .select_units(opts.units.as_deref())?
@@ -159,6 +157,10 @@ pub enum StageError {
     /// The gate has not passed on the whole release.
     #[error("the release is not validated: {0}")]
     NotGated(String),
+    /// The distributed join's unit records are missing, malformed, not this plan's, or carry a
+    /// gate other than PASS.
+    #[error(transparent)]
+    Records(#[from] crate::distributed::RecordsError),
     /// A filesystem operation failed.
     #[error("cannot {what} `{path}`")]
     Io {
