@@ -147,6 +147,26 @@ impl ChunkLog {
             }
             Err(e) => return Err(LedgerError::io("open chunk log", path)(e)),
         };
+        let (records, valid_len) = Self::parse(path, &bytes)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(LedgerError::io("open chunk log for append", path))?;
+        if valid_len < bytes.len() {
+            file.set_len(valid_len as u64)
+                .and_then(|()| file.sync_all())
+                .map_err(LedgerError::io("cut the torn tail of chunk log", path))?;
+        }
+        Ok(ChunkLog {
+            path: path.to_owned(),
+            inner: Mutex::new(Inner { file, records }),
+        })
+    }
+
+    /// Reads a chunk log's bytes (`path` only names it in errors): the records up to the first one
+    /// that fails its CRC or format, and the length of the valid prefix (header plus those
+    /// records). The one reader of the format; [`ChunkLog::open`] cuts the file to that length.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Vec<ChunkRecord>, usize)> {
         let body =
             bytes
                 .strip_prefix(CHUNK_LOG_HEADER)
@@ -162,19 +182,7 @@ impl ChunkLog {
             .map_while(ChunkRecord::decode)
             .collect();
         let valid_len = CHUNK_LOG_HEADER.len() + records.len() * RECORD_LEN;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(LedgerError::io("open chunk log for append", path))?;
-        if valid_len < bytes.len() {
-            file.set_len(valid_len as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(LedgerError::io("cut the torn tail of chunk log", path))?;
-        }
-        Ok(ChunkLog {
-            path: path.to_owned(),
-            inner: Mutex::new(Inner { file, records }),
-        })
+        Ok((records, valid_len))
     }
 
     /// The log's path.

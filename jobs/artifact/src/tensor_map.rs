@@ -20,6 +20,14 @@ pub struct TensorMap {
     pub tensors: Vec<TensorEntry>,
 }
 
+impl TensorMap {
+    /// Reads `tensors.json` bytes strictly (schema of these types, no unknown field): the one
+    /// reader the gate, `minirun-run` and the V4 adapter share.
+    pub fn parse(bytes: &[u8]) -> Result<TensorMap, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
 /// One upstream tensor in the artifact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

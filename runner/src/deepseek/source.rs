@@ -114,7 +114,7 @@ impl ReleaseDir {
         for unit in units {
             let path = unit.join("tensors.json");
             let text = std::fs::read(&path).map_err(io("reading", &path))?;
-            let map: TensorMap = serde_json::from_slice(&text).map_err(|e| V4Error::Json {
+            let map = TensorMap::parse(&text).map_err(|e| V4Error::Json {
                 what: "a unit tensor map",
                 path: path.display().to_string(),
                 detail: e.to_string(),

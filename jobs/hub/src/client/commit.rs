@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use bytes::Bytes;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 use sha2::Digest as _;
 
-use super::{enc, json_body, transport_detail, HubClient, HubError, Idempotence, LfsObject};
+use super::{enc, transport_detail, HubClient, HubError, Idempotence, LfsObject};
 use crate::protocol::{self, CommitResponse, PreuploadFile, PreuploadResult, RepoId};
 
 /// Where the bytes of a file to upload are.
@@ -179,15 +179,9 @@ impl HubClient {
             }
             Err(e) => return Err(e),
         };
-        let v: Value = json_body(&u, r).await?;
         let _ = conflict;
-        v.get("url")
-            .and_then(Value::as_str)
-            .map(String::from)
-            .ok_or_else(|| HubError::Protocol {
-                url: u.to_string(),
-                detail: "repo create answer lacks `url`".into(),
-            })
+        let bytes = super::body_bytes(&u, r).await?;
+        super::answers::created_repo_url(u.as_str(), &bytes)
     }
 
     /// Create `branch` at `starting_point` (default: `main`); with `exist_ok` a 409 is fine (and
@@ -258,15 +252,8 @@ impl HubClient {
                         .body(body.clone()))
                 })
                 .await?;
-            let v: Value = json_body(&u, r).await?;
-            let files: Vec<PreuploadResult> = serde_json::from_value(
-                v.get("files").cloned().unwrap_or(Value::Null),
-            )
-            .map_err(|e| HubError::Protocol {
-                url: u.to_string(),
-                detail: format!("preupload answer: {e}"),
-            })?;
-            out.extend(files);
+            let bytes = super::body_bytes(&u, r).await?;
+            out.extend(super::answers::preupload_results(u.as_str(), &bytes)?);
         }
         Ok(out)
     }
@@ -332,10 +319,7 @@ impl HubClient {
                 url: u.to_string(),
                 detail: transport_detail(&e),
             })?;
-        serde_json::from_slice(&bytes).map_err(|e| HubError::Protocol {
-            url: u.to_string(),
-            detail: format!("commit answer: {e}"),
-        })
+        super::answers::commit_answer(u.as_str(), &bytes)
     }
 
     /// Publish files to `branch` in one commit: preupload, LFS upload of what the hub lacks,

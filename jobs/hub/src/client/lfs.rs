@@ -10,7 +10,7 @@ use bytes::Bytes;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::{json_body, HubClient, HubError, Idempotence};
+use super::{HubClient, HubError, Idempotence};
 use crate::protocol::RepoId;
 
 /// One LFS object to upload.
@@ -192,31 +192,9 @@ impl HubClient {
                     .body(body.clone()))
             })
             .await?;
-        let answer: Value = json_body(&u, r).await?;
-        let items = answer
-            .get("objects")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        batch
-            .iter()
-            .map(|o| {
-                let item = items
-                    .iter()
-                    .find(|i| i.get("oid").and_then(Value::as_str) == Some(o.oid.as_str()))
-                    .ok_or_else(|| HubError::Protocol {
-                        url: u.to_string(),
-                        detail: format!("LFS batch answer lacks object {}", o.oid),
-                    })?;
-                if let Some(err) = item.get("error") {
-                    return Err(HubError::Protocol {
-                        url: u.to_string(),
-                        detail: format!("LFS batch refused object {}: {err}", o.oid),
-                    });
-                }
-                Ok(item.get("actions").cloned())
-            })
-            .collect()
+        let bytes = super::body_bytes(&u, r).await?;
+        let oids: Vec<&str> = batch.iter().map(|o| o.oid.as_str()).collect();
+        super::answers::lfs_batch_actions(u.as_str(), &bytes, &oids)
     }
 
     /// [`Self::transfer`] with the per-object retries of [`Self::upload_lfs`].

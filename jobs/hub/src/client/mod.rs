@@ -5,6 +5,7 @@
 //! The token is held in [`Token`] (redacted `Debug`, no `Display`), sent only as a header marked
 //! sensitive and only to the endpoint's own origin, and never written to a log line or an error.
 
+pub mod answers;
 mod commit;
 mod error;
 mod guarded;
@@ -333,20 +334,21 @@ pub(crate) fn transport_detail(e: &reqwest::Error) -> String {
     s
 }
 
-/// Parse a JSON body, naming the URL on failure.
+/// A response's whole body (a transport failure names the URL).
+pub(crate) async fn body_bytes(u: &Url, r: Response) -> Result<bytes::Bytes, HubError> {
+    r.bytes().await.map_err(|e| HubError::Transport {
+        url: u.to_string(),
+        detail: transport_detail(&e),
+        source: e,
+    })
+}
+
+/// Parse a JSON body ([`answers::decode`]), naming the URL on failure.
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     u: &Url,
     r: Response,
 ) -> Result<T, HubError> {
-    let bytes = r.bytes().await.map_err(|e| HubError::Transport {
-        url: u.to_string(),
-        detail: transport_detail(&e),
-        source: e,
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| HubError::Protocol {
-        url: u.to_string(),
-        detail: format!("invalid JSON: {e}"),
-    })
+    answers::decode(u.as_str(), &body_bytes(u, r).await?)
 }
 
 impl HubClient {
@@ -382,32 +384,14 @@ pub(crate) async fn http_error(method: &Method, u: &Url, r: Response) -> HubErro
         retry::server_wait(&h).map(|d| u16::try_from(d.as_secs()).unwrap_or(u16::MAX));
     let hv = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).map(String::from);
     let body = r.bytes().await.unwrap_or_default();
-    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-    let message = json
-        .as_ref()
-        .and_then(|j| {
-            j.get("error")
-                .and_then(|e| e.as_str().map(String::from))
-                .or_else(|| {
-                    j.get("errors").and_then(|e| e.as_array()).map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.get("message").and_then(|m| m.as_str()))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })
-                })
-        })
-        .or_else(|| hv("x-error-message"))
-        .unwrap_or_else(|| {
-            protocol::printable(&String::from_utf8_lossy(&body[..body.len().min(300)]))
-        });
+    let message = answers::error_message(&body, hv("x-error-message").as_deref());
     HubError::Http {
         method: method.to_string(),
         url: u.to_string(),
         status,
         request_id: hv("x-request-id"),
         error_code: hv("x-error-code"),
-        message: protocol::printable(&message),
+        message,
         retry_after,
     }
 }

@@ -14,16 +14,7 @@ const MAX_PAGES: usize = 100_000;
 
 /// The `rel="next"` URL of a `Link` header.
 pub(crate) fn next_link(h: &HeaderMap) -> Option<String> {
-    let v = h.get("link")?.to_str().ok()?;
-    v.split(',').find_map(|part| {
-        let (url, params) = part.split_once(';')?;
-        params.contains("rel=\"next\"").then(|| {
-            url.trim()
-                .trim_start_matches('<')
-                .trim_end_matches('>')
-                .to_string()
-        })
-    })
+    super::answers::next_link(h.get("link")?.to_str().ok()?)
 }
 
 impl HubClient {

@@ -122,6 +122,34 @@ impl ServerHandle {
     }
 }
 
+fn app_state(
+    store: Store,
+    opts: ServerOptions,
+    addr: SocketAddr,
+    cdn_addr: Option<SocketAddr>,
+) -> Arc<AppState> {
+    let faults = Faults::default();
+    faults.set(opts.faults.clone());
+    Arc::new(AppState {
+        store,
+        opts,
+        faults,
+        secret: rand::random(),
+        addr,
+        cdn_origin: cdn_addr.map(|a| format!("http://{a}")),
+        log: Mutex::default(),
+    })
+}
+
+/// The API that [`spawn`] serves, as an in-process service over the store at `root` (no
+/// listener; answers name `http://127.0.0.1:0`): for drivers that send requests straight to the
+/// handlers, such as the fuzz targets (docs/fuzz.md).
+pub fn in_process(root: &Path, opts: ServerOptions) -> std::io::Result<axum::Router> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let state = app_state(Store::open(root)?, opts, addr, None);
+    Ok(axum::Router::new().fallback(handle).with_state(state))
+}
+
 /// Bind `addr` (and the CDN address if configured) and serve the store at `root` in background
 /// tasks of the current tokio runtime. Port 0 picks a free port; see [`ServerHandle::addr`].
 pub async fn spawn(
@@ -146,17 +174,7 @@ pub async fn spawn(
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let faults = Faults::default();
-    faults.set(opts.faults.clone());
-    let state = Arc::new(AppState {
-        store,
-        opts,
-        faults,
-        secret: rand::random(),
-        addr,
-        cdn_origin: cdn_addr.map(|a| format!("http://{a}")),
-        log: Mutex::default(),
-    });
+    let state = app_state(store, opts, addr, cdn_addr);
     let mut shutdown = Vec::new();
     let mut tasks = Vec::new();
     let api = axum::Router::new()

@@ -352,7 +352,7 @@ impl<'a> Gate<'a> {
         let file = Some(format!("{unit}/{TENSORS_FILE}"));
         let map: TensorMap = match std::fs::read(&map_path)
             .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            .and_then(|b| TensorMap::parse(&b).map_err(|e| e.to_string()))
         {
             Ok(m) => m,
             Err(e) => {
