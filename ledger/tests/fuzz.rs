@@ -72,3 +72,22 @@ proptest! {
         let _ = log.verify_and_truncate(&dir.path().join("data"));
     }
 }
+
+/// Found by the `ledger` fuzz target (docs/fuzz.md): a number in a journal's free-form `extra`
+/// that is not exactly representable (here 10^48 - 741162) was written as `1e+48`, and `1e+48`
+/// read back as a different double, so a journal re-saved after a read changed its bytes.
+/// serde_json's `float_roundtrip` (correctly rounded parsing) makes every write a fixed point.
+#[test]
+fn journal_extra_numbers_are_a_fixed_point_of_read_and_write() {
+    let text = r#"{"v":1,"stage":"fetch","unit":"layers00","status":"done","inputs":{},"outputs":{},
+        "extra":{"range":[40.354,999999999999999999999999999999999999999999258838,1.7976931348623157e308,5e-324]}}"#;
+    let j = Journal::parse(Path::new("j.json"), text.as_bytes()).unwrap();
+    let once = j.to_bytes();
+    let twice = Journal::parse(Path::new("j.json"), &once)
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        String::from_utf8(twice).unwrap(),
+        String::from_utf8(once).unwrap()
+    );
+}

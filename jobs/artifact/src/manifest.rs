@@ -284,7 +284,8 @@ impl Manifest {
     }
 
     /// Parses and validates manifest bytes: version 1, no unknown field, canonical unit name,
-    /// canonical paths in strictly increasing byte order (so no duplicates), lower-case digests.
+    /// canonical paths in strictly increasing byte order (so no duplicates), each entry's sources
+    /// in sorted order, lower-case digests.
     pub fn parse(bytes: &[u8]) -> Result<Self, ManifestError> {
         if bytes.len() as u64 > MANIFEST_MAX_BYTES {
             return Err(ManifestError::TooLarge {
@@ -320,6 +321,15 @@ impl Manifest {
         let mut prev: Option<&str> = None;
         for e in &m.files {
             validate_entry(e)?;
+            // The written form sorts each entry's sources; accepting another order would let two
+            // byte strings stand for one manifest (found by the unit_manifest fuzz target).
+            if e.sources.windows(2).any(|w| w[0] > w[1]) {
+                return Err(ManifestError::Entry {
+                    path: short(&e.path),
+                    reason: "sources must be sorted (by repo, file, tensor), as the written form has them"
+                        .to_owned(),
+                });
+            }
             if prev.is_some_and(|p| p >= e.path.as_str()) {
                 return Err(ManifestError::Entry {
                     path: short(&e.path),

@@ -207,3 +207,37 @@ async fn bodies_and_lines_are_size_limited() {
     .await;
     assert_eq!(s, 400);
 }
+
+/// Found by the `hub_server` fuzz target (docs/fuzz.md): an LFS batch naming a huge size made the
+/// server build one part URL per chunk (10^12 of them here) before answering. It is now refused
+/// per object, at once, and a sane object in the same batch is still offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lfs_batch_refuses_more_parts_than_served_without_building_them() {
+    let h = start(ServerOptions {
+        lfs_chunk_size: 1024,
+        ..ServerOptions::default()
+    })
+    .await;
+    let c = client(&h, None);
+    c.create_repo(&repo("o/r"), false, false).await.unwrap();
+    let (huge, ok) = ("a".repeat(64), "b".repeat(64));
+    let body = format!(
+        r#"{{"operation":"upload","transfers":["basic","multipart"],"objects":[{{"oid":"{huge}","size":1000000000000}},{{"oid":"{ok}","size":4096}}]}}"#
+    );
+    let url = format!("{}/o/r.git/info/lfs/objects/batch", h.handle.url());
+    let started = std::time::Instant::now();
+    let (s, text) = raw(reqwest::Method::POST, &url, None, body.into_bytes()).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(s, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let objects = v["objects"].as_array().unwrap();
+    assert_eq!(objects[0]["error"]["code"], 422, "{text}");
+    assert!(objects[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 10000"));
+    let parts = objects[1]["actions"]["upload"]["header"]
+        .as_object()
+        .unwrap();
+    assert_eq!(parts.len(), 1 + 4, "chunk_size and four part URLs: {text}");
+}

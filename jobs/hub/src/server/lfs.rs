@@ -40,6 +40,9 @@ fn lfs_json(v: Value, status: StatusCode) -> Response {
     r
 }
 
+/// Most parts one multipart upload is offered in (S3's limit, which the Hub's storage shares).
+const MAX_PARTS: u64 = 10_000;
+
 pub(crate) async fn batch(st: &Arc<AppState>, req: Req, repo: &RepoId) -> Response {
     if let Err(r) = st
         .require_write(&req.headers)
@@ -82,8 +85,15 @@ pub(crate) async fn batch(st: &Arc<AppState>, req: Req, repo: &RepoId) -> Respon
         );
         let verify = json!({"href": format!("{base}/lfs-verify/{}/{}/{}", repo.kind.api_plural(), repo.id(), o.oid)});
         if multipart_ok && o.size > chunk {
-            any_multipart = true;
             let parts = o.size.div_ceil(chunk);
+            if parts > MAX_PARTS {
+                // Refused before any part URL is built: a size in the body must not decide how
+                // much the server allocates (found by the hub_server fuzz target).
+                objects.push(json!({"oid": o.oid, "size": o.size, "error": {"code": 422, "message": format!(
+                    "object of {} bytes needs {parts} parts of {chunk} bytes; at most {MAX_PARTS} are served", o.size)}}));
+                continue;
+            }
+            any_multipart = true;
             let mut header = serde_json::Map::new();
             header.insert("chunk_size".into(), json!(chunk.to_string()));
             for n in 1..=parts {
