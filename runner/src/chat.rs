@@ -34,6 +34,39 @@ pub struct ChatTemplate {
     pub eos_token: String,
 }
 
+/// How a model's conversation becomes prompt text: its own Jinja template, or the published
+/// encoder of a family that ships none (DeepSeek V4, [`crate::deepseek::chat`]).
+pub enum ChatFormat {
+    /// A `chat_template` (GGUF metadata or `tokenizer_config.json`).
+    Template(Box<ChatTemplate>),
+    /// DeepSeek V4's renderer in chat (non-thinking) mode.
+    DeepSeekV4,
+}
+
+impl ChatFormat {
+    /// The prompt text of `messages`, ending in the assistant's turn when `add_generation_prompt`.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, RunError> {
+        match self {
+            ChatFormat::Template(t) => t.render(messages, add_generation_prompt),
+            ChatFormat::DeepSeekV4 => {
+                crate::deepseek::chat::render(messages, add_generation_prompt)
+            }
+        }
+    }
+
+    /// What renders the conversation, in words (for `--verbose`, `/v1/models` and docs).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            ChatFormat::Template(_) => "the model's chat template",
+            ChatFormat::DeepSeekV4 => "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)",
+        }
+    }
+}
+
 /// The error of a template, with the construct and line minijinja names.
 fn template_err(what: &str, e: &Error) -> RunError {
     let mut detail = format!("{what}: {e}");

@@ -6,7 +6,7 @@
 //! Adding a family = one line in [`ENTRIES`]:
 //!
 //! ```text
-//! Entry { family: "deepseek-v4", open: crate::deepseek::open_artifact, tokenizer: ArtifactTokenizer::from_artifact },
+//! Entry { family: "deepseek-v4", open: crate::deepseek::open_artifact, tokenizer: ArtifactTokenizer::from_artifact, chat: crate::deepseek::entry::chat },
 //! ```
 //!
 //! where `open` builds the adapter from the artifact's tensors (by upstream name, through
@@ -79,6 +79,9 @@ pub type OpenFn = for<'a> fn(
 /// Builds a family's text pipeline from a verified artifact.
 pub type TokenizerFn = fn(&VerifiedArtifact) -> Result<ArtifactTokenizer, RunError>;
 
+/// How a family's conversations become prompt text (its template or published encoder).
+pub type ChatFn = fn(&VerifiedArtifact) -> Result<crate::chat::ChatFormat, RunError>;
+
 /// One family: its name as in the plan and `.minirun/release.json` (`family`), its adapter and
 /// its text pipeline.
 #[derive(Clone, Copy)]
@@ -86,6 +89,7 @@ pub struct Entry {
     pub family: &'static str,
     pub open: OpenFn,
     pub tokenizer: TokenizerFn,
+    pub chat: ChatFn,
 }
 
 /// The registered families.
@@ -93,6 +97,7 @@ pub static ENTRIES: &[Entry] = &[Entry {
     family: "deepseek-v4",
     open: crate::deepseek::entry::open_artifact,
     tokenizer: crate::deepseek::entry::tokenizer,
+    chat: crate::deepseek::entry::chat,
 }];
 
 /// The entry for `family`, if one is registered.

@@ -103,7 +103,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
     /// Wrap the prompt as one user message in the model's own chat template (Jinja, rendered
-    /// as transformers' apply_chat_template does).
+    /// as transformers' apply_chat_template does), or, for an artifact whose family publishes
+    /// an encoder instead (DeepSeek V4), in that encoding.
     #[arg(long)]
     pub chat: bool,
     /// With --chat or -i: a system message before the user's.

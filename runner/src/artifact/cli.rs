@@ -1,11 +1,13 @@
 //! `minirun-run --artifact DIR [--revision COMMIT]` (docs/runner.md "Verified-only execution"):
 //! open the artifact under its evidence (refused before any engine exists when unverified or
 //! modified), find its family's registry entry (refused, naming the family, when none), then
-//! tokenize, prefill and decode like the GGUF path (streamed text, sampling).
+//! tokenize (with `--chat`, through the family's chat format), prefill and decode like the GGUF
+//! path (streamed text, sampling).
 
 use std::io::Write;
 
 use super::{OpenOptions, VerifiedArtifact};
+use crate::chat::Message;
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
@@ -50,17 +52,20 @@ pub fn run_artifact_streaming(
             artifact.family()
         );
     }
-    if args.chat {
-        return Err(RunError::Usage(
-            "--chat with --artifact is not supported yet: the artifact's chat format is not read (docs/runner.md \"Chat templates\"); give the prompt text as the model expects it".into(),
-        ));
-    }
     let entry = registry::entry_in(entries, &artifact)?;
     let tok = (entry.tokenizer)(&artifact)?;
-    let prompt_ids = if args.prompt_ids.is_empty() {
-        tok.encode(&args.prompt)?
-    } else {
+    let prompt_ids = if !args.prompt_ids.is_empty() {
         args.prompt_ids.clone()
+    } else if args.chat {
+        let format = (entry.chat)(&artifact)?;
+        let mut messages = Vec::with_capacity(2);
+        if let Some(s) = &args.system {
+            messages.push(Message::new("system", s));
+        }
+        messages.push(Message::new("user", &args.prompt));
+        tok.encode(&format.render(&messages, true)?)?
+    } else {
+        tok.encode(&args.prompt)?
     };
     if prompt_ids.is_empty() {
         return Err(RunError::Tokenizer(

@@ -204,13 +204,16 @@ impl ArtifactTokenizer {
         })
     }
     /// Token ids of `text` (special tokens in the text are recognised; `bos` first when
-    /// [`ArtifactTokenizer::add_bos`]).
+    /// [`ArtifactTokenizer::add_bos`], unless the text already starts with it, as a rendered chat
+    /// prompt does).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, crate::error::RunError> {
         let enc = self
             .inner
             .encode(text, false)
             .map_err(|e| crate::error::RunError::Tokenizer(e.to_string()))?;
-        let bos = self.bos.filter(|_| self.add_bos);
+        let bos = self
+            .bos
+            .filter(|b| self.add_bos && enc.get_ids().first() != Some(b));
         Ok(bos
             .into_iter()
             .chain(enc.get_ids().iter().copied())

@@ -13,6 +13,7 @@
 //! evidence for the requested commit the artifact has no [`Authority`] and every tile and plain
 //! stream is checked against its recorded SHA-256 at load.
 
+pub mod chat;
 pub mod cli;
 pub mod error;
 pub mod identity;
@@ -314,6 +315,22 @@ impl VerifiedArtifact {
     /// this borrow (the DeepSeek V4 weight source); every load through it applies the same policy.
     pub(crate) fn shared(&self) -> (std::sync::Arc<Rooted>, BTreeMap<String, TensorInfo>) {
         (self.rooted.clone(), self.tensors.clone())
+    }
+
+    /// A small file of the verified tree (e.g. `tokenizer_config.json`), read under the same
+    /// policy as every load (rooted open, identity against the evidence), or `None` when the
+    /// verified tree has no such file.
+    pub fn root_file(&self, rel: &str, max: u64) -> Result<Option<Vec<u8>>, ArtifactError> {
+        match self.rooted.read_small(rel, max) {
+            Ok(b) => Ok(Some(b)),
+            Err(ArtifactError::NotInEvidence { .. }) => Ok(None),
+            Err(ArtifactError::Open { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && self.authority().is_none() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The directory joined with an artifact path.

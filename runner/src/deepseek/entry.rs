@@ -2,9 +2,9 @@
 //! docs/runner-deepseek-v4.md): the adapter opened over a verified artifact through
 //! [`VerifiedSource`] (every tensor load under the artifact's load policy), and the family's
 //! input pipeline — the verified `tokenizer.json` through the `tokenizers` crate with the
-//! configuration's `bos_token_id` prepended, as DeepSeek's encoding starts every sequence.
-//! DeepSeek's chat encoding is a Python file not available offline, so no chat template is
-//! applied: prompts are plain text or token ids.
+//! configuration's `bos_token_id` prepended, as DeepSeek's encoding starts every sequence — and
+//! its chat format: the verified `tokenizer_config.json`'s `chat_template` if it has one, else
+//! DeepSeek's own encoding in chat mode ([`super::chat`]).
 
 use std::sync::Arc;
 
@@ -71,4 +71,11 @@ pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<ArtifactTokenizer, RunEr
     let mut tok = ArtifactTokenizer::from_artifact(artifact)?;
     tok.add_bos = tok.bos.is_some();
     Ok(tok)
+}
+
+/// The family's chat format: a `chat_template` in the verified `tokenizer_config.json` (none
+/// upstream today), else DeepSeek V4's published encoding in chat mode.
+pub fn chat(artifact: &VerifiedArtifact) -> Result<crate::chat::ChatFormat, RunError> {
+    crate::artifact::chat::from_tokenizer_config(artifact)
+        .map(|t| t.unwrap_or(crate::chat::ChatFormat::DeepSeekV4))
 }

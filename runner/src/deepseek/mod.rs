@@ -8,9 +8,11 @@
 //! * [`linear`]: weight loading in the stored formats and the [`linear::Linears`] backends;
 //! * [`hc`], [`attention`], [`compress`], [`moe`], [`ops`]: the forward pass;
 //! * [`gpu`]: matrices through the wgpu kernels, resident or streamed;
-//! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`).
+//! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`);
+//! * [`chat`]: the conversation format (DeepSeek's own renderer, chat mode).
 
 pub mod attention;
+pub mod chat;
 pub mod compress;
 pub mod config;
 pub mod entry;

@@ -397,7 +397,10 @@ fn run_gguf(
         None => Vec::new(),
     };
     let template = match &tok.chat_template {
-        Some(_) => tok.template().map_err(|e| e.to_string()),
+        Some(_) => tok
+            .template()
+            .map(|t| crate::chat::ChatFormat::Template(Box::new(t)))
+            .map_err(|e| e.to_string()),
         None => Err("the GGUF has no `tokenizer.chat_template`".to_owned()),
     };
     let id = a.alias.clone().unwrap_or_else(|| {
@@ -478,17 +481,14 @@ fn run_artifact(
         capacity: ctx,
     };
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
-    let template: Result<crate::chat::ChatTemplate, String> = Err(format!(
-        "the `{}` artifact's chat format is not applied (docs/runner.md \"Chat templates\")",
-        artifact.family()
-    ));
+    let template = (entry.chat)(&artifact).map_err(|e| e.to_string());
     let info = ModelInfo {
         id,
         source: "artifact",
         origin,
         chat_capable: true,
         reason: None,
-        chat_template: false,
+        chat_template: template.is_ok(),
         context: ctx,
     };
     let _ = ready.send(Ok((info, true)));

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, Finish, GenRequest, Prompt};
 use super::stop::StopMatcher;
-use crate::chat::ChatTemplate;
+use crate::chat::ChatFormat;
 use crate::error::RunError;
 use crate::run::{generate, Decoder, GenOpts};
 use crate::sample::Sampler;
@@ -81,8 +81,8 @@ pub struct Backend<'a> {
     pub decoder: &'a mut dyn Decoder,
     pub encode: &'a dyn Fn(&str) -> Result<Vec<u32>, RunError>,
     pub detok: &'a dyn Detokenize,
-    /// The model's chat template, or why there is none.
-    pub template: Result<ChatTemplate, String>,
+    /// The model's chat format, or why there is none.
+    pub template: Result<ChatFormat, String>,
     /// Positions of the KV cache.
     pub ctx: usize,
     /// What the model's cache already holds (a loaded `--prompt-cache`).

@@ -91,6 +91,7 @@ pub static TOY: [Entry; 1] = [Entry {
     family: "deepseek-v4",
     open: open_bigram,
     tokenizer: ArtifactTokenizer::from_artifact,
+    chat: runner::deepseek::entry::chat,
 }];
 
 #[test]
@@ -151,4 +152,58 @@ fn a_registered_adapter_runs_through_the_artifact_path() {
     let tok = ArtifactTokenizer::from_artifact(&a).unwrap();
     assert_eq!((tok.bos, tok.eos), (Some(0), Some(1)));
     assert!(!tok.encode("<｜User｜>hello").unwrap().is_empty());
+}
+
+/// `--chat` on an artifact: the family's chat format (DeepSeek V4's encoding for the generated
+/// V4 artifact, which carries no template) renders the system and user messages, and the
+/// rendered text's BOS is the only one (the family prepends BOS to plain prompts).
+#[test]
+fn chat_renders_the_family_format_with_one_bos() {
+    if engine("chat_renders_the_family_format_with_one_bos").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let dir = fx.consumer.to_str().unwrap();
+    let args = RunArgs::try_parse_from([
+        "minirun-run",
+        "--artifact",
+        dir,
+        "--chat",
+        "--system",
+        "Be brief.",
+        "-p",
+        "hello",
+        "-n",
+        "2",
+        "--ignore-eos",
+    ])
+    .unwrap();
+    let out = run_artifact_with(&args, &TOY).unwrap();
+    let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
+    let format = runner::deepseek::entry::chat(&a).unwrap();
+    assert!(matches!(format, runner::chat::ChatFormat::DeepSeekV4));
+    let text = format
+        .render(
+            &[
+                runner::chat::Message::new("system", "Be brief."),
+                runner::chat::Message::new("user", "hello"),
+            ],
+            true,
+        )
+        .unwrap();
+    assert_eq!(
+        text,
+        "<｜begin▁of▁sentence｜>Be brief.<｜User｜>hello<｜Assistant｜></think>"
+    );
+    let mut tok = ArtifactTokenizer::from_artifact(&a).unwrap();
+    tok.add_bos = true;
+    let ids = tok.encode(&text).unwrap();
+    assert_eq!(out.prompt_ids, ids);
+    assert_eq!(ids.iter().filter(|&&i| i == 0).count(), 1, "{ids:?}");
+    // the markers are the tokenizer's special tokens, not spelled out
+    assert!(
+        ids.contains(&2) && ids.contains(&3) && ids.contains(&5),
+        "{ids:?}"
+    );
+    assert_eq!(out.tokens.len(), 2);
 }

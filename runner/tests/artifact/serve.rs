@@ -1,6 +1,7 @@
 //! `minirun-serve --artifact` in process (`runner::serve::start`) over the verified demo artifact:
-//! with a registered adapter (the test-local bigram of `registry.rs`) completions run and a chat
-//! request is refused because the artifact carries no chat format; with no adapter for the
+//! with a registered adapter (the test-local bigram of `registry.rs`) completions run, and chat
+//! completions render in the family's chat format (DeepSeek V4's encoding: the artifact carries
+//! no template); with no adapter for the
 //! family the server still starts and `/v1/models` reports the model as verified, not
 //! chat-capable, and every generation is refused with `model_not_runnable`. An unverified copy
 //! is refused before the server starts.
@@ -61,7 +62,7 @@ fn serve_an_artifact_with_and_without_a_runtime() {
     let m = &models["data"][0];
     assert_eq!(m["id"], id.as_str());
     assert_eq!(m["minirun"]["chat_capable"], true);
-    assert_eq!(m["minirun"]["chat_template"], false);
+    assert_eq!(m["minirun"]["chat_template"], true);
     assert_eq!(
         m["minirun"]["origin"],
         format!("{}@{}", super::TARGET, fx.commit)
@@ -75,16 +76,14 @@ fn serve_an_artifact_with_and_without_a_runtime() {
     let (st, b) = request(addr, "POST", "/v1/completions", &body);
     assert_eq!(st, 200, "{b}");
     assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"]);
-    let chat = format!(r#"{{"model": "{id}", "messages": [{{"role": "user", "content": "hi"}}]}}"#);
-    let (st, e) = request(addr, "POST", "/v1/chat/completions", &chat);
-    assert_eq!(st, 400, "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no chat format"),
-        "{e}"
+    let chat = format!(
+        r#"{{"model": "{id}", "messages": [{{"role": "system", "content": "Be brief."}}, {{"role": "user", "content": "hi"}}], "max_tokens": 3}}"#
     );
+    let (st, c) = request(addr, "POST", "/v1/chat/completions", &chat);
+    assert_eq!(st, 200, "{c}");
+    assert_eq!(c["usage"]["completion_tokens"], 3, "{c}");
+    // BOS, "Be brief.", <｜User｜>, "hi", <｜Assistant｜>, </think>: more than the two texts alone
+    assert!(c["usage"]["prompt_tokens"].as_u64().unwrap() >= 5, "{c}");
     // The context (-c 64) bounds prompt + max_tokens.
     let long = format!(r#"{{"model": "{id}", "prompt": "hello", "max_tokens": 64}}"#);
     let (st, e) = request(addr, "POST", "/v1/completions", &long);
