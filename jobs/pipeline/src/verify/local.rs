@@ -11,8 +11,8 @@ use sha1::Digest as _;
 
 pub use artifact::evidence::{evidence_path, Evidence, EvidenceFile};
 
-use super::fsid;
 use super::{Pinned, Verdict, VerifyError, VerifyReport};
+use artifact::fsid;
 
 /// How a file's digest came to agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,10 +4,9 @@
 //! copy against a pinned commit), and `offline` (verify from the unit manifests' digests).
 //!
 //! Verdicts follow the gate table: 0 verified, 1 contradicted, 2 no evidence (or incomplete),
-//! 77 unsupported here. Evidence is bound to filesystem objects ([`fsid`]) and to one commit.
+//! 77 unsupported here. Evidence is bound to filesystem objects ([`artifact::fsid`]) and to one commit.
 
 pub mod cli;
-pub mod fsid;
 mod local;
 mod pull;
 

@@ -24,8 +24,9 @@ use hub::client::HubClient;
 use hub::protocol::{RepoId, TreeEntry};
 
 use super::local::{Evidence, EvidenceFile, How, Known};
-use super::{fsid, pin, verify_local, Pinned, VerifyError, VerifyReport};
+use super::{pin, verify_local, Pinned, VerifyError, VerifyReport};
 use crate::progress::{Progress, ProgressMode};
+use artifact::fsid;
 
 /// The most often the pull journal is rewritten.
 pub const JOURNAL_EVERY: Duration = Duration::from_secs(2);
