@@ -4,7 +4,8 @@
 # an API key, with a queue of one. The pytest suite (ci/serve_openai/test_openai.py) covers
 # streamed and non-streamed chat and completions, seeds, stop sequences, a disconnect mid-stream,
 # the error bodies, 401, 413 and 503, and a `.megakv` prompt cache loaded at start. Afterwards the key must not appear in anything the server
-# printed.
+# printed. Then the verified DeepSeek V4 demo artifact is served and chatted with through the same
+# client in DeepSeek's own chat encoding (ci/serve_openai/test_artifact.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CI_CACHE:=$PWD/ci/.cache}"
@@ -55,4 +56,25 @@ pid=
 if grep -qF "$key" "$work/out" "$work/err"; then echo "the API key appears in the server's output"; fail=1; fi
 grep -q 'POST /v1/chat/completions 200' "$work/err" || { echo "no request log line"; fail=1; }
 [ "$fail" -eq 0 ] || tail -40 "$work/err"
+
+# The verified DeepSeek V4 demo artifact (minirun-demo's consumer copy), chatting in DeepSeek's
+# own encoding through the same client (ci/serve_openai/test_artifact.py).
+cargo build -q --workspace --bin minirun-demo
+"$target/debug/minirun-demo" --work-dir "$work/demo" --generate 0 > "$work/demo.log" 2>&1 \
+    || { tail -20 "$work/demo.log"; exit 1; }
+"$bin" --artifact "$work/demo/demo/consumer" --port 0 -c 256 > "$work/aout" 2> "$work/aerr" &
+pid=$!
+url=
+for _ in $(seq 1 1200); do
+    url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/aout" | head -1)
+    [ -n "$url" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$url" ]; then echo "minirun-serve --artifact did not start:"; cat "$work/aerr"; exit 1; fi
+echo "--- minirun-serve --artifact at $url"
+SERVE_URL="$url" SERVE_MODEL="minirun/DeepSeek-V4-Flash-minirun" \
+    "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_artifact.py || { fail=1; tail -40 "$work/aerr"; }
+kill -TERM "$pid"; wait "$pid" || { echo "minirun-serve --artifact did not exit 0 on SIGTERM"; fail=1; }
+pid=
 exit $fail
