@@ -35,6 +35,8 @@ pub struct ModelOptions<'a> {
     pub residency: Residency,
     /// Positions the KV cache must hold (prompt + generated tokens).
     pub capacity: usize,
+    /// Device bytes a streamed run may keep of routed experts (`--expert-cache-mib`).
+    pub expert_cache_bytes: u64,
 }
 
 /// A model running from a verified artifact.
@@ -47,6 +49,10 @@ pub trait ArtifactModel {
     /// Tile reads so far (0 for a resident model).
     fn tile_reads(&self) -> u64 {
         0
+    }
+    /// The streamed-expert cache's counters, where the adapter has one.
+    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
+        None
     }
     /// Keeps the first `n` positions fed so far and forgets the rest; `None` when the adapter
     /// cannot (every adapter can at least start a new sequence with `n = 0`).

@@ -99,6 +99,10 @@ pub struct RunArgs {
     /// Streamed tile size in bytes (whole rows; rounded to 16 KiB slots).
     #[arg(long, default_value_t = DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
+    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (least
+    /// recently used out; docs/runner-deepseek-v4.md "Expert cache").
+    #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
+    pub expert_cache_mib: u64,
     /// Write every step's logits as float32 .npy [steps, vocab].
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
@@ -236,7 +240,14 @@ pub struct RunOutput {
     pub dropped_incomplete: usize,
     /// Prompt tokens whose KV state came from --prompt-cache (not fed).
     pub prompt_cache_reused: usize,
+    /// The streamed-expert cache's counters (an artifact streamed with such a cache).
+    pub expert_cache: Option<crate::deepseek::linear::ExpertCacheStats>,
 }
+
+/// Default `--expert-cache-mib`: a whole token's routed experts of DeepSeek V4 Flash (43 layers ×
+/// 6 experts × 3 mxfp4 matrices of 2048 × 4096 ≈ 4.25 MiB each ≈ 3.3 GiB) do not fit, but the
+/// hot experts of a conversation largely do; 1 GiB is a budget an 8 GiB GPU can spare.
+pub const DEFAULT_EXPERT_CACHE_MIB: u64 = 1024;
 
 /// Runs the model as `args` says on `engine`.
 pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
@@ -328,6 +339,7 @@ pub fn run_streaming(
         sampling,
         dropped_incomplete: dropped,
         prompt_cache_reused: reused,
+        expert_cache: None,
     })
 }
 
@@ -659,6 +671,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             },
             "dropped_incomplete": out.dropped_incomplete,
             "prompt_cache_reused": out.prompt_cache_reused,
+            "expert_cache": out.expert_cache,
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {
@@ -695,6 +708,20 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         out.decode_s,
         decode_steps as f64 / out.decode_s.max(1e-9),
     );
+    if let Some(c) = out.expert_cache.filter(|_| args.stats || args.stream) {
+        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        let _ = writeln!(
+            std::io::stderr(),
+            "expert cache: {} hits, {} misses ({:.1} MiB loaded), {} evictions; {:.1} MiB held, peak {:.1} of {:.0} MiB",
+            c.hits,
+            c.misses,
+            mib(c.loaded_bytes),
+            c.evictions,
+            mib(c.cached_bytes),
+            mib(c.peak_bytes),
+            mib(c.budget_bytes)
+        );
+    }
     if args.stats {
         let _ = writeln!(std::io::stderr(), "{}", summary.line());
     }

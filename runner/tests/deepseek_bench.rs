@@ -41,16 +41,20 @@ fn decode_tokens_per_second_streamed_vs_resident() {
     bench(
         Mode::Gpu {
             streamed: false,
-            expert_cache: 0,
+            expert_cache_bytes: 0,
         },
         "gpu resident",
     );
-    bench(
-        Mode::Gpu {
-            streamed: true,
-            expert_cache: 48,
-        },
-        "gpu streamed (cache 48 matrices)",
-    );
+    // Two budgets: one that holds a fraction of a token's routed experts (they are evicted and
+    // loaded again every step) and one that holds all of the generated checkpoint's experts.
+    for mib in [1u64, 64] {
+        bench(
+            Mode::Gpu {
+                streamed: true,
+                expert_cache_bytes: mib << 20,
+            },
+            &format!("gpu streamed (expert cache {mib} MiB)"),
+        );
+    }
     bench(Mode::Reference { expert_cache: 64 }, "cpu reference");
 }

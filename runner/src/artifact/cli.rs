@@ -90,6 +90,7 @@ pub fn run_artifact_streaming(
             Residency::Resident
         },
         capacity: prompt_ids.len() + args.n,
+        expert_cache_bytes: args.expert_cache_mib.saturating_mul(1 << 20),
     };
     let mut model = (entry.open)(&artifact, &opts)?;
     let mut decoder = LogitsFn(|ids: &[u32]| {
@@ -118,6 +119,7 @@ pub fn run_artifact_streaming(
         tile_reads: model.tile_reads(),
         steps: g.steps,
         prompt_cache_reused: 0,
+        expert_cache: model.expert_cache(),
     })
 }
 

@@ -15,11 +15,6 @@ use crate::error::RunError;
 use crate::llama::Logits;
 use crate::registry::{ArtifactModel, ModelOptions, Residency};
 
-/// Routed-expert matrices a streamed run keeps on the device: three matrices for each of the
-/// top-k experts of two layers' worth of tokens would thrash; this holds a whole token's
-/// working set of the generated checkpoint (43 layers × 2 experts × 3 matrices = 258).
-pub const STREAMED_EXPERT_CACHE: usize = 264;
-
 /// The adapter behind the registry's [`ArtifactModel`].
 pub struct V4Artifact {
     model: V4Model,
@@ -46,6 +41,10 @@ impl ArtifactModel for V4Artifact {
         self.model.tile_reads()
     }
 
+    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
+        self.model.expert_cache()
+    }
+
     /// Only a new sequence: the compressor and indexer states are not kept per position.
     fn rewind(&mut self, n: usize) -> Option<()> {
         (n == 0).then(|| self.model.reset())
@@ -60,7 +59,7 @@ pub fn open_artifact<'a>(
 ) -> Result<Box<dyn ArtifactModel + 'a>, RunError> {
     let mode = Mode::Gpu {
         streamed: opts.residency == Residency::Streamed,
-        expert_cache: STREAMED_EXPERT_CACHE,
+        expert_cache_bytes: opts.expert_cache_bytes,
     };
     let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
     Ok(Box::new(V4Artifact { model }))

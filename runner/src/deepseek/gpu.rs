@@ -5,8 +5,15 @@
 //! scoring and top-k, routing, attention over ≤ 12 keys) stays on the CPU (docs/runner-deepseek-v4.md).
 //!
 //! Resident: every matrix is uploaded when declared. Streamed: only the non-expert matrices are;
-//! a routed expert's three matrices are read from the source tile by tile (one `pread` per tile)
-//! the first time a token is routed to it and kept in a bounded least-recently-used device cache.
+//! a routed expert's matrices are read from the source tile by tile (one `pread` per tile) when a
+//! token is routed to it and kept in a device cache bounded in bytes (`--expert-cache-mib`;
+//! hits, misses and evictions counted in [`ExpertCacheStats`]). Hotness first: every matrix's
+//! uses are counted for the whole run; a newcomer evicts cached matrices used fewer times than
+//! itself (the least recently used of equals first), and one that is not hotter than what it
+//! would displace serves its product from a one-matrix transient slot instead of being cached.
+//! A decode step sweeps the layers in order, so plain LRU with a budget below one token's
+//! working set evicts every matrix just before it is needed again and never hits; counting uses
+//! keeps the experts the conversation keeps choosing (ds4's hotness-first is the anchor).
 //! The kernels' accumulation order depends only on the row and K (docs/kernels.md), so a streamed
 //! run produces the resident run's logits bit for bit.
 
@@ -17,7 +24,7 @@ use std::sync::Arc;
 use crate::engine::{Engine, ResidentMatrix};
 
 use super::error::V4Error;
-use super::linear::{check_product, load_matrix, tensor_err, Linears};
+use super::linear::{check_product, load_matrix, tensor_err, ExpertCacheStats, Linears};
 use super::source::WeightSource;
 
 /// The GPU backend.
@@ -27,20 +34,23 @@ pub struct GpuLinears {
     streamed: bool,
     shapes: HashMap<String, (usize, usize, bool)>,
     resident: HashMap<String, ResidentMatrix>,
-    experts: VecDeque<(String, ResidentMatrix)>,
-    expert_cache: usize,
-    /// Routed-expert matrices loaded from the source after open (cache misses).
-    pub expert_loads: u64,
-    /// Bytes of those loads (packed + scales).
-    pub expert_bytes: u64,
+    /// Cached routed-expert matrices with their bytes, least recently used first.
+    experts: VecDeque<(String, ResidentMatrix, u64)>,
+    /// Products each routed-expert matrix has served so far (kept after its eviction).
+    uses: HashMap<String, u64>,
+    /// A matrix not admitted to the cache, held for the product that needed it.
+    transient: Option<(String, ResidentMatrix, u64)>,
+    cache: ExpertCacheStats,
 }
 
 impl GpuLinears {
     /// Opens the default adapter (lavapipe on a machine without a GPU).
+    /// `expert_cache_bytes` bounds the streamed experts on the device; the matrix a product
+    /// needs is always loaded, so a budget below one matrix keeps just that one.
     pub fn new(
         src: Arc<dyn WeightSource>,
         streamed: bool,
-        expert_cache: usize,
+        expert_cache_bytes: u64,
     ) -> Result<Self, V4Error> {
         Ok(Self {
             engine: Engine::new()?,
@@ -49,9 +59,12 @@ impl GpuLinears {
             shapes: HashMap::new(),
             resident: HashMap::new(),
             experts: VecDeque::new(),
-            expert_cache: expert_cache.max(3),
-            expert_loads: 0,
-            expert_bytes: 0,
+            uses: HashMap::new(),
+            transient: None,
+            cache: ExpertCacheStats {
+                budget_bytes: expert_cache_bytes,
+                ..ExpertCacheStats::default()
+            },
         })
     }
 
@@ -69,34 +82,79 @@ impl GpuLinears {
         Ok((m, bytes))
     }
 
-    fn matrix(&mut self, stem: &str) -> Result<&ResidentMatrix, V4Error> {
-        if self.resident.contains_key(stem) {
-            return self
-                .resident
-                .get(stem)
-                .ok_or_else(|| tensor_err(stem, "vanished from the resident set".into()));
-        }
-        if let Some(i) = self.experts.iter().position(|(n, _)| n == stem) {
+    /// Products served by `stem` so far.
+    fn uses(&self, stem: &str) -> u64 {
+        self.uses.get(stem).copied().unwrap_or(0)
+    }
+
+    /// The cached matrix with the fewest uses (the least recently used of those): its index.
+    fn coldest(&self) -> Option<usize> {
+        self.experts
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, (n, _, _))| (self.uses(n), *i))
+            .map(|(i, _)| i)
+    }
+
+    /// Makes routed expert `stem` available (cached, or in the one-matrix transient slot).
+    fn load_expert(&mut self, stem: &str) -> Result<(), V4Error> {
+        *self.uses.entry(stem.to_owned()).or_default() += 1;
+        if let Some(i) = self.experts.iter().position(|(n, _, _)| n == stem) {
+            self.cache.hits += 1;
             if let Some(hit) = self.experts.remove(i) {
                 self.experts.push_back(hit);
             }
-        } else {
-            let &(rows, k, _) = self
-                .shapes
-                .get(stem)
-                .ok_or_else(|| tensor_err(stem, "used before it was declared".into()))?;
-            let (m, bytes) = self.upload(stem, rows, k)?;
-            self.expert_loads += 1;
-            self.expert_bytes += bytes;
-            if self.experts.len() >= self.expert_cache {
-                self.experts.pop_front();
-            }
-            self.experts.push_back((stem.to_owned(), m));
+            return Ok(());
         }
-        self.experts
-            .back()
-            .map(|(_, m)| m)
-            .ok_or_else(|| tensor_err(stem, "expert cache is empty".into()))
+        if self.transient.as_ref().is_some_and(|(n, _, _)| n == stem) {
+            self.cache.hits += 1;
+            return Ok(());
+        }
+        let &(rows, k, _) = self
+            .shapes
+            .get(stem)
+            .ok_or_else(|| tensor_err(stem, "used before it was declared".into()))?;
+        self.transient = None;
+        let (m, loaded) = self.upload(stem, rows, k)?;
+        self.cache.misses += 1;
+        self.cache.loaded_bytes += loaded;
+        // Admission: colder cached matrices make room for a hotter newcomer; one that is not
+        // hotter than what it would displace serves this product from the transient slot.
+        let hot = self.uses(stem);
+        while self.cache.cached_bytes + loaded > self.cache.budget_bytes {
+            match self.coldest() {
+                Some(i) if self.uses(&self.experts[i].0) < hot => {
+                    if let Some((_, _, b)) = self.experts.remove(i) {
+                        self.cache.cached_bytes -= b;
+                        self.cache.evictions += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        if self.cache.cached_bytes + loaded <= self.cache.budget_bytes {
+            self.cache.cached_bytes += loaded;
+            self.cache.peak_bytes = self.cache.peak_bytes.max(self.cache.cached_bytes);
+            self.experts.push_back((stem.to_owned(), m, loaded));
+        } else {
+            self.transient = Some((stem.to_owned(), m, loaded));
+        }
+        Ok(())
+    }
+
+    /// The device matrix of `stem` (routed experts must have been made available first).
+    fn get(&self, stem: &str) -> Result<&ResidentMatrix, V4Error> {
+        self.resident
+            .get(stem)
+            .or_else(|| {
+                self.experts
+                    .iter()
+                    .rev()
+                    .chain(self.transient.iter())
+                    .find(|(n, _, _)| n == stem)
+                    .map(|(_, m, _)| m)
+            })
+            .ok_or_else(|| tensor_err(stem, "not loaded".into()))
     }
 }
 
@@ -126,23 +184,15 @@ impl Linears for GpuLinears {
         x: &[f32],
         tokens: usize,
     ) -> Result<Vec<f32>, V4Error> {
-        let m = self.matrix(stem)?;
+        if !self.resident.contains_key(stem) {
+            self.load_expert(stem)?;
+        }
+        let m = self.get(stem)?;
         let (n, k) = (m.rows, m.k);
         check_product(stem, &rows, n, k, x, tokens)?;
         let g = self.engine.gpu();
         let xb = g.upload_f32("x", x)?;
         let yb = g.zeros("y", (tokens * n * 4) as u64)?;
-        // `matrix` borrowed self mutably; re-borrow immutably for the dispatch.
-        let m = self
-            .resident
-            .get(stem)
-            .or_else(|| {
-                self.experts
-                    .back()
-                    .filter(|(s, _)| s == stem)
-                    .map(|(_, m)| m)
-            })
-            .ok_or_else(|| tensor_err(stem, "not loaded".into()))?;
         self.engine.matmul(m, &xb, &yb, tokens)?;
         let y = self.engine.gpu().read_f32(&yb, tokens * n)?;
         if rows.start == 0 && rows.end == n {
@@ -157,6 +207,9 @@ impl Linears for GpuLinears {
         self.src.tile_reads()
     }
     fn expert_loads(&self) -> (u64, u64) {
-        (self.expert_loads, self.expert_bytes)
+        (self.cache.misses, self.cache.loaded_bytes)
+    }
+    fn expert_cache(&self) -> Option<ExpertCacheStats> {
+        self.streamed.then_some(self.cache)
     }
 }

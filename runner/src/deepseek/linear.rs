@@ -232,6 +232,28 @@ pub trait Linears {
     fn expert_loads(&self) -> (u64, u64) {
         (0, 0)
     }
+    /// The streamed-expert device cache's counters (`None`: no such cache).
+    fn expert_cache(&self) -> Option<ExpertCacheStats> {
+        None
+    }
+}
+
+/// What the streamed routed-expert cache did (docs/runner-deepseek-v4.md "Expert cache").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExpertCacheStats {
+    /// Products whose expert matrix was already on the device.
+    pub hits: u64,
+    /// Products that loaded their expert matrix from the source first.
+    pub misses: u64,
+    /// Bytes those loads read (packed + scales).
+    pub loaded_bytes: u64,
+    /// Matrices evicted to stay within the budget.
+    pub evictions: u64,
+    /// Bytes of expert matrices on the device now, and at most so far.
+    pub cached_bytes: u64,
+    pub peak_bytes: u64,
+    /// The budget (`--expert-cache-mib`).
+    pub budget_bytes: u64,
 }
 
 struct Dense {

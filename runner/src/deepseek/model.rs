@@ -26,9 +26,13 @@ pub enum Mode {
     /// The exact CPU reference (f32 storage, f64 sums); routed experts decoded on demand into a
     /// cache of `expert_cache` matrices.
     Reference { expert_cache: usize },
-    /// wgpu kernels; `streamed`: routed experts are read tile by tile on demand into a bounded
-    /// device cache of `expert_cache` matrices; otherwise every matrix is resident.
-    Gpu { streamed: bool, expert_cache: usize },
+    /// wgpu kernels; `streamed`: routed experts are read tile by tile on demand into a device
+    /// cache of at most `expert_cache_bytes` (least recently used out); otherwise every matrix
+    /// is resident.
+    Gpu {
+        streamed: bool,
+        expert_cache_bytes: u64,
+    },
 }
 
 struct Layer {
@@ -208,11 +212,11 @@ impl V4Model {
             }
             Mode::Gpu {
                 streamed,
-                expert_cache,
+                expert_cache_bytes,
             } => Box::new(super::gpu::GpuLinears::new(
                 src.clone(),
                 streamed,
-                expert_cache,
+                expert_cache_bytes,
             )?),
         };
         let c = &config;
@@ -248,6 +252,11 @@ impl V4Model {
     /// Routed-expert matrices loaded on demand since open, and their bytes (streamed GPU mode).
     pub fn expert_loads(&self) -> (u64, u64) {
         self.lin.expert_loads()
+    }
+
+    /// The streamed-expert cache's counters (`None` unless routed experts are streamed).
+    pub fn expert_cache(&self) -> Option<super::linear::ExpertCacheStats> {
+        self.lin.expert_cache()
     }
 
     /// Forgets the decode state (the weights stay loaded).

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// Streamed tile size in bytes.
     #[arg(long, default_value_t = crate::run::DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
+    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (least
+    /// recently used out; docs/runner-deepseek-v4.md "Expert cache").
+    #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
+    pub expert_cache_mib: u64,
     /// Row mapping of the matmul kernels (default: by the adapter's type).
     #[arg(long, value_enum)]
     pub matvec_shape: Option<ShapeArg>,
@@ -479,6 +483,7 @@ fn run_artifact(
             Residency::Resident
         },
         capacity: ctx,
+        expert_cache_bytes: a.expert_cache_mib.saturating_mul(1 << 20),
     };
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
     let template = (entry.chat)(&artifact).map_err(|e| e.to_string());
