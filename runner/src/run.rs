@@ -116,7 +116,7 @@ pub struct RunArgs {
     pub system: Option<String>,
     /// An interactive chat session in the model's chat template (docs/runner.md "Interactive
     /// session"): -n bounds each answer, -c the whole conversation (default min(model, 4096)).
-    #[arg(short = 'i', long, conflicts_with_all = ["json", "dump_logits", "prompt_ids", "artifact"])]
+    #[arg(short = 'i', long, conflicts_with_all = ["json", "dump_logits", "prompt_ids"])]
     pub interactive: bool,
     /// A tokenizer.json to use instead of the GGUF vocabulary.
     #[arg(long)]

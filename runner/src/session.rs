@@ -11,11 +11,11 @@ use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::chat::{ChatTemplate, Message};
+use crate::chat::{ChatFormat, Message};
 use crate::error::RunError;
 use crate::run::{generate_text, Decoder, GenOpts};
 use crate::sample::Sampler;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{TextPipeline, Tokenizer};
 
 /// Set by SIGINT while an answer is being written.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -120,8 +120,8 @@ impl CachedPrefix {
 /// A conversation over a decoder whose KV cache it keeps.
 pub struct Session<'a> {
     model: &'a mut dyn Decoder,
-    tok: &'a Tokenizer,
-    template: ChatTemplate,
+    tok: &'a dyn TextPipeline,
+    template: ChatFormat,
     sampler: Sampler,
     system: Option<String>,
     messages: Vec<Message>,
@@ -132,15 +132,17 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
+    /// A session over `model` talking in `template` (the GGUF's chat template, or an
+    /// artifact family's chat format).
     pub fn new(
         model: &'a mut dyn Decoder,
-        tok: &'a Tokenizer,
+        tok: &'a dyn TextPipeline,
+        template: ChatFormat,
         sampler: Sampler,
         system: Option<String>,
         ctx: usize,
         n_max: usize,
     ) -> Result<Self, RunError> {
-        let template = tok.template()?;
         let mut s = Self {
             model,
             tok,
@@ -179,7 +181,7 @@ impl<'a> Session<'a> {
     pub fn turn(&mut self, user: &str, sink: &mut dyn FnMut(&str)) -> Result<TurnStats, RunError> {
         self.messages.push(Message::new("user", user));
         let text = self.template.render(&self.messages, true)?;
-        let ids = self.tok.encode(&text)?;
+        let ids = self.tok.encode_text(&text)?;
         if ids.len() + 1 > self.ctx {
             self.messages.pop();
             return Err(RunError::Usage(format!(
@@ -309,12 +311,13 @@ pub fn session_ctx(ctx_size: Option<usize>, model_ctx: usize) -> Result<usize, R
 /// `minirun-run -i --model FILE`: load, then the REPL.
 pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     use crate::llama::{Runner, WeightMode};
-    let path = args.model.as_deref().ok_or_else(|| {
-        RunError::Usage(
-            "-i needs --model FILE (an artifact's chat format is not read yet: docs/runner.md)"
-                .into(),
-        )
-    })?;
+    if args.artifact.is_some() {
+        return run_interactive_artifact(args, crate::registry::ENTRIES);
+    }
+    let path = args
+        .model
+        .as_deref()
+        .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
     let model = crate::model::LlamaModel::open(path)?;
     let tok = match &args.tokenizer {
         Some(p) => Tokenizer::from_file(p, model.gguf.metadata())?,
@@ -343,7 +346,16 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
         }
         None => None,
     };
-    let mut session = Session::new(&mut runner, &tok, sampler, args.system.clone(), ctx, args.n)?;
+    let template = ChatFormat::Template(Box::new(tok.template()?));
+    let mut session = Session::new(
+        &mut runner,
+        &tok,
+        template,
+        sampler,
+        args.system.clone(),
+        ctx,
+        args.n,
+    )?;
     if let Some(tokens) = loaded {
         let _ = writeln!(
             std::io::stderr(),
@@ -352,6 +364,57 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
         );
         session.assume_cached(tokens);
     }
+    let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
+    repl(&mut session, first)
+}
+
+/// `minirun-run -i --artifact DIR`: the verified artifact's family adapter and chat format, then
+/// the REPL. An adapter that cannot rewind to a turn boundary (DeepSeek V4 keeps compressor state
+/// per sequence, not per position) is fed the whole conversation again each turn; the turn's
+/// stats line says how much was reused.
+pub fn run_interactive_artifact(
+    args: &crate::run::RunArgs,
+    entries: &[crate::registry::Entry],
+) -> Result<(), RunError> {
+    use crate::artifact::{OpenOptions, VerifiedArtifact};
+    use crate::registry::{self, ArtifactDecoder, ModelOptions, Residency};
+    let dir = args
+        .artifact
+        .as_deref()
+        .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
+    let artifact = VerifiedArtifact::open(
+        dir,
+        &OpenOptions {
+            revision: args.revision.clone(),
+            require_evidence: true,
+        },
+    )?;
+    let entry = registry::entry_in(entries, &artifact)?;
+    let tok = (entry.tokenizer)(&artifact)?;
+    let template = (entry.chat)(&artifact)?;
+    let ctx = session_ctx(args.ctx_size, artifact.context())?;
+    let engine = crate::engine::Engine::new()?;
+    let opts = ModelOptions {
+        engine: &engine,
+        residency: if args.stream {
+            Residency::Streamed
+        } else {
+            Residency::Resident
+        },
+        capacity: ctx,
+        expert_cache_bytes: args.expert_cache_mib.saturating_mul(1 << 20),
+    };
+    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
+    let sampler = Sampler::new(args.sampling()?);
+    let mut session = Session::new(
+        &mut decoder,
+        &tok,
+        template,
+        sampler,
+        args.system.clone(),
+        ctx,
+        args.n,
+    )?;
     let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
     repl(&mut session, first)
 }

@@ -179,6 +179,24 @@ pub trait Detokenize {
     fn eos(&self) -> Option<u32>;
 }
 
+/// What a chat session needs of a tokenizer besides [`Detokenize`]: the ids of a rendered
+/// conversation (the GGUF vocabulary's or an artifact's `tokenizer.json`).
+pub trait TextPipeline: Detokenize {
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError>;
+}
+
+impl TextPipeline for Tokenizer {
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError> {
+        self.encode(text)
+    }
+}
+
+impl TextPipeline for crate::artifact::ArtifactTokenizer {
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError> {
+        self.encode(text)
+    }
+}
+
 impl Detokenize for Tokenizer {
     fn detokenize(&self, ids: &[u32]) -> Result<String, RunError> {
         self.decode(ids)

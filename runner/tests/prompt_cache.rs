@@ -166,7 +166,9 @@ fn a_session_reuses_a_loaded_prompt_cache() {
         temperature: 0.0,
         ..Default::default()
     });
-    let mut s = runner::session::Session::new(&mut b, &tok, sampler, None, 256, 2).unwrap();
+    let template = runner::chat::ChatFormat::Template(Box::new(tok.template().unwrap()));
+    let mut s =
+        runner::session::Session::new(&mut b, &tok, template, sampler, None, 256, 2).unwrap();
     s.assume_cached(loaded);
     let t = s.turn(question, &mut |_| {}).unwrap();
     assert_eq!((t.reused, t.fed), (ids.len() - 1, 1));

@@ -207,3 +207,83 @@ fn chat_renders_the_family_format_with_one_bos() {
     );
     assert_eq!(out.tokens.len(), 2);
 }
+
+/// `minirun-run -i --artifact` (issue 17 item 4 for artifacts): a session over an artifact
+/// adapter in the family's chat format. An adapter that can only rewind to the start (DeepSeek V4
+/// keeps compressor state per sequence) is fed the whole conversation again on the next turn; one
+/// that can rewind reuses the previous turns from its cache.
+#[test]
+fn an_artifact_session_talks_in_the_family_format() {
+    use runner::run::Decoder;
+    use runner::session::Session;
+    if engine("an_artifact_session_talks_in_the_family_format").is_none() {
+        return;
+    }
+    struct StartOnly<D>(D);
+    impl<D: Decoder> Decoder for StartOnly<D> {
+        fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+            self.0.logits(ids)
+        }
+        fn rewind(&mut self, n: usize) -> Option<()> {
+            (n == 0).then(|| self.0.rewind(0)).flatten()
+        }
+    }
+    let fx = fixture();
+    let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
+    let engine = runner::engine::Engine::new().unwrap();
+    let opts = ModelOptions {
+        engine: &engine,
+        residency: Residency::Resident,
+        capacity: 256,
+        expert_cache_bytes: 0,
+    };
+    let mut tok = ArtifactTokenizer::from_artifact(&a).unwrap();
+    tok.add_bos = true;
+    let greedy = || {
+        runner::sample::Sampler::new(runner::sample::SamplingParams {
+            temperature: 0.0,
+            ..Default::default()
+        })
+    };
+    for start_only in [false, true] {
+        let inner = runner::registry::ArtifactDecoder(open_bigram(&a, &opts).unwrap());
+        let mut d: Box<dyn Decoder> = if start_only {
+            Box::new(StartOnly(inner))
+        } else {
+            Box::new(inner)
+        };
+        let format = runner::deepseek::entry::chat(&a).unwrap();
+        let mut s = Session::new(
+            d.as_mut(),
+            &tok,
+            format,
+            greedy(),
+            Some("Be brief.".into()),
+            256,
+            3,
+        )
+        .unwrap();
+        let mut first = String::new();
+        let t1 = s.turn("hello", &mut |p| first.push_str(p)).unwrap();
+        assert_eq!((t1.reused, t1.generated), (0, 3));
+        let t2 = s.turn("again", &mut |_| {}).unwrap();
+        // the rendered conversation: system, two user turns, the first answer closed by EOS
+        let text = runner::deepseek::chat::render(
+            &[
+                runner::chat::Message::new("system", "Be brief."),
+                runner::chat::Message::new("user", "hello"),
+                runner::chat::Message::new("assistant", &first),
+                runner::chat::Message::new("user", "again"),
+            ],
+            true,
+        )
+        .unwrap();
+        let ids = tok.encode(&text).unwrap();
+        assert_eq!(t2.reused + t2.fed, ids.len(), "start_only {start_only}");
+        if start_only {
+            assert_eq!(t2.reused, 0, "a start-only adapter is fed everything again");
+        } else {
+            assert!(t2.reused > t1.fed / 2, "{t1:?} {t2:?}");
+        }
+    }
+}
