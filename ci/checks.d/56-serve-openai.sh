@@ -25,6 +25,17 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# listening OUT TRIES: the URL minirun-serve (pid $pid) prints on OUT once it listens.
+listening() {
+    local u
+    for _ in $(seq 1 "$2"); do
+        u=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$1" | head -1)
+        [ -n "$u" ] && { echo "$u"; return 0; }
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
 key="sk-minirun-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 printf '%s\n' "$key" > "$work/key"
 
@@ -35,14 +46,7 @@ printf '%s\n' "$key" > "$work/key"
 "$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 \
     --prompt-cache "$work/question.megakv" > "$work/out" 2> "$work/err" &
 pid=$!
-url=
-for _ in $(seq 1 600); do
-    url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/out" | head -1)
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "minirun-serve did not start:"; cat "$work/err"; exit 1; }
+url=$(listening "$work/out" 600) || { echo "minirun-serve did not start:"; cat "$work/err"; exit 1; }
 echo "--- minirun-serve at $url"
 
 fail=0
@@ -64,14 +68,7 @@ cargo build -q --workspace --bin minirun-demo
     || { tail -20 "$work/demo.log"; exit 1; }
 "$bin" --artifact "$work/demo/demo/consumer" --port 0 -c 256 > "$work/aout" 2> "$work/aerr" &
 pid=$!
-url=
-for _ in $(seq 1 1200); do
-    url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/aout" | head -1)
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$url" ]; then echo "minirun-serve --artifact did not start:"; cat "$work/aerr"; exit 1; fi
+url=$(listening "$work/aout" 1200) || { echo "minirun-serve --artifact did not start:"; cat "$work/aerr"; exit 1; }
 echo "--- minirun-serve --artifact at $url"
 SERVE_URL="$url" SERVE_MODEL="minirun/DeepSeek-V4-Flash-minirun" \
     "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_artifact.py || { fail=1; tail -40 "$work/aerr"; }

@@ -39,6 +39,28 @@ pub struct ModelOptions<'a> {
     pub expert_cache_bytes: u64,
 }
 
+impl<'a> ModelOptions<'a> {
+    /// The options the commands build from their flags: `--stream` (routed experts streamed
+    /// where the family streams), the positions to hold, and `--expert-cache-mib`.
+    pub fn from_flags(
+        engine: &'a Engine,
+        stream: bool,
+        capacity: usize,
+        expert_cache_mib: u64,
+    ) -> Self {
+        Self {
+            engine,
+            residency: if stream {
+                Residency::Streamed
+            } else {
+                Residency::Resident
+            },
+            capacity,
+            expert_cache_bytes: expert_cache_mib.saturating_mul(1 << 20),
+        }
+    }
+}
+
 /// A model running from a verified artifact.
 pub trait ArtifactModel {
     /// Length of one logits row.

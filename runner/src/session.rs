@@ -377,33 +377,18 @@ pub fn run_interactive_artifact(
     entries: &[crate::registry::Entry],
 ) -> Result<(), RunError> {
     use crate::artifact::{OpenOptions, VerifiedArtifact};
-    use crate::registry::{self, ArtifactDecoder, ModelOptions, Residency};
+    use crate::registry::{self, ArtifactDecoder, ModelOptions};
     let dir = args
         .artifact
         .as_deref()
         .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
-    let artifact = VerifiedArtifact::open(
-        dir,
-        &OpenOptions {
-            revision: args.revision.clone(),
-            require_evidence: true,
-        },
-    )?;
+    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(args.revision.clone()))?;
     let entry = registry::entry_in(entries, &artifact)?;
     let tok = (entry.tokenizer)(&artifact)?;
     let template = (entry.chat)(&artifact)?;
     let ctx = session_ctx(args.ctx_size, artifact.context())?;
     let engine = crate::engine::Engine::new()?;
-    let opts = ModelOptions {
-        engine: &engine,
-        residency: if args.stream {
-            Residency::Streamed
-        } else {
-            Residency::Resident
-        },
-        capacity: ctx,
-        expert_cache_bytes: args.expert_cache_mib.saturating_mul(1 << 20),
-    };
+    let opts = ModelOptions::from_flags(&engine, args.stream, ctx, args.expert_cache_mib);
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
     let sampler = Sampler::new(args.sampling()?);
     let mut session = Session::new(

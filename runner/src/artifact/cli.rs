@@ -11,7 +11,7 @@ use crate::chat::Message;
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
-use crate::registry::{self, Entry, ModelOptions, Residency};
+use crate::registry::{self, Entry, ModelOptions};
 use crate::run::{check_context, generate_text, LogitsFn, RunArgs, RunOutput, TextSink};
 use crate::sample::Sampler;
 
@@ -36,13 +36,7 @@ pub fn run_artifact_streaming(
         path: String::new(),
         detail: "no --artifact given".into(),
     })?;
-    let artifact = VerifiedArtifact::open(
-        dir,
-        &OpenOptions {
-            revision: args.revision.clone(),
-            require_evidence: true,
-        },
-    )?;
+    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(args.revision.clone()))?;
     if let Some(a) = artifact.authority() {
         let _ = writeln!(
             std::io::stderr(),
@@ -82,16 +76,12 @@ pub fn run_artifact_streaming(
     let model_ctx = artifact.context();
     check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;
     let engine = Engine::new()?;
-    let opts = ModelOptions {
-        engine: &engine,
-        residency: if args.stream {
-            Residency::Streamed
-        } else {
-            Residency::Resident
-        },
-        capacity: prompt_ids.len() + args.n,
-        expert_cache_bytes: args.expert_cache_mib.saturating_mul(1 << 20),
-    };
+    let opts = ModelOptions::from_flags(
+        &engine,
+        args.stream,
+        prompt_ids.len() + args.n,
+        args.expert_cache_mib,
+    );
     let mut model = (entry.open)(&artifact, &opts)?;
     let mut decoder = LogitsFn(|ids: &[u32]| {
         let mut rows = model.forward(ids, Logits::Last)?;

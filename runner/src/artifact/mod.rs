@@ -54,6 +54,17 @@ pub struct OpenOptions {
     pub require_evidence: bool,
 }
 
+impl OpenOptions {
+    /// What every command that runs an artifact opens it with: evidence required, for
+    /// `revision` or the only commit that has some.
+    pub fn verified(revision: Option<String>) -> Self {
+        Self {
+            revision,
+            require_evidence: true,
+        }
+    }
+}
+
 impl Default for OpenOptions {
     fn default() -> Self {
         Self {

@@ -25,7 +25,7 @@ use crate::error::RunError;
 use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
 use crate::prompt_cache::{gguf_identity, PromptCache};
-use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions, Residency};
+use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions};
 use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
 use crate::session::session_ctx;
@@ -442,13 +442,7 @@ fn run_artifact(
     jobs: Receiver<Job>,
     stats: &ServeStats,
 ) -> Result<(), RunError> {
-    let artifact = VerifiedArtifact::open(
-        dir,
-        &OpenOptions {
-            revision: a.revision.clone(),
-            require_evidence: true,
-        },
-    )?;
+    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(a.revision.clone()))?;
     let authority = artifact.authority();
     let id = a
         .alias
@@ -475,16 +469,7 @@ fn run_artifact(
     };
     let tok = (entry.tokenizer)(&artifact)?;
     let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
-    let opts = ModelOptions {
-        engine: &engine,
-        residency: if a.stream {
-            Residency::Streamed
-        } else {
-            Residency::Resident
-        },
-        capacity: ctx,
-        expert_cache_bytes: a.expert_cache_mib.saturating_mul(1 << 20),
-    };
+    let opts = ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib);
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
     let template = (entry.chat)(&artifact).map_err(|e| e.to_string());
     let info = ModelInfo {
