@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages: Mesa lavapipe (wgpu on the CPU, for kernel tests), Python venv support,
-# openssl (benchmark anchor), curl.
+# openssl (benchmark anchor), curl, g++ (libfuzzer-sys compiles libFuzzer for the fuzz targets).
 set -euo pipefail
-pkgs=(mesa-vulkan-drivers libvulkan1 python3-venv openssl curl)
+pkgs=(mesa-vulkan-drivers libvulkan1 python3-venv openssl curl g++)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
