@@ -99,8 +99,8 @@ pub struct RunArgs {
     /// Streamed tile size in bytes (whole rows; rounded to 16 KiB slots).
     #[arg(long, default_value_t = DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
-    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (least
-    /// recently used out; docs/runner-deepseek-v4.md "Expert cache").
+    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (the least
+    /// used out first; docs/runner-deepseek-v4.md "Expert cache").
     #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
     pub expert_cache_mib: u64,
     /// Write every step's logits as float32 .npy [steps, vocab].

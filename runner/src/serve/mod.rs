@@ -108,8 +108,8 @@ pub struct ServeArgs {
     /// Streamed tile size in bytes.
     #[arg(long, default_value_t = crate::run::DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
-    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (least
-    /// recently used out; docs/runner-deepseek-v4.md "Expert cache").
+    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (the least
+    /// used out first; docs/runner-deepseek-v4.md "Expert cache").
     #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
     pub expert_cache_mib: u64,
     /// Row mapping of the matmul kernels (default: by the adapter's type).
