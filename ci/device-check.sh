@@ -14,12 +14,12 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --f
 echo "=== build (release: runner, kernels)"
 timeout 240 cargo build --release -p runner --bins --tests -q
 echo "=== matvec GB/s (engine bench)"
-timeout 60 cargo test --release -p runner --test engine -- --ignored bench_q4_1_output_matrix --nocapture 2>&1 | grep -E "q4_1|adapter|test result" || true
+timeout 60 cargo test --release -p runner --test integration engine::bench_q4_1_output_matrix -- --ignored --nocapture 2>&1 | grep -E "q4_1|adapter|test result" || true
 echo "=== read ceiling and every quantized matvec's GB/s, both row mappings (kernels/examples/bandwidth.rs)"
 timeout 120 cargo run --release -q -p kernels --example bandwidth -- 256 5 2>/dev/null || true
 echo "=== tests on the adapter (kernels, engine, SmolLM2 streamed == resident; the long V4 suites stay on CI)"
 timeout 120 cargo test --release -p kernels -q 2>&1 | grep -E "test result|FAILED|panicked" || true
-timeout 120 cargo test --release -p runner -q --test engine --test smollm2_stream 2>&1 | grep -E "test result|FAILED|panicked" || true
+timeout 120 cargo test --release -p runner -q --test integration -- engine:: smollm2_stream:: 2>&1 | grep -E "test result|FAILED|panicked" || true
 if [ -f "$model" ]; then
     bin=${CARGO_TARGET_DIR:-target}/release/minirun-run
     for mode in --resident --stream; do
@@ -30,5 +30,5 @@ else
     echo "SKIPPED minirun-run: $model not found"
 fi
 echo "=== DeepSeek V4 (tiny generated artifact): decode tokens/s and bytes read per token, resident vs streamed"
-timeout 120 cargo test --release -p runner --test deepseek_bench -- --ignored --nocapture 2>&1 \
+timeout 120 cargo test --release -p runner --test integration deepseek_bench:: -- --ignored --nocapture 2>&1 \
     | grep -E "mode|resident|streamed|reference|tokens/s|test result" || true

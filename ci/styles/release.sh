@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a finished, gated K3- or H3-style release from the generated checkpoint (not a CI step;
-# the same flow is tested by `cargo test -p minirun-bins --test pipeline_styles`):
+# the same flow is tested by `cargo test -p minirun-bins --test integration pipeline_styles::`):
 #
 #   ci/styles/release.sh kimi-k3|minimax-h3 WORK_DIR [SCALE]
 #

@@ -4,7 +4,7 @@
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
-mod support;
+use crate::support;
 
 use kernels::attention::{scores, single, values, HeadShape};
 use kernels::gpu::{Bind, Gpu};

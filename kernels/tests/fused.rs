@@ -6,7 +6,7 @@
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
-mod support;
+use crate::support;
 
 use kernels::generated::Generated;
 use kernels::gpu::{elementwise_groups, Bind, Gpu};

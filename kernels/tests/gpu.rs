@@ -7,7 +7,7 @@
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
-mod support;
+use crate::support;
 
 use kernels::gpu::elementwise_groups;
 use kernels::reference::{self, AttentionShape};

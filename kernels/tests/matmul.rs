@@ -8,7 +8,7 @@
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
-mod support;
+use crate::support;
 
 use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
 use kernels::reference::{self, WeightMatrix};

@@ -1,6 +1,6 @@
 //! Property tests: hostile journal and chunk-log bytes are clear errors or truncations, never
 //! panics; journals round-trip byte for byte. Long run:
-//! `PROPTEST_CASES=100000 cargo test -p ledger --release --test fuzz`.
+//! `PROPTEST_CASES=100000 cargo test -p ledger --release --test integration fuzz::`.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::collections::BTreeMap;

@@ -432,7 +432,7 @@ fn sigkill_during_atomic_replace_never_tears_the_journal() {
         let mut child = std::process::Command::new(&exe)
             .args([
                 "--exact",
-                "sigkill_during_atomic_replace_never_tears_the_journal",
+                "it::sigkill_during_atomic_replace_never_tears_the_journal",
                 "--nocapture",
             ])
             .env("MINIRUN_LEDGER_CRASH_CHILD", dir.path())

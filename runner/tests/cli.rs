@@ -4,7 +4,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

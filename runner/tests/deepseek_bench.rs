@@ -1,8 +1,8 @@
 //! Decode benchmark of the DeepSeek V4 adapter on the tiny artifact (not a CI step: `#[ignore]`).
-//! Run: `cargo test -p runner --test deepseek_bench -- --ignored --nocapture`.
+//! Run: `cargo test -p runner --test integration deepseek_bench:: -- --ignored --nocapture`.
 //! Prints decode tokens/s and bytes read per decode token, GPU resident vs streamed.
 
-mod deepseek_common;
+use crate::deepseek_common;
 
 use std::time::Instant;
 

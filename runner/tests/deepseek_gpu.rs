@@ -3,7 +3,7 @@
 //! tile on demand into a bounded cache). Streamed logits equal resident logits bit for bit; both
 //! are compared with the transformers fixture at the reference's tolerance.
 
-mod deepseek_common;
+use crate::deepseek_common;
 
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! the 380-token prompt and after each of 16 teacher-forced greedy tokens; and decode == prefill
 //! bit for bit across compressor window ends.
 
-mod deepseek_common;
+use crate::deepseek_common;
 
 use std::time::Instant;
 

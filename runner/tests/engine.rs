@@ -6,30 +6,12 @@
 #![allow(clippy::panic)] // a test reports failure by panicking
 
 use std::io::Write;
-use std::sync::OnceLock;
 
+use crate::common::engine;
 use kernels::gpu::Bind;
 use kernels::reference::{self, WeightMatrix};
 use kernels::{Dtype, EmbeddingFormat, WeightFormat};
 use runner::engine::{Engine, EngineError, RowBuffers};
-
-fn engine(test: &str) -> Option<&'static Engine> {
-    static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
-    let e = ENGINE
-        .get_or_init(|| match Engine::new() {
-            Ok(e) => Some(e),
-            Err(EngineError::NoAdapter(_)) => None,
-            Err(e) => panic!("engine set-up failed: {e}"),
-        })
-        .as_ref();
-    if e.is_none() {
-        if std::env::var("MINIRUN_REQUIRE_ADAPTER").is_ok_and(|v| v == "1") {
-            panic!("{test}: no wgpu adapter and MINIRUN_REQUIRE_ADAPTER=1");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no wgpu adapter");
-    }
-    e
-}
 
 struct Rng(u64);
 
@@ -414,7 +396,7 @@ fn a_batched_sequence_equals_separate_submits() {
 }
 
 /// Timing of a SmolLM2-sized decode matvec (the tied 49152 × 576 Q4_1 output matrix) and prefill
-/// matmul. Not a CI step: `cargo test -p runner --release --test engine -- --ignored --nocapture`.
+/// matmul. Not a CI step: `cargo test -p runner --release --test integration engine:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_q4_1_output_matrix() {

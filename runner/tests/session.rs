@@ -5,7 +5,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

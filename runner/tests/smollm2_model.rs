@@ -3,7 +3,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use artifact::gguf::{writer, Value};
 use kernels::{RopeMode, WeightFormat};

@@ -5,7 +5,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use runner::llama::{Logits, Runner, WeightMode};
 use runner::model::LlamaModel;

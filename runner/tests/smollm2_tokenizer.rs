@@ -2,7 +2,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use runner::model::LlamaModel;
 use runner::tokenizer::Tokenizer;

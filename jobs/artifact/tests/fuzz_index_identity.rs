@@ -5,7 +5,7 @@
 //! docs/index-json.md):
 //!
 //! ```text
-//! PROPTEST_CASES=200000 cargo test -p artifact --release --test fuzz_index_identity
+//! PROPTEST_CASES=200000 cargo test -p artifact --release --test integration fuzz_index_identity::
 //! ```
 #![allow(clippy::unwrap_used, clippy::panic)]
 

@@ -3,12 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-#[path = "shared/fixture_dir.rs"]
-#[allow(dead_code)]
-mod fixture_dir;
-#[path = "pipeline_v4/common.rs"]
-#[allow(dead_code)]
-mod v4;
+use crate::pipeline_v4::common as v4;
 
 use std::io::{Read, Write};
 use std::process::Command;

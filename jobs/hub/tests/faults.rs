@@ -2,7 +2,7 @@
 //! never a short or wrong file.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

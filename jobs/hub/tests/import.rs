@@ -1,6 +1,6 @@
 //! `import`: a local directory served offline as a repo at an exact upstream revision.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hub::server::{import_dir, ServerOptions};

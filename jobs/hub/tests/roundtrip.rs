@@ -3,7 +3,7 @@
 //! refs and branches, commits with parentCommit (412), copies, deletes, PRs, listing, the CDN
 //! redirect (token dropped), and concurrent commits.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

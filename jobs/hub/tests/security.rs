@@ -3,7 +3,7 @@
 //! (401/403, private reads), and body / NDJSON line limits. Nothing may read or write outside the
 //! store, and nothing may panic.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hub::server::ServerOptions;

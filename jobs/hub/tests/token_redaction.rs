@@ -1,7 +1,7 @@
 //! The token never appears in log output at debug level, in error messages, or in `Debug`.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

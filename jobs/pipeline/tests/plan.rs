@@ -3,7 +3,7 @@
 //! of a fully resolved plan.
 #![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
-mod common;
+use crate::common;
 
 use common::*;
 use pipeline::plan::*;

@@ -1,10 +1,10 @@
 //! Fuzz harness for the plan parser (proptest on the stable toolchain): arbitrary text and
 //! mutations of the real plans never panic `Plan::parse`, and whatever parses also resolves
 //! (or refuses) without panicking. CI runs a bounded number of cases; the long run is
-//! `PROPTEST_CASES=200000 cargo test -p pipeline --release --test plan_fuzz` (plans/README.md).
+//! `PROPTEST_CASES=200000 cargo test -p pipeline --release --test integration plan_fuzz::` (plans/README.md).
 #![allow(clippy::unwrap_used, clippy::panic)] // tests: a failed unwrap is a failed test
 
-mod common;
+use crate::common;
 
 use pipeline::plan::{Plan, UpstreamTensor};
 use proptest::prelude::*;

@@ -9,11 +9,9 @@
 
 #![allow(clippy::panic, clippy::unwrap_used)]
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod deepseek;
-#[path = "../deepseek_common/mod.rs"]
-mod deepseek_common;
+use crate::deepseek_common;
 mod registry;
 mod serve;
 mod stream;

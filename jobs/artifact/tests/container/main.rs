@@ -3,7 +3,7 @@
 //! check. Fuzz harnesses for the header parser are the `fuzz_` tests (long run: see the doc).
 //!
 //! Regenerate the goldens after an intentional format change with
-//! `MINIRUN_BLESS=1 cargo test -p artifact --test container golden_`.
+//! `MINIRUN_BLESS=1 cargo test -p artifact --test integration container::golden_`.
 
 #![allow(clippy::panic, clippy::too_many_arguments)]
 

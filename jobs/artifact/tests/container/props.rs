@@ -1,6 +1,6 @@
 //! Property tests (arbitrary valid geometry → write → read → same bytes, every mode) and the
 //! `fuzz_` harnesses of the header parser and reader. Long run:
-//! `PROPTEST_CASES=1000000 cargo test --release -p artifact --test container fuzz_`.
+//! `PROPTEST_CASES=1000000 cargo test --release -p artifact --test integration container::fuzz_`.
 
 use super::*;
 
@@ -119,7 +119,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fuzz harnesses (bounded here; long run: PROPTEST_CASES=1000000 cargo test -p artifact --test container fuzz_).
+// Fuzz harnesses (bounded here; long run: PROPTEST_CASES=1000000 cargo test -p artifact --test integration container::fuzz_).
 
 fn header_seeds() -> Vec<Vec<u8>> {
     golden_cases()

@@ -1,6 +1,6 @@
 //! Proptest fuzz targets for the shard header reader and the index parser. CI runs proptest's
 //! default case count; the long run is documented in docs/mega.md §10:
-//! `PROPTEST_CASES=200000 cargo test -p artifact --release --test mega fuzz_`.
+//! `PROPTEST_CASES=200000 cargo test -p artifact --release --test integration mega::fuzz_`.
 
 use std::io::Cursor;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Golden files: the writer's output for fixed inputs is frozen byte for byte under
 //! `tests/golden/mega/` (docs/mega.md §10). Regenerate deliberately with
-//! `MEGA_BLESS=1 cargo test -p artifact --test mega golden_files_are_byte_identical` and review
+//! `MEGA_BLESS=1 cargo test -p artifact --test integration mega::golden_files_are_byte_identical` and review
 //! the diff (only that test: the others read the goldens while it rewrites them).
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use artifact::mega::writer::append_footer;
 use artifact::mega::{write_release, ReleaseOptions, TensorData, TensorOrder};
 use sha2::{Digest, Sha256};
 
-use crate::common::{fixture_tensors, golden_metadata, golden_tokenizer};
+use crate::mega::common::{fixture_tensors, golden_metadata, golden_tokenizer};
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mega")

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use artifact::mega::inspect::{inspect, inspect_with, resolve, EntryPoint, TrustState};
 use artifact::mega::ShardHeader;
 
-use crate::common::RecordingOpener;
+use crate::mega::common::RecordingOpener;
 
 fn golden(sub: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,6 +1,6 @@
 //! `.megakv` (docs/mega.md §12): the writer's output for a fixed KV state is frozen byte for byte
 //! in `tests/golden/megakv/tiny.megakv` (regenerate deliberately with `MEGA_BLESS=1 cargo test
-//! -p artifact --test mega megakv_golden`), the reader returns what was written, and a truncated,
+//! -p artifact --test integration mega::megakv_golden`), the reader returns what was written, and a truncated,
 //! extended, altered (every single byte of the file, one at a time) or wrong-version file is
 //! refused.
 

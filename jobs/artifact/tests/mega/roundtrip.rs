@@ -7,7 +7,7 @@ use artifact::mega::inspect::{verify, TrustState};
 use artifact::mega::metadata::Value;
 use artifact::mega::{DirOpener, ShardReader};
 
-use crate::common::{
+use crate::mega::common::{
     fixture_tensors, write_safetensors, write_sharded_source, write_side_files, RecordingOpener,
 };
 
@@ -226,7 +226,7 @@ mod prop {
                 // F4 needs an even element count.
                 if DTYPES[*d] == "F4" { shape.push(2); }
                 let n = tensor_nbytes(DTYPES[*d], &shape).unwrap() as usize;
-                owned.push((format!("t{i}"), DTYPES[*d], shape, crate::common::pattern(i as u32, n)));
+                owned.push((format!("t{i}"), DTYPES[*d], shape, crate::mega::common::pattern(i as u32, n)));
             }
             let data: Vec<TensorData<'_>> = owned.iter().map(|(n, d, s, b)| TensorData {
                 name: n.clone(), dtype: d.to_string(), shape: s.clone(), bytes: b,

@@ -8,13 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-#[path = "../shared/fixture_dir.rs"]
-mod fixture_dir;
+use crate::fixture_dir;
 mod plan_tool;
 mod styles;
-#[path = "../pipeline_v4/common.rs"]
-#[allow(dead_code)]
-mod v4;
+use crate::pipeline_v4::common as v4;
 
 use std::path::Path;
 

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::styles::{kimi_k3, minimax_h3};
-use crate::v4::{cmd, Hub};
+use crate::pipeline_styles::styles::{kimi_k3, minimax_h3};
+use crate::pipeline_styles::v4::{cmd, Hub};
 
 const NULL: &str = "0000000000000000000000000000000000000000";
 

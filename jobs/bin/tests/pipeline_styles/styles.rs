@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-use crate::v4::{cmd, repo_root};
+use crate::pipeline_styles::v4::{cmd, repo_root};
 
 /// One style: its plan, hub store and release expectations.
 pub struct Style {
@@ -61,7 +61,7 @@ fn pinned(plan: &Path, name: &str) -> (String, String) {
 pub fn kimi_k3() -> &'static Style {
     static S: OnceLock<Style> = OnceLock::new();
     S.get_or_init(|| {
-        let dir = crate::fixture_dir::fixture_dir("kimi-k3");
+        let dir = crate::pipeline_styles::fixture_dir::fixture_dir("kimi-k3");
         let ckpt = synth("kimi-k3", &dir);
         let hub_root = dir.join("hub");
         let plan = repo_root().join("plans/tests/kimi-k3-style.toml");
@@ -80,7 +80,7 @@ pub fn kimi_k3() -> &'static Style {
 pub fn minimax_h3() -> &'static Style {
     static S: OnceLock<Style> = OnceLock::new();
     S.get_or_init(|| {
-        let dir = crate::fixture_dir::fixture_dir("minimax-h3");
+        let dir = crate::pipeline_styles::fixture_dir::fixture_dir("minimax-h3");
         let ckpt = synth("minimax-h3", &dir);
         let hub_root = dir.join("hub");
         let plan = repo_root().join("plans/tests/minimax-h3-style.toml");
@@ -122,7 +122,7 @@ fn check_k3(release: &Path) {
     assert_eq!(ix["tokenizer"]["file"], "tiktoken.model");
     assert_eq!(ix["tokenizer"]["license"], "LICENSE");
     assert_eq!(ix["configuration"]["file"], "config.json");
-    let c = crate::containers(release);
+    let c = crate::pipeline_styles::containers(release);
     // Layers 1–3 × 8 experts × w1/w2/w3; layer 0 is dense.
     assert_eq!(c.len(), 72, "{c:?}");
     for (file, mode, scale, _) in &c {
@@ -145,7 +145,7 @@ fn check_h3(release: &Path) {
     assert_eq!(ix["units"].as_array().unwrap().len(), 12);
     assert_eq!(ix["tokenizer"]["file"], "tokenizer.json");
     assert_eq!(ix["configuration"]["file"], "model_index.json");
-    let c = crate::containers(release);
+    let c = crate::pipeline_styles::containers(release);
     // Per transformer / refiner block: to_q, to_k, to_v, to_out.0, ff ×2 (+ the block AdaLN);
     // and the BF16 context embedder.
     assert_eq!(c.len(), 2 * 7 + 2 * 6 + 1, "{c:?}");
@@ -166,7 +166,7 @@ fn check_h3(release: &Path) {
         assert!(release.join(f).is_file(), "{f}");
     }
     // The omitted decoder layer and head are nowhere in the release.
-    let all = crate::v4::tree_state(release);
+    let all = crate::pipeline_styles::v4::tree_state(release);
     assert!(!all
         .keys()
         .any(|p| p.contains("layers.3.") || p.contains("lm_head")));

@@ -44,7 +44,7 @@ pub fn repo_root() -> PathBuf {
 pub fn fixture() -> &'static Fixture {
     static FX: OnceLock<Fixture> = OnceLock::new();
     FX.get_or_init(|| {
-        let dir = crate::fixture_dir::fixture_dir("v4");
+        let dir = crate::pipeline_v4::fixture_dir::fixture_dir("v4");
         let ckpt = dir.join("ckpt");
         let hub_root = dir.join("hub");
         let st = cmd("minirun-synth")

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use crate::common::*;
+use crate::pipeline_v4::common::*;
 
 const UNITS: &str = "layers00..layers07";
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::*;
+use crate::pipeline_v4::common::*;
 
 const UNITS: &str = "layers00..layers02";
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::*;
+use crate::pipeline_v4::common::*;
 
 fn flip(path: &Path, at: usize) {
     let mut b = std::fs::read(path).unwrap();

@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
+pub mod common;
 mod concurrent;
 mod copied;
-#[path = "../shared/fixture_dir.rs"]
-mod fixture_dir;
+use crate::fixture_dir;
 mod gate;
 mod resume;
 

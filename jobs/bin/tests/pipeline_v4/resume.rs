@@ -1,12 +1,12 @@
 //! Crash safety: SIGKILL fetch and repack at seeded instants and resume; run fetch against each of
 //! the hub's fault modes. The long campaign is `MINIRUN_KILL_POINTS=200 cargo test -p minirun-bins
-//! --test pipeline_v4 -- resume` (docs/fetch.md).
+//! --test integration pipeline_v4::resume` (docs/fetch.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use crate::pipeline_v4::common::*;
 
 const UNITS: &str = "layers00..layers05";
 const UNIT_NAMES: [&str; 6] = [

@@ -1,0 +1,8 @@
+//! The crate's integration tests, one module per suite (each file's own doc says what it covers).
+//! Run one suite with `cargo test -p pipeline --test integration <suite>::`.
+
+mod common;
+mod compressed_tensors_mxfp4;
+mod plan;
+mod plan_fuzz;
+mod synth;

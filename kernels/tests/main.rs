@@ -1,0 +1,11 @@
+//! The crate's integration tests, one module per suite (each file's own doc says what it covers).
+//! Run one suite with `cargo test -p kernels --test integration <suite>::`.
+
+mod attention;
+mod block_layouts;
+mod compressed_tensors_mxfp4;
+mod fused;
+mod gpu;
+mod matmul;
+mod support;
+mod validate_wgsl;
