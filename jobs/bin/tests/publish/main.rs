@@ -37,6 +37,17 @@ fn full_publish_then_every_rerun_writes_nothing_and_only_reads_the_hub() {
     let p = promote::run(&plan, &promote_opts(fresh.path(), &url)).unwrap();
     assert!(!p.already_published);
     assert_eq!(p.candidate, c.candidate);
+    // Before the branch moved, every unit's manifest was reopened and every unit file checked
+    // against it, downloading only metadata and small regular files.
+    let unit_files: usize = plan_units_files(w.path());
+    assert_eq!(p.reread.units, plan.units.len());
+    assert_eq!(p.reread.files, unit_files);
+    assert_eq!(p.reread.index_shape, "singleSourceUnits");
+    assert!(
+        p.reread.bytes_downloaded * 4 < p.reread.bytes_vouched,
+        "{:?}",
+        p.reread
+    );
     // (The token mattered: the same write without it is refused.)
     let anon = HubClient::new(&url, None).unwrap();
     let refused = rt().block_on(anon.create_branch(&repo(), "x", None, false));
@@ -656,4 +667,15 @@ fn stage_candidate_upload_and_promote_show_progress_in_a_log_and_none_with_json(
         !err.contains("promote: "),
         "--json prints no progress: {err}"
     );
+}
+
+/// Files the staged units' manifests list (every unit file except the manifests).
+fn plan_units_files(work: &std::path::Path) -> usize {
+    let staging = work.join("staging");
+    std::fs::read_dir(&staging)
+        .unwrap()
+        .flatten()
+        .filter_map(|d| artifact::manifest::Manifest::read(&d.path()).ok())
+        .map(|m| m.files.len())
+        .sum()
 }

@@ -11,7 +11,14 @@
 //! sent; a 412 (the head moved) is exit 1 and never retried; the returned commit is inventoried.
 //! If the public head, as observed by this run, already holds exactly the chosen candidate's
 //! release, nothing is sent (a re-run after a lost response). Promote keeps no journal of its own:
-//! what the public branch holds is asked of the hub on every run, never remembered.
+//! what the public branch holds is asked of the hub on every run, never remembered. Before the
+//! branch moves (and on a re-run that finds it published), the candidate's index and unit
+//! manifests are reopened through the production readers and checked against its tree without
+//! downloading its LFS payloads ([`reread`]).
+
+pub mod reread;
+
+use std::collections::BTreeMap;
 
 use hub::client::{CommitOperation, CommitRequest, HubClient, HubError};
 use hub::protocol::RepoId;
@@ -67,11 +74,23 @@ pub struct PromoteReport {
     pub already_published: bool,
     /// `--dry-run`: the report says what would be committed; nothing was sent.
     pub dry_run: bool,
+    /// The metadata re-read: the index and unit manifests reopened, the files they vouch for.
+    pub reread: reread::Reread,
 }
 
 impl PromoteReport {
     /// A readable summary.
     pub fn render(&self) -> String {
+        let mut out = self.render_outcome();
+        let r = &self.reread;
+        out.push_str(&format!(
+            "promote: metadata re-read: `index.json` ({}) and {} unit manifests reopened; {} files ({} B) agree with them, {} B downloaded\n",
+            r.index_shape, r.units, r.files, r.bytes_vouched, r.bytes_downloaded
+        ));
+        out
+    }
+
+    fn render_outcome(&self) -> String {
         if self.dry_run {
             return format!(
                 "promote (dry run): would commit the release of {} ({}) onto `{}` branch `{}` at {}: {} files copied, {} stale paths deleted; nothing sent\n",
@@ -297,6 +316,11 @@ async fn promote(
         cand.commit,
         cand.expected.len()
     ));
+    let (reread, mut fetched) = reread_candidate(client, repo, &cand).await?;
+    steps.note(&format!(
+        "metadata re-read: {} unit manifests, {} files agree",
+        reread.units, reread.files
+    ));
     // 2. The public head and its inventory, as observed now (never as remembered).
     let head = refs
         .branches
@@ -318,6 +342,7 @@ async fn promote(
             observed_head: head.clone(),
             commit: head,
             already_published: true,
+            reread,
             ..PromoteReport::default()
         });
     }
@@ -339,6 +364,7 @@ async fn promote(
         observed_head: head.clone(),
         copied: cand.expected.len(),
         deleted: stale.len(),
+        reread,
         ..PromoteReport::default()
     };
     if opts.dry_run {
@@ -367,7 +393,11 @@ async fn promote(
                 size: None,
             });
         } else {
-            let (_, data) = client.download_bytes(repo, &cand.commit, &e.path).await?;
+            // Bytes the re-read already fetched from the candidate are not fetched twice.
+            let data = match fetched.remove(&e.path) {
+                Some(data) => data,
+                None => client.download_bytes(repo, &cand.commit, &e.path).await?.1,
+            };
             let oid = hub::protocol::git_blob_sha1(&data);
             if oid != e.oid {
                 return Err(PromoteError::BadCandidate {
@@ -418,4 +448,33 @@ async fn promote(
     }
     report.commit = ans.commit_oid;
     Ok(report)
+}
+
+/// The candidate's index and unit manifests, and the regular files they name, downloaded from
+/// its commit and checked ([`reread::check`]); the bytes are returned for the copy step.
+async fn reread_candidate(
+    client: &HubClient,
+    repo: &RepoId,
+    cand: &Resolved,
+) -> Result<(reread::Reread, BTreeMap<String, Vec<u8>>), PromoteError> {
+    let mut fetched = BTreeMap::new();
+    for path in reread::metadata_paths(&cand.expected) {
+        let (_, data) = client.download_bytes(repo, &cand.commit, &path).await?;
+        fetched.insert(path, data);
+    }
+    let manifests = reread::parse_manifests(&fetched, &mut Vec::new());
+    for path in reread::regular_unit_files(&cand.expected, &manifests) {
+        let (_, data) = client.download_bytes(repo, &cand.commit, &path).await?;
+        fetched.insert(path, data);
+    }
+    let r = reread::check(&cand.expected, &fetched, 5).map_err(|problems| {
+        PromoteError::BadCandidate {
+            candidate: cand.name.clone(),
+            why: format!(
+                "its metadata does not read back through the production readers: {}",
+                problems.join("; ")
+            ),
+        }
+    })?;
+    Ok((r, fetched))
 }
