@@ -8,7 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::candidate::CandidateReport;
 use crate::plan::Plan;
+use crate::promote::PromoteReport;
 
 /// Where the demo keeps its own files inside the work directory.
 pub const DEMO_SUBDIR: &str = "demo";
@@ -65,136 +67,11 @@ pub fn run(
 ) -> Result<DemoSummary, DemoError> {
     let plan = step("plan", Plan::load(plan_path))?;
     let demo = work.join(DEMO_SUBDIR);
-    let ckpt = demo.join("checkpoint");
     let hub_root = demo.join("hub");
-    let io = |e: std::io::Error| e;
-    step("create", std::fs::create_dir_all(&demo).map_err(io))?;
-    let source = plan.sources.first().ok_or_else(|| DemoError {
-        step: "plan",
-        detail: "the plan has no source".into(),
-    })?;
-    let upstream = step(
-        "plan",
-        hub::protocol::RepoId::model(source.repo.as_str())
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e)),
-    )?;
-    if !ckpt.join("config.json").exists() {
-        progress("generating the tiny DeepSeek V4 checkpoint");
-        let _ = std::fs::remove_dir_all(&ckpt);
-        step(
-            "synth",
-            crate::synth::generate(crate::synth::Family::DeepseekV4, &ckpt, 0, 1),
-        )?;
-    }
-    progress(&format!(
-        "mirroring it as `{}` at {}",
-        upstream.id(),
-        source.revision.as_str()
-    ));
-    step(
-        "import",
-        hub::server::import_dir(&hub_root, &upstream, source.revision.as_str(), &ckpt, false),
-    )?;
-    let rt = step(
-        "hub",
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build(),
-    )?;
-    let server = step(
-        "hub",
-        rt.block_on(hub::server::spawn(
-            &hub_root,
-            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            hub::server::ServerOptions::default(),
-        )),
-    )?;
+    let (rt, server) = upstream_hub(&plan, &demo, &hub_root, progress)?;
     let url = server.url();
     progress(&format!("hub listening on {url}"));
-    let wd = Some(work.to_path_buf());
-    let ep = Some(url.clone());
-    progress("fetch");
-    let f = step(
-        "fetch",
-        crate::fetch::run(
-            &plan,
-            &crate::fetch::FetchOpts {
-                work_dir: wd.clone(),
-                endpoint: ep.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(f.render().trim_end());
-    progress("repack");
-    let r = step(
-        "repack",
-        crate::repack::run(
-            &plan,
-            &crate::repack::RepackOpts {
-                work_dir: wd.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(r.render().trim_end());
-    progress("gate");
-    let g = step(
-        "gate",
-        crate::gate::run(
-            &plan,
-            &crate::gate::GateOpts {
-                work_dir: wd.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(g.render().trim_end());
-    if g.exit() != crate::cli::Exit::Ok {
-        return Err(DemoError {
-            step: "gate",
-            detail: format!("verdict {}", g.verdict),
-        });
-    }
-    progress("stage");
-    let s = step(
-        "stage",
-        crate::stage::run(
-            &plan,
-            &crate::stage::StageOpts {
-                work_dir: wd.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(s.render().trim_end());
-    progress("candidate-upload");
-    let c = step(
-        "candidate-upload",
-        crate::candidate::run(
-            &plan,
-            &crate::candidate::CandidateOpts {
-                work_dir: wd.clone(),
-                endpoint: ep.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(c.render().trim_end());
-    progress("promote");
-    let p = step(
-        "promote",
-        crate::promote::run(
-            &plan,
-            &crate::promote::PromoteOpts {
-                work_dir: wd.clone(),
-                endpoint: ep.clone(),
-                ..Default::default()
-            },
-        ),
-    )?;
-    progress(p.render().trim_end());
+    let (c, p) = publish(&plan, work, &url, progress)?;
     progress("verify as a consumer (pull into demo/consumer)");
     let consumer = demo.join("consumer");
     let v = step(
@@ -220,4 +97,153 @@ pub fn run(
         files,
         consumer,
     })
+}
+
+/// The upstream side: the generated checkpoint (kept between runs), mirrored into a local hub at
+/// the plan's pinned revision, served on loopback.
+fn upstream_hub(
+    plan: &Plan,
+    demo: &Path,
+    hub_root: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(tokio::runtime::Runtime, hub::server::ServerHandle), DemoError> {
+    let ckpt = demo.join("checkpoint");
+    let io = |e: std::io::Error| e;
+    step("create", std::fs::create_dir_all(demo).map_err(io))?;
+    let source = plan.sources.first().ok_or_else(|| DemoError {
+        step: "plan",
+        detail: "the plan has no source".into(),
+    })?;
+    let upstream = step(
+        "plan",
+        hub::protocol::RepoId::model(source.repo.as_str())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e)),
+    )?;
+    if !ckpt.join("config.json").exists() {
+        progress("generating the tiny DeepSeek V4 checkpoint");
+        let _ = std::fs::remove_dir_all(&ckpt);
+        step(
+            "synth",
+            crate::synth::generate(crate::synth::Family::DeepseekV4, &ckpt, 0, 1),
+        )?;
+    }
+    progress(&format!(
+        "mirroring it as `{}` at {}",
+        upstream.id(),
+        source.revision.as_str()
+    ));
+    step(
+        "import",
+        hub::server::import_dir(hub_root, &upstream, source.revision.as_str(), &ckpt, false),
+    )?;
+    let rt = step(
+        "hub",
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+    )?;
+    let server = step(
+        "hub",
+        rt.block_on(hub::server::spawn(
+            hub_root,
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            hub::server::ServerOptions::default(),
+        )),
+    )?;
+    Ok((rt, server))
+}
+
+/// The publisher's side: fetch → repack → gate (PASS required) → stage → candidate-upload →
+/// promote against the hub at `url`.
+fn publish(
+    plan: &Plan,
+    work: &Path,
+    url: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(CandidateReport, PromoteReport), DemoError> {
+    let wd = Some(work.to_path_buf());
+    let ep = Some(url.to_owned());
+    progress("fetch");
+    let f = step(
+        "fetch",
+        crate::fetch::run(
+            plan,
+            &crate::fetch::FetchOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(f.render().trim_end());
+    progress("repack");
+    let r = step(
+        "repack",
+        crate::repack::run(
+            plan,
+            &crate::repack::RepackOpts {
+                work_dir: wd.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(r.render().trim_end());
+    progress("gate");
+    let g = step(
+        "gate",
+        crate::gate::run(
+            plan,
+            &crate::gate::GateOpts {
+                work_dir: wd.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(g.render().trim_end());
+    if g.exit() != crate::cli::Exit::Ok {
+        return Err(DemoError {
+            step: "gate",
+            detail: format!("verdict {}", g.verdict),
+        });
+    }
+    progress("stage");
+    let s = step(
+        "stage",
+        crate::stage::run(
+            plan,
+            &crate::stage::StageOpts {
+                work_dir: wd.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(s.render().trim_end());
+    progress("candidate-upload");
+    let c = step(
+        "candidate-upload",
+        crate::candidate::run(
+            plan,
+            &crate::candidate::CandidateOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(c.render().trim_end());
+    progress("promote");
+    let p = step(
+        "promote",
+        crate::promote::run(
+            plan,
+            &crate::promote::PromoteOpts {
+                work_dir: wd.clone(),
+                endpoint: ep.clone(),
+                ..Default::default()
+            },
+        ),
+    )?;
+    progress(p.render().trim_end());
+    Ok((c, p))
 }

@@ -316,7 +316,7 @@ async fn promote(
         cand.commit,
         cand.expected.len()
     ));
-    let (reread, mut fetched) = reread_candidate(client, repo, &cand).await?;
+    let (reread, fetched) = reread_candidate(client, repo, &cand).await?;
     steps.note(&format!(
         "metadata re-read: {} unit manifests, {} files agree",
         reread.units, reread.files
@@ -382,39 +382,7 @@ async fn promote(
         report.copied,
         report.deleted
     ));
-    let regular = cand.expected.values().filter(|e| !e.lfs).count();
-    let copies = Counter::new("promote", "regular files", regular as u64, opts.progress);
-    let mut ops = Vec::with_capacity(n_ops);
-    for e in cand.expected.values() {
-        if e.lfs {
-            ops.push(CommitOperation::Lfs {
-                path: e.path.clone(),
-                sha256: e.oid.clone(),
-                size: None,
-            });
-        } else {
-            // Bytes the re-read already fetched from the candidate are not fetched twice.
-            let data = match fetched.remove(&e.path) {
-                Some(data) => data,
-                None => client.download_bytes(repo, &cand.commit, &e.path).await?.1,
-            };
-            let oid = hub::protocol::git_blob_sha1(&data);
-            if oid != e.oid {
-                return Err(PromoteError::BadCandidate {
-                    candidate: cand.name.clone(),
-                    why: format!(
-                        "`{}` downloaded with git oid {oid}, the tree says {}",
-                        e.path, e.oid
-                    ),
-                });
-            }
-            ops.push(CommitOperation::Regular {
-                path: e.path.clone(),
-                content: data.into(),
-            });
-            copies.done(&e.path, || "downloaded, git oid checked".into());
-        }
-    }
+    let mut ops = copy_operations(client, repo, &cand, fetched, opts.progress).await?;
     ops.extend(
         stale
             .into_iter()
@@ -433,7 +401,6 @@ async fn promote(
         operations: ops,
         create_pr: false,
     };
-    copies.finish();
     steps.note(&format!("sending one commit of {n_ops} operations"));
     let ans = client.commit_guarded(repo, branch, &req).await?;
     steps.note(&format!("committed {}; listing its tree", ans.commit_oid));
@@ -448,6 +415,51 @@ async fn promote(
     }
     report.commit = ans.commit_oid;
     Ok(report)
+}
+
+/// Step 3 of the commit: one operation per candidate file — LFS files by oid, regular files with
+/// the candidate's bytes (those the re-read fetched are not fetched twice), git SHA-1 checked.
+async fn copy_operations(
+    client: &HubClient,
+    repo: &RepoId,
+    cand: &Resolved,
+    mut fetched: BTreeMap<String, Vec<u8>>,
+    progress: crate::progress::ProgressMode,
+) -> Result<Vec<CommitOperation>, PromoteError> {
+    let regular = cand.expected.values().filter(|e| !e.lfs).count();
+    let copies = Counter::new("promote", "regular files", regular as u64, progress);
+    let mut ops = Vec::with_capacity(cand.expected.len());
+    for e in cand.expected.values() {
+        if e.lfs {
+            ops.push(CommitOperation::Lfs {
+                path: e.path.clone(),
+                sha256: e.oid.clone(),
+                size: None,
+            });
+            continue;
+        }
+        let data = match fetched.remove(&e.path) {
+            Some(data) => data,
+            None => client.download_bytes(repo, &cand.commit, &e.path).await?.1,
+        };
+        let oid = hub::protocol::git_blob_sha1(&data);
+        if oid != e.oid {
+            return Err(PromoteError::BadCandidate {
+                candidate: cand.name.clone(),
+                why: format!(
+                    "`{}` downloaded with git oid {oid}, the tree says {}",
+                    e.path, e.oid
+                ),
+            });
+        }
+        ops.push(CommitOperation::Regular {
+            path: e.path.clone(),
+            content: data.into(),
+        });
+        copies.done(&e.path, || "downloaded, git oid checked".into());
+    }
+    copies.finish();
+    Ok(ops)
 }
 
 /// The candidate's index and unit manifests, and the regular files they name, downloaded from
