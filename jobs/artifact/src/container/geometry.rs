@@ -285,7 +285,55 @@ impl Layout {
         version: u16,
         digest_table_offset: u64,
     ) -> Result<Layout, GeometryError> {
-        let mode = spec.mode;
+        Self::check_fields(spec)?;
+        let element_dtype = Self::check_mode_rules(spec)?;
+        debug_assert_eq!(element_dtype, Layout::element_dtype_of(spec.mode));
+        Self::check_mode_fields(spec)?;
+        let row_bytes = Self::row_bytes_of(spec)?;
+        Self::check_tiling(spec)?;
+        let (scale_cols, scale_row_bytes, bias_row_bytes) = Self::scale_row_sizes(spec)?;
+        let tile_count = spec.rows.div_ceil(spec.rows_per_tile);
+        let last_rows = spec.rows - (tile_count - 1) * spec.rows_per_tile;
+        let shape = |rows: u64, which: &'static str| {
+            Self::tile_shape(
+                spec,
+                rows,
+                which,
+                row_bytes,
+                scale_row_bytes,
+                bias_row_bytes,
+            )
+        };
+        let full = shape(spec.rows_per_tile, "a full")?;
+        let last = shape(last_rows, "the last")?;
+        let tile_stride = full.len();
+
+        let flags = Self::flags_of(spec, &full, &last);
+        let (digest_table_offset, header_bytes) =
+            Self::header_size(spec, version, tile_count, digest_table_offset)?;
+        let body = ovf(ovf((tile_count - 1).checked_mul(tile_stride))?.checked_add(last.len()))?;
+        let total_bytes = ovf(header_bytes.checked_add(body))?;
+        Ok(Layout {
+            spec: spec.clone(),
+            version,
+            flags,
+            row_bytes,
+            scale_cols,
+            scale_row_bytes,
+            bias_row_bytes,
+            scale_grid_rows: spec.rows.div_ceil(spec.rows_per_scale),
+            tile_count,
+            full,
+            last,
+            tile_stride,
+            digest_table_offset,
+            header_bytes,
+            total_bytes,
+        })
+    }
+
+    /// Step: name length, no zero dimension, power-of-two group.
+    fn check_fields(spec: &ContainerSpec) -> Result<(), GeometryError> {
         if spec.name.len() > MAX_NAME_BYTES {
             return Err(GeometryError::NameTooLong {
                 len: spec.name.len(),
@@ -307,7 +355,12 @@ impl Layout {
         if !spec.group.is_power_of_two() {
             return Err(GeometryError::GroupNotPowerOfTwo { group: spec.group });
         }
-        // Per-mode element, scale and bias rules.
+        Ok(())
+    }
+
+    /// Step: per-mode element, scale and bias rules → the element dtype.
+    fn check_mode_rules(spec: &ContainerSpec) -> Result<Dtype, GeometryError> {
+        let mode = spec.mode;
         let element_dtype = match mode {
             Mode::Mxfp4 => {
                 if spec.group != 32 {
@@ -349,7 +402,12 @@ impl Layout {
                 Dtype::E4m3
             }
         };
-        debug_assert_eq!(element_dtype, Layout::element_dtype_of(mode));
+        Ok(element_dtype)
+    }
+
+    /// Step: fields only some modes may set (bias, rows_per_scale) and the nibble order.
+    fn check_mode_fields(spec: &ContainerSpec) -> Result<(), GeometryError> {
+        let mode = spec.mode;
         if mode != Mode::Affine && spec.bias_dtype.is_some() {
             return Err(unsupported(mode, "bias_dtype", "present"));
         }
@@ -359,16 +417,20 @@ impl Layout {
         let sub_byte = spec.element_bits < 8;
         match (sub_byte, spec.nibble_order) {
             (true, NibbleOrder::NotApplicable) => {
-                return Err(unsupported(mode, "nibble_order", "not-applicable"))
+                Err(unsupported(mode, "nibble_order", "not-applicable"))
             }
             (false, NibbleOrder::LowFirst | NibbleOrder::HighFirst) => {
-                return Err(unsupported(mode, "nibble_order", "for 8-bit elements"))
+                Err(unsupported(mode, "nibble_order", "for 8-bit elements"))
             }
-            _ => {}
+            _ => Ok(()),
         }
+    }
+
+    /// Step: columns in whole groups and whole bytes → packed bytes per row.
+    fn row_bytes_of(spec: &ContainerSpec) -> Result<u64, GeometryError> {
         // Columns: whole groups (mxfp4, affine), whole bytes per row. fp8 block scale grids are
         // ceil-sized like DeepSeek's `weight_scale_inv`, so partial edge blocks are allowed there.
-        if mode != Mode::Fp8E4m3Block && spec.cols % spec.group != 0 {
+        if spec.mode != Mode::Fp8E4m3Block && spec.cols % spec.group != 0 {
             return Err(GeometryError::ColsNotMultipleOfGroup {
                 cols: spec.cols,
                 group: spec.group,
@@ -381,7 +443,11 @@ impl Layout {
                 bits: spec.element_bits,
             });
         }
-        let row_bytes = row_bits / 8;
+        Ok(row_bits / 8)
+    }
+
+    /// Step: a tile fits in the matrix and holds whole scale blocks.
+    fn check_tiling(spec: &ContainerSpec) -> Result<(), GeometryError> {
         if spec.rows_per_tile > spec.rows {
             return Err(GeometryError::TileTallerThanMatrix {
                 rows_per_tile: spec.rows_per_tile,
@@ -394,6 +460,11 @@ impl Layout {
                 rows_per_scale: spec.rows_per_scale,
             });
         }
+        Ok(())
+    }
+
+    /// Step: scale elements per scale row, and bytes per scale row and per bias row.
+    fn scale_row_sizes(spec: &ContainerSpec) -> Result<(u64, u64, u64), GeometryError> {
         let scale_cols = spec.cols.div_ceil(spec.group);
         let scale_elem = spec
             .scale_dtype
@@ -406,40 +477,49 @@ impl Layout {
             }
             None => 0,
         };
-        let tile_count = spec.rows.div_ceil(spec.rows_per_tile);
-        let last_rows = spec.rows - (tile_count - 1) * spec.rows_per_tile;
-        let row_multiple = ALIGN / gcd(row_bytes, ALIGN);
-        let shape = |rows: u64, which: &'static str| -> Result<TileShape, GeometryError> {
-            let packed = ovf(rows.checked_mul(row_bytes))?;
-            if packed % ALIGN != 0 {
-                return Err(GeometryError::PackedNotAligned {
-                    which,
-                    tile_rows: rows,
-                    bytes: packed,
-                    row_multiple,
-                });
-            }
-            let scale_rows = rows.div_ceil(spec.rows_per_scale);
-            let scale_payload = ovf(scale_rows.checked_mul(scale_row_bytes))?;
-            let bias_payload = ovf(scale_rows.checked_mul(bias_row_bytes))?;
-            let s = TileShape {
-                rows,
-                packed_payload: packed,
-                scale_payload,
-                bias_payload,
-                packed_region: packed,
-                scale_region: round_up(scale_payload)?,
-                bias_region: round_up(bias_payload)?,
-            };
-            ovf(s.packed_region.checked_add(s.scale_region))?
-                .checked_add(s.bias_region)
-                .ok_or(GeometryError::Overflow)?;
-            Ok(s)
-        };
-        let full = shape(spec.rows_per_tile, "a full")?;
-        let last = shape(last_rows, "the last")?;
-        let tile_stride = full.len();
+        Ok((scale_cols, scale_row_bytes, bias_row_bytes))
+    }
 
+    /// Step: byte sizes of a tile of `rows` rows (`which` names it in the alignment error).
+    fn tile_shape(
+        spec: &ContainerSpec,
+        rows: u64,
+        which: &'static str,
+        row_bytes: u64,
+        scale_row_bytes: u64,
+        bias_row_bytes: u64,
+    ) -> Result<TileShape, GeometryError> {
+        let row_multiple = ALIGN / gcd(row_bytes, ALIGN);
+        let packed = ovf(rows.checked_mul(row_bytes))?;
+        if packed % ALIGN != 0 {
+            return Err(GeometryError::PackedNotAligned {
+                which,
+                tile_rows: rows,
+                bytes: packed,
+                row_multiple,
+            });
+        }
+        let scale_rows = rows.div_ceil(spec.rows_per_scale);
+        let scale_payload = ovf(scale_rows.checked_mul(scale_row_bytes))?;
+        let bias_payload = ovf(scale_rows.checked_mul(bias_row_bytes))?;
+        let s = TileShape {
+            rows,
+            packed_payload: packed,
+            scale_payload,
+            bias_payload,
+            packed_region: packed,
+            scale_region: round_up(scale_payload)?,
+            bias_region: round_up(bias_payload)?,
+        };
+        ovf(s.packed_region.checked_add(s.scale_region))?
+            .checked_add(s.bias_region)
+            .ok_or(GeometryError::Overflow)?;
+        Ok(s)
+    }
+
+    /// Step: the feature flag word the geometry implies.
+    fn flags_of(spec: &ContainerSpec, full: &TileShape, last: &TileShape) -> u32 {
+        let mode = spec.mode;
         let mut flags = 0;
         if mode == Mode::Affine {
             flags |= flags::BIAS;
@@ -453,6 +533,16 @@ impl Layout {
         if full.has_padding() || last.has_padding() {
             flags |= flags::ZERO_PADDING;
         }
+        flags
+    }
+
+    /// Step: the digest table's offset (0 without digests) and the header region's length.
+    fn header_size(
+        spec: &ContainerSpec,
+        version: u16,
+        tile_count: u64,
+        digest_table_offset: u64,
+    ) -> Result<(u64, u64), GeometryError> {
         let end_of_fields = fixed_end(version);
         let (digest_table_offset, table_end) = if spec.digests {
             let table = ovf(tile_count.checked_mul(DIGEST_BYTES as u64))?;
@@ -471,25 +561,7 @@ impl Layout {
                 max: MAX_HEADER_BYTES,
             });
         }
-        let body = ovf(ovf((tile_count - 1).checked_mul(tile_stride))?.checked_add(last.len()))?;
-        let total_bytes = ovf(header_bytes.checked_add(body))?;
-        Ok(Layout {
-            spec: spec.clone(),
-            version,
-            flags,
-            row_bytes,
-            scale_cols,
-            scale_row_bytes,
-            bias_row_bytes,
-            scale_grid_rows: spec.rows.div_ceil(spec.rows_per_scale),
-            tile_count,
-            full,
-            last,
-            tile_stride,
-            digest_table_offset,
-            header_bytes,
-            total_bytes,
-        })
+        Ok((digest_table_offset, header_bytes))
     }
 
     /// Layout of tile `index` (`None` when out of range).

@@ -290,6 +290,28 @@ impl Header {
 /// (16 KiB for every header whose digest table fits; see [`recorded_header_bytes`]); bytes beyond
 /// it are ignored.
 pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
+    let (version, flag_word) = parse_prefix(bytes)?;
+    let codes = parse_codes(bytes)?;
+    let name = parse_name(bytes)?;
+    let digests_flag = flag_word & flags::DIGESTS != 0;
+    check_version_features(version, flag_word, codes.mode)?;
+    let (table_offset, table_count) = parse_digest_fields(bytes, version, digests_flag)?;
+    let spec = parse_spec(bytes, version, name, codes, digests_flag)?;
+    let layout = Layout::compute(&spec, version, table_offset).map_err(HeaderError::Geometry)?;
+    check_derived(
+        bytes,
+        version,
+        flag_word,
+        digests_flag,
+        table_count,
+        &layout,
+    )?;
+    let digests = parse_digest_table(bytes, version, digests_flag, table_offset, &layout)?;
+    Ok(Header { layout, digests })
+}
+
+/// Step: minimum length, magic, version, known flag bits and the reserved bytes → (version, flags).
+fn parse_prefix(bytes: &[u8]) -> Result<(u16, u32), HeaderError> {
     if (bytes.len() as u64) < ALIGN {
         return Err(HeaderError::TooShort {
             len: bytes.len() as u64,
@@ -318,7 +340,20 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
     zero_range(bytes, OFF_RESERVED_10, OFF_RESERVED_10 + 2)?;
     zero_range(bytes, OFF_RESERVED_23, OFF_RESERVED_23 + 1)?;
     zero_range(bytes, OFF_RESERVED_154, OFF_NAME)?;
+    Ok((version, flag_word))
+}
 
+/// The code fields of a header, decoded by [`parse_codes`].
+struct Codes {
+    mode: Mode,
+    scale_dtype: Dtype,
+    bias_dtype: Option<Dtype>,
+    nibble_order: NibbleOrder,
+    content: ContentKind,
+}
+
+/// Step: decode the mode, dtype, nibble-order and content-kind codes (with the generator seed).
+fn parse_codes(bytes: &[u8]) -> Result<Codes, HeaderError> {
     let code = |field: &'static str, off: usize| u8_at(bytes, off).map(|c| (field, c));
     let (f, c) = code("mode", OFF_MODE)?;
     let mode = Mode::from_code(c).ok_or(HeaderError::UnknownCode { field: f, code: c })?;
@@ -348,6 +383,17 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
         2 => return Err(HeaderError::SeedOnCheckpoint { seed }),
         _ => return Err(HeaderError::UnknownCode { field: f, code: c }),
     };
+    Ok(Codes {
+        mode,
+        scale_dtype,
+        bias_dtype,
+        nibble_order,
+        content,
+    })
+}
+
+/// Step: the tensor name (bounded UTF-8) and the zero fill after it.
+fn parse_name(bytes: &[u8]) -> Result<String, HeaderError> {
     let name_len = u64::from(u16_at(bytes, OFF_NAME_LEN)?);
     if name_len > MAX_NAME_BYTES as u64 {
         return Err(HeaderError::BadName { len: name_len });
@@ -359,7 +405,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
         .ok_or(HeaderError::BadName { len: name_len })?
         .to_owned();
     zero_range(bytes, name_end, OFF_NAME + MAX_NAME_BYTES)?;
+    Ok(name)
+}
 
+/// Step: refuse features (digests, a 2-D scale grid) that the recorded version cannot carry.
+fn check_version_features(version: u16, flag_word: u32, mode: Mode) -> Result<(), HeaderError> {
     let digests_flag = flag_word & flags::DIGESTS != 0;
     if digests_flag && version < 2 {
         return Err(HeaderError::VersionTooLow {
@@ -375,6 +425,15 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
             required: 3,
         });
     }
+    Ok(())
+}
+
+/// Step: the digest table's offset and count fields, checked against the flag and fixed fields.
+fn parse_digest_fields(
+    bytes: &[u8],
+    version: u16,
+    digests_flag: bool,
+) -> Result<(u64, u64), HeaderError> {
     let (table_offset, table_count) = if version >= 2 {
         (
             u64_at(bytes, OFF_DIGEST_TABLE_OFFSET)?,
@@ -398,85 +457,89 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
             reason: "overlaps the fixed header fields",
         });
     }
+    Ok((table_offset, table_count))
+}
+
+/// Step: assemble the recorded geometry into a [`ContainerSpec`].
+fn parse_spec(
+    bytes: &[u8],
+    version: u16,
+    name: String,
+    codes: Codes,
+    digests_flag: bool,
+) -> Result<ContainerSpec, HeaderError> {
     let rows_per_scale = if version >= 3 {
         u64_at(bytes, OFF_ROWS_PER_SCALE)?
     } else {
         1
     };
-    let spec = ContainerSpec {
+    Ok(ContainerSpec {
         name,
-        mode,
+        mode: codes.mode,
         rows: u64_at(bytes, OFF_ROWS)?,
         cols: u64_at(bytes, OFF_COLS)?,
         group: u64_at(bytes, OFF_GROUP)?,
         element_bits: u8_at(bytes, OFF_ELEMENT_BITS)?,
         rows_per_tile: u64_at(bytes, OFF_ROWS_PER_TILE)?,
         rows_per_scale,
-        scale_dtype,
-        bias_dtype,
-        nibble_order,
-        content,
+        scale_dtype: codes.scale_dtype,
+        bias_dtype: codes.bias_dtype,
+        nibble_order: codes.nibble_order,
+        content: codes.content,
         digests: digests_flag,
-    };
-    let layout = Layout::compute(&spec, version, table_offset).map_err(HeaderError::Geometry)?;
-    let mut checks = vec![
-        ("flags", u64::from(flag_word), u64::from(layout.flags)),
-        (
-            "tile_count",
-            u64_at(bytes, OFF_TILE_COUNT)?,
-            layout.tile_count,
-        ),
-        (
-            "tile_stride",
-            u64_at(bytes, OFF_TILE_STRIDE)?,
-            layout.tile_stride,
-        ),
+    })
+}
+
+/// Step: every recorded derived field must equal what the layout derives.
+fn check_derived(
+    bytes: &[u8],
+    version: u16,
+    flag_word: u32,
+    digests_flag: bool,
+    table_count: u64,
+    layout: &Layout,
+) -> Result<(), HeaderError> {
+    let mut checks = vec![("flags", u64::from(flag_word), u64::from(layout.flags))];
+    // Read in field order; every read happens before the first comparison.
+    for (field, off, derived) in [
+        ("tile_count", OFF_TILE_COUNT, layout.tile_count),
+        ("tile_stride", OFF_TILE_STRIDE, layout.tile_stride),
         (
             "packed_region_bytes",
-            u64_at(bytes, OFF_PACKED_REGION)?,
+            OFF_PACKED_REGION,
             layout.full.packed_region,
         ),
         (
             "scale_region_bytes",
-            u64_at(bytes, OFF_SCALE_REGION)?,
+            OFF_SCALE_REGION,
             layout.full.scale_region,
         ),
         (
             "bias_region_bytes",
-            u64_at(bytes, OFF_BIAS_REGION)?,
+            OFF_BIAS_REGION,
             layout.full.bias_region,
         ),
-        (
-            "last_tile_rows",
-            u64_at(bytes, OFF_LAST_TILE_ROWS)?,
-            layout.last.rows,
-        ),
+        ("last_tile_rows", OFF_LAST_TILE_ROWS, layout.last.rows),
         (
             "last_packed_region_bytes",
-            u64_at(bytes, OFF_LAST_PACKED_REGION)?,
+            OFF_LAST_PACKED_REGION,
             layout.last.packed_region,
         ),
         (
             "last_scale_region_bytes",
-            u64_at(bytes, OFF_LAST_SCALE_REGION)?,
+            OFF_LAST_SCALE_REGION,
             layout.last.scale_region,
         ),
         (
             "last_bias_region_bytes",
-            u64_at(bytes, OFF_LAST_BIAS_REGION)?,
+            OFF_LAST_BIAS_REGION,
             layout.last.bias_region,
         ),
-        (
-            "header_bytes",
-            u64_at(bytes, OFF_HEADER_BYTES)?,
-            layout.header_bytes,
-        ),
-        (
-            "total_bytes",
-            u64_at(bytes, OFF_TOTAL_BYTES)?,
-            layout.total_bytes,
-        ),
-    ];
+        ("header_bytes", OFF_HEADER_BYTES, layout.header_bytes),
+        ("total_bytes", OFF_TOTAL_BYTES, layout.total_bytes),
+    ] {
+        checks.push((field, u64_at(bytes, off)?, derived));
+    }
     if digests_flag {
         checks.push(("digest_count", table_count, layout.tile_count));
     }
@@ -501,6 +564,18 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
             });
         }
     }
+    Ok(())
+}
+
+/// Step: read the digest table and check that the rest of the header region is zero.
+fn parse_digest_table(
+    bytes: &[u8],
+    version: u16,
+    digests_flag: bool,
+    table_offset: u64,
+    layout: &Layout,
+) -> Result<Vec<[u8; 32]>, HeaderError> {
+    let end_of_fields = fixed_end(version);
     // The whole header region must be in hand before the table and the zero tail are read.
     debug_assert!(layout.header_bytes <= MAX_HEADER_BYTES);
     let header_len = layout.header_bytes as usize;
@@ -529,5 +604,5 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, HeaderError> {
     } else {
         zero_range(bytes, end_of_fields as usize, header_len)?;
     }
-    Ok(Header { layout, digests })
+    Ok(digests)
 }

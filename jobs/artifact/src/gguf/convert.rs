@@ -227,19 +227,50 @@ fn tokenizer_metadata(dir: &Path, config: &Json, md: &mut Metadata) -> Result<()
 
 /// `minirun-gguf convert` (seed 003 §2.1).
 pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
-    let (out2d, file_type) = match o.outtype.as_deref().unwrap_or("f16") {
-        "f16" => (GgmlType::F16, 1u32),
-        "bf16" => (GgmlType::BF16, 32),
-        "f32" => (GgmlType::F32, 0),
-        other => {
-            return Err(refuse(format!(
-                "unknown --outtype {other:?}; supported: f16, bf16, f32"
-            )))
-        }
-    };
+    let (out2d, file_type) = parse_outtype(o.outtype.as_deref())?;
     let max = o.split_max_size.as_deref().map(parse_size).transpose()?;
     let dir = &o.hf_dir;
     let config = read_json(&dir.join("config.json"))?;
+    let arch = detect_arch(&config)?;
+    let qwen3 = arch == "qwen3";
+    let maps = map_shards(dir, &shard_names(dir)?)?;
+    let parsed = parse_shards(&maps)?;
+    let sources = collect_sources(&maps, &parsed, qwen3, out2d)?;
+
+    let mut md = Metadata::default();
+    general_metadata(dir, arch, &sources, &mut md);
+    model_metadata(dir, &config, arch, qwen3, &mut md)?;
+    md.set("general.file_type", Value::U32(file_type));
+    md.set("general.quantization_version", Value::U32(2));
+    tokenizer_metadata(dir, &config, &mut md)?;
+
+    let specs: Vec<TensorSpec> = sources
+        .iter()
+        .map(|s| TensorSpec {
+            name: s.gguf_name.clone(),
+            dims: s.dims.clone(),
+            ggml_type: s.out,
+        })
+        .collect();
+    let outputs = write_outputs(o, max, &md, &specs, &sources, &parsed)?;
+    let lines = report_lines(arch, out2d, &specs, &outputs);
+    Ok(ConvertReport { lines, outputs })
+}
+
+/// Step: `--outtype` → the 2-D tensor type and `general.file_type`.
+fn parse_outtype(outtype: Option<&str>) -> Result<(GgmlType, u32), ToolError> {
+    match outtype.unwrap_or("f16") {
+        "f16" => Ok((GgmlType::F16, 1u32)),
+        "bf16" => Ok((GgmlType::BF16, 32)),
+        "f32" => Ok((GgmlType::F32, 0)),
+        other => Err(refuse(format!(
+            "unknown --outtype {other:?}; supported: f16, bf16, f32"
+        ))),
+    }
+}
+
+/// Step: config.json's `model_type` and `architectures` → the GGUF architecture (Qwen2/Qwen3 only).
+fn detect_arch(config: &Json) -> Result<&'static str, ToolError> {
     let model_type = config
         .get("model_type")
         .and_then(Json::as_str)
@@ -251,16 +282,17 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
         .flatten()
         .filter_map(Json::as_str)
         .collect();
-    let arch = match (model_type, archs.as_slice()) {
-        ("qwen2", ["Qwen2ForCausalLM"]) => "qwen2",
-        ("qwen3", ["Qwen3ForCausalLM"]) => "qwen3",
-        _ => {
-            return Err(refuse(format!(
-                "unsupported architecture (model_type = {model_type:?}, architectures = {archs:?}); {PROG}'s converter supports 'Qwen2ForCausalLM' (model_type \"qwen2\") and 'Qwen3ForCausalLM' (model_type \"qwen3\") only"
-            )))
-        }
-    };
-    let qwen3 = arch == "qwen3";
+    match (model_type, archs.as_slice()) {
+        ("qwen2", ["Qwen2ForCausalLM"]) => Ok("qwen2"),
+        ("qwen3", ["Qwen3ForCausalLM"]) => Ok("qwen3"),
+        _ => Err(refuse(format!(
+            "unsupported architecture (model_type = {model_type:?}, architectures = {archs:?}); {PROG}'s converter supports 'Qwen2ForCausalLM' (model_type \"qwen2\") and 'Qwen3ForCausalLM' (model_type \"qwen3\") only"
+        ))),
+    }
+}
+
+/// Step: the shard file names, in the order the conversion script reads them.
+fn shard_names(dir: &Path) -> Result<Vec<String>, ToolError> {
     // Shards: model.safetensors, or the index's files in first-appearance order.
     let shard_names: Vec<String> = if dir.join("model.safetensors").exists() {
         vec!["model.safetensors".into()]
@@ -283,8 +315,13 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
     // convert_hf_to_gguf.py reads the parts in sorted file-name order.
     let mut shard_names = shard_names;
     shard_names.sort();
+    Ok(shard_names)
+}
+
+/// Step: open and memory-map every shard.
+fn map_shards(dir: &Path, shard_names: &[String]) -> Result<Vec<(PathBuf, Mmap)>, ToolError> {
     let mut maps = Vec::new();
-    for s in &shard_names {
+    for s in shard_names {
         let p = dir.join(s);
         let f =
             File::open(&p).map_err(|e| refuse(format!("cannot open `{}`: {e}", p.display())))?;
@@ -293,8 +330,12 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             .map_err(|e| refuse(format!("cannot map `{}`: {e}", p.display())))?;
         maps.push((p, m));
     }
-    let parsed: Vec<SafeTensors<'_>> = maps
-        .iter()
+    Ok(maps)
+}
+
+/// Step: parse each mapped shard as a safetensors file.
+fn parse_shards(maps: &[(PathBuf, Mmap)]) -> Result<Vec<SafeTensors<'_>>, ToolError> {
+    maps.iter()
         .map(|(p, m)| {
             SafeTensors::deserialize(m).map_err(|e| {
                 refuse(format!(
@@ -303,7 +344,16 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
                 ))
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+}
+
+/// Step: map every tensor to its GGUF name, shape and output type, in the script's order.
+fn collect_sources(
+    maps: &[(PathBuf, Mmap)],
+    parsed: &[SafeTensors<'_>],
+    qwen3: bool,
+    out2d: GgmlType,
+) -> Result<Vec<Source>, ToolError> {
     let mut sources: Vec<Source> = Vec::new();
     for (si, st) in parsed.iter().enumerate() {
         // The script's order: each part's header order, which for a file written by the
@@ -350,18 +400,11 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             });
         }
     }
+    Ok(sources)
+}
 
-    let u = |k: &str| config.get(k).and_then(Json::as_u64);
-    let f = |k: &str| config.get(k).and_then(Json::as_f64);
-    let need = |k: &str| {
-        u(k).ok_or_else(|| {
-            refuse(format!(
-                "{}/config.json has no integer '{k}'",
-                dir.display()
-            ))
-        })
-    };
-    let mut md = Metadata::default();
+/// Step: the `general.*` keys (architecture, type, sampling, name, size label), appended to `md`.
+fn general_metadata(dir: &Path, arch: &str, sources: &[Source], md: &mut Metadata) {
     md.set("general.architecture", Value::str(arch));
     md.set("general.type", Value::str("model"));
     // convert_hf_to_gguf.py's key order: the sampling keys follow general.type.
@@ -392,6 +435,26 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             Value::str(&special_vocab::size_label(total)),
         );
     }
+}
+
+/// Step: the `{arch}.*` hyperparameter keys from config.json, appended to `md`.
+fn model_metadata(
+    dir: &Path,
+    config: &Json,
+    arch: &str,
+    qwen3: bool,
+    md: &mut Metadata,
+) -> Result<(), ToolError> {
+    let u = |k: &str| config.get(k).and_then(Json::as_u64);
+    let f = |k: &str| config.get(k).and_then(Json::as_f64);
+    let need = |k: &str| {
+        u(k).ok_or_else(|| {
+            refuse(format!(
+                "{}/config.json has no integer '{k}'",
+                dir.display()
+            ))
+        })
+    };
     md.set(
         &format!("{arch}.block_count"),
         Value::U32(need("num_hidden_layers")? as u32),
@@ -437,18 +500,18 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             );
         }
     }
-    md.set("general.file_type", Value::U32(file_type));
-    md.set("general.quantization_version", Value::U32(2));
-    tokenizer_metadata(dir, &config, &mut md)?;
+    Ok(())
+}
 
-    let specs: Vec<TensorSpec> = sources
-        .iter()
-        .map(|s| TensorSpec {
-            name: s.gguf_name.clone(),
-            dims: s.dims.clone(),
-            ggml_type: s.out,
-        })
-        .collect();
+/// Step: write the GGUF (one file, or split at `--split-max-size`), converting each payload on demand.
+fn write_outputs(
+    o: &ConvertOpts,
+    max: Option<u64>,
+    md: &Metadata,
+    specs: &[TensorSpec],
+    sources: &[Source],
+    parsed: &[SafeTensors<'_>],
+) -> Result<Vec<PathBuf>, ToolError> {
     let payload = |i: usize| -> Result<Cow<'_, [u8]>, GgufError> {
         let s = &sources[i];
         let view = parsed[s.shard]
@@ -459,7 +522,7 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
     };
     let outputs = match max {
         None => {
-            write_file(&o.output, &md, &specs, DEFAULT_ALIGNMENT, payload).map_err(|err| {
+            write_file(&o.output, md, specs, DEFAULT_ALIGNMENT, payload).map_err(|err| {
                 ToolError::Gguf {
                     cmd: "convert",
                     err,
@@ -478,8 +541,8 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             write_split(
                 odir,
                 &stem,
-                &md,
-                &specs,
+                md,
+                specs,
                 DEFAULT_ALIGNMENT,
                 m,
                 "--split-max-size",
@@ -491,8 +554,18 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
             })?
         }
     };
+    Ok(outputs)
+}
+
+/// Step: the two summary lines `convert` prints.
+fn report_lines(
+    arch: &str,
+    out2d: GgmlType,
+    specs: &[TensorSpec],
+    outputs: &[PathBuf],
+) -> Vec<String> {
     let n2 = specs.iter().filter(|s| s.dims.len() > 1).count();
-    let lines = vec![
+    vec![
         format!(
             "convert: {arch}: {} tensors ({n2} 2-D at {out2d}, {} 1-D at f32; llama.cpp's \"except 1d tensors\" rule)",
             specs.len(),
@@ -506,6 +579,5 @@ pub fn run_convert(o: &ConvertOpts) -> Result<ConvertReport, ToolError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    ];
-    Ok(ConvertReport { lines, outputs })
+    ]
 }

@@ -361,147 +361,229 @@ fn parse_ndjson(body: &[u8], max_line: usize) -> Result<(Header, Vec<Op>), Respo
 }
 
 pub(crate) async fn commit(st: &Arc<AppState>, req: Req, repo: &RepoId, rev: &str) -> Response {
-    if let Err(r) = st
-        .require_write(&req.headers)
-        .and_then(|()| st.readable_repo(repo, &req.headers).map(|_| ()))
-    {
-        return r;
-    }
-    if let Err(r) = check_rev(rev) {
-        return r;
-    }
-    let create_pr = req.q_bool("create_pr");
-    let base = st.base_url(&req.headers);
-    let body = match read_body(req.body, st.opts.max_body).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let (header, ops) = match parse_ndjson(&body, st.opts.max_line) {
+    let (meta, ops) = match commit_request(st, req, repo, rev).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    if let Some(p) = &header.parent {
-        if p.len() < 5 || p.len() > 40 || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return bad_request("`parentCommit` must be 5 to 40 hex characters");
-        }
-    }
     let lock = st.store.repo_lock(repo);
     let guard = lock.lock().await;
-    let mut refs = match st.store.read_refs(repo) {
+    let target = match commit_target(st, repo, rev, &meta) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let files = match apply_ops(st, repo, &target.head, ops) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (id, pr_url) = match commit_point(st, repo, files, target, &meta) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    drop(guard);
+    commit_response(st, repo, &meta.base, &id, pr_url)
+}
+
+/// A commit request's header and its query and host facts, carried from parsing to the refs.
+struct CommitMeta {
+    header: Header,
+    create_pr: bool,
+    base: String,
+}
+
+/// The request: write access, a readable repo, a valid rev, the NDJSON body and `parentCommit`.
+async fn commit_request(
+    st: &Arc<AppState>,
+    req: Req,
+    repo: &RepoId,
+    rev: &str,
+) -> Result<(CommitMeta, Vec<Op>), Response> {
+    st.require_write(&req.headers)
+        .and_then(|()| st.readable_repo(repo, &req.headers).map(|_| ()))?;
+    check_rev(rev)?;
+    let create_pr = req.q_bool("create_pr");
+    let base = st.base_url(&req.headers);
+    let body = read_body(req.body, st.opts.max_body).await?;
+    let (header, ops) = parse_ndjson(&body, st.opts.max_line)?;
+    if let Some(p) = &header.parent {
+        if p.len() < 5 || p.len() > 40 || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(bad_request("`parentCommit` must be 5 to 40 hex characters"));
+        }
+    }
+    let meta = CommitMeta {
+        header,
+        create_pr,
+        base,
+    };
+    Ok((meta, ops))
+}
+
+/// What a commit builds on, read under the repo's lock: the refs, the rev's kind, the head.
+struct Target {
+    refs: store::RefsFile,
+    kind: RevKind,
+    head: String,
+}
+
+/// Under the lock: the rev resolved to a branch head (or PR head) and the `parentCommit` guard.
+fn commit_target(
+    st: &AppState,
+    repo: &RepoId,
+    rev: &str,
+    meta: &CommitMeta,
+) -> Result<Target, Response> {
+    let refs = match st.store.read_refs(repo) {
         Ok(r) => r,
-        Err(e) => return internal("reading refs", &e),
+        Err(e) => return Err(internal("reading refs", &e)),
     };
     let kind = match st.store.resolve_rev(repo, rev) {
         Ok(Some((_, k))) => k,
         Ok(None) => {
-            return hub_error(
+            return Err(hub_error(
                 StatusCode::NOT_FOUND,
                 Some("RevisionNotFound"),
                 &format!("Invalid rev id: {}", protocol::printable(rev)),
-            )
+            ))
         }
-        Err(e) => return internal("resolving a revision", &e),
+        Err(e) => return Err(internal("resolving a revision", &e)),
     };
-    let head = match (&kind, create_pr) {
+    let head = match (&kind, meta.create_pr) {
         (RevKind::Branch(b), _) => refs.heads.get(b).cloned(),
         (RevKind::Pr(n), false) => refs.prs.get(n).cloned(),
         _ => None,
     };
     let Some(head) = head else {
-        return hub_error(
+        return Err(hub_error(
             StatusCode::NOT_FOUND,
             Some("RevisionNotFound"),
             &format!(
                 "cannot commit to `{}`: not a branch",
                 protocol::printable(rev)
             ),
-        );
+        ));
     };
-    if let Some(p) = &header.parent {
+    if let Some(p) = &meta.header.parent {
         if !head.starts_with(&p.to_ascii_lowercase()) {
-            return hub_error(
+            return Err(hub_error(
                 StatusCode::PRECONDITION_FAILED,
                 None,
                 "The branch was updated since you opened this page. Please refresh and try again.",
-            );
+            ));
         }
     }
-    let parent = match st.store.read_commit(repo, &head) {
+    Ok(Target { refs, kind, head })
+}
+
+/// The new tree: the head commit's files with every operation applied, new LFS paths tracked.
+fn apply_ops(
+    st: &AppState,
+    repo: &RepoId,
+    head: &str,
+    ops: Vec<Op>,
+) -> Result<BTreeMap<String, FileEntry>, Response> {
+    let parent = match st.store.read_commit(repo, head) {
         Ok(Some(c)) => c,
         Ok(None) => {
-            return internal(
+            return Err(internal(
                 "reading the head commit",
                 &std::io::Error::other("missing commit object"),
-            )
+            ))
         }
-        Err(e) => return internal("reading the head commit", &e),
+        Err(e) => return Err(internal("reading the head commit", &e)),
     };
     let mut files = parent.files.clone();
     let mut lfs_paths = Vec::new();
     for op in ops {
-        match op {
-            Op::File { path, data } => {
-                if data.len() as u64 > store::MAX_REGULAR_SIZE {
-                    return bad_request("Your push was rejected because it contains files larger than 10 MiB. Please use LFS for large files");
-                }
-                if let Err(e) = st.store.put_git_object(&data) {
-                    return internal("storing a file object", &e);
-                }
-                files.insert(path, FileEntry::regular(&data));
+        apply_op(st, &mut files, &mut lfs_paths, op)?;
+    }
+    if let Err(e) = track_lfs_paths(st, &mut files, &lfs_paths) {
+        return Err(internal("updating .gitattributes", &e));
+    }
+    Ok(files)
+}
+
+/// One operation applied to `files` (an LFS path also noted in `lfs_paths`).
+fn apply_op(
+    st: &AppState,
+    files: &mut BTreeMap<String, FileEntry>,
+    lfs_paths: &mut Vec<String>,
+    op: Op,
+) -> Result<(), Response> {
+    match op {
+        Op::File { path, data } => {
+            if data.len() as u64 > store::MAX_REGULAR_SIZE {
+                return Err(bad_request("Your push was rejected because it contains files larger than 10 MiB. Please use LFS for large files"));
             }
-            Op::Lfs { path, oid, size } => {
-                let Some(actual) = st.store.lfs_size(&oid) else {
-                    return bad_request(&format!(
-                        "LFS object {oid} for `{path}` was never uploaded"
-                    ));
-                };
-                if size.is_some_and(|s| s != actual) {
-                    return bad_request(&format!(
-                        "LFS object {oid} for `{path}` has size {actual}, not {}",
-                        size.unwrap_or(0)
-                    ));
-                }
-                lfs_paths.push(path.clone());
-                files.insert(path, FileEntry::lfs(&oid, actual));
+            if let Err(e) = st.store.put_git_object(&data) {
+                return Err(internal("storing a file object", &e));
             }
-            Op::DelFile(path) => {
-                if files.remove(&path).is_none() {
-                    return hub_error(
-                        StatusCode::NOT_FOUND,
-                        Some("EntryNotFound"),
-                        &format!("A file with this name doesn't exist: {path}"),
-                    );
-                }
+            files.insert(path, FileEntry::regular(&data));
+        }
+        Op::Lfs { path, oid, size } => {
+            let Some(actual) = st.store.lfs_size(&oid) else {
+                return Err(bad_request(&format!(
+                    "LFS object {oid} for `{path}` was never uploaded"
+                )));
+            };
+            if size.is_some_and(|s| s != actual) {
+                return Err(bad_request(&format!(
+                    "LFS object {oid} for `{path}` has size {actual}, not {}",
+                    size.unwrap_or(0)
+                )));
             }
-            Op::DelFolder(path) => {
-                let prefix = format!("{path}/");
-                let before = files.len();
-                files.retain(|p, _| !p.starts_with(&prefix));
-                if files.len() == before {
-                    return hub_error(
-                        StatusCode::NOT_FOUND,
-                        Some("EntryNotFound"),
-                        &format!("A folder with this name doesn't exist: {path}"),
-                    );
-                }
+            lfs_paths.push(path.clone());
+            files.insert(path, FileEntry::lfs(&oid, actual));
+        }
+        Op::DelFile(path) => {
+            if files.remove(&path).is_none() {
+                return Err(hub_error(
+                    StatusCode::NOT_FOUND,
+                    Some("EntryNotFound"),
+                    &format!("A file with this name doesn't exist: {path}"),
+                ));
+            }
+        }
+        Op::DelFolder(path) => {
+            let prefix = format!("{path}/");
+            let before = files.len();
+            files.retain(|p, _| !p.starts_with(&prefix));
+            if files.len() == before {
+                return Err(hub_error(
+                    StatusCode::NOT_FOUND,
+                    Some("EntryNotFound"),
+                    &format!("A folder with this name doesn't exist: {path}"),
+                ));
             }
         }
     }
-    if let Err(e) = track_lfs_paths(st, &mut files, &lfs_paths) {
-        return internal("updating .gitattributes", &e);
-    }
+    Ok(())
+}
+
+/// The commit point: the commit object, then `refs.json`; the new id and the PR URL (or null).
+fn commit_point(
+    st: &AppState,
+    repo: &RepoId,
+    files: BTreeMap<String, FileEntry>,
+    target: Target,
+    meta: &CommitMeta,
+) -> Result<(String, Value), Response> {
+    let Target {
+        mut refs,
+        kind,
+        head,
+    } = target;
     let c = st.store.make_commit(
         files,
         Some(&head),
-        &header.summary,
-        &header.description,
+        &meta.header.summary,
+        &meta.header.description,
         None,
     );
     if let Err(e) = st.store.write_commit(repo, &c) {
-        return internal("writing a commit", &e);
+        return Err(internal("writing a commit", &e));
     }
+    let base = &meta.base;
     let mut pr_url = Value::Null;
-    match (&kind, create_pr) {
+    match (&kind, meta.create_pr) {
         (_, true) => {
             let n = refs.prs.keys().next_back().map_or(1, |n| n + 1);
             refs.prs.insert(n, c.id.clone());
@@ -516,10 +598,14 @@ pub(crate) async fn commit(st: &Arc<AppState>, req: Req, repo: &RepoId, rev: &st
         _ => {}
     }
     if let Err(e) = st.store.write_refs(repo, &refs) {
-        return internal("writing refs", &e);
+        return Err(internal("writing refs", &e));
     }
-    drop(guard);
-    let body = json!({"success": true, "commitOid": c.id, "commitUrl": format!("{base}/{repo}/commit/{}", c.id), "pullRequestUrl": pr_url, "hookOutput": ""});
+    Ok((c.id, pr_url))
+}
+
+/// The response, after the lock is released (or, under an injected fault, a dropped body).
+fn commit_response(st: &AppState, repo: &RepoId, base: &str, id: &str, pr_url: Value) -> Response {
+    let body = json!({"success": true, "commitOid": id, "commitUrl": format!("{base}/{repo}/commit/{id}"), "pullRequestUrl": pr_url, "hookOutput": ""});
     if st.faults.fire(FaultMode::DropAfterCommit).is_some() {
         let items: Vec<Result<Bytes, std::io::Error>> = vec![Err(std::io::Error::other(
             "injected fault: response dropped after commit",

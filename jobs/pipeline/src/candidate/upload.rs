@@ -198,8 +198,37 @@ async fn upload(
     inputs: &BTreeMap<String, Item>,
     opts: &CandidateOpts,
 ) -> Result<CandidateReport, CandidateError> {
-    let dry_run = opts.dry_run;
-    let branch = plan.target.branch.as_str();
+    if let Some(report) = prepare_repo(client, repo, inputs, opts.dry_run).await? {
+        return Ok(report);
+    }
+    // 1. How the hub stores each file (its preupload rule), then the hub oid of each.
+    let cand = name_candidate(plan, client, repo, inputs).await?;
+    let mut report = CandidateReport {
+        repo: repo.id(),
+        candidate: cand.name.clone(),
+        files: cand.expected.len(),
+        ..CandidateReport::default()
+    };
+    if opts.dry_run {
+        report.dry_run = true;
+        return Ok(report);
+    }
+    // 2. The branch (kept forever), and what it already holds.
+    let pending = branch_state(client, repo, &cand, &mut report).await?;
+    // 3. Batches: LFS objects first (batch → PUT → verify), then one guarded commit.
+    send_batches(client, repo, inputs, opts, &cand, pending, &mut report).await?;
+    // 4. Resolve to an immutable commit and require exactly the release there.
+    report.commit = resolve_commit(client, repo, cand).await?;
+    Ok(report)
+}
+
+/// Before step 1: a real run makes the repository; a dry run of a first publish ends here.
+async fn prepare_repo(
+    client: &HubClient,
+    repo: &RepoId,
+    inputs: &BTreeMap<String, Item>,
+    dry_run: bool,
+) -> Result<Option<CandidateReport>, CandidateError> {
     if dry_run {
         // a first publish: the repository is made by the real run, and how the hub stores each
         // file (which names the candidate) can only be asked once it exists
@@ -207,44 +236,36 @@ async fn upload(
             if !e.is_not_found() {
                 return Err(e.into());
             }
-            return Ok(CandidateReport {
+            return Ok(Some(CandidateReport {
                 repo: repo.id(),
                 files: inputs.len() + 1,
                 dry_run: true,
                 new_repo: true,
                 ..CandidateReport::default()
-            });
+            }));
         }
     } else {
         client.create_repo(repo, false, true).await?;
     }
-    // 1. How the hub stores each file (its preupload rule), then the hub oid of each.
-    let mut samples = Vec::new();
-    for (rel, it) in inputs {
-        if let (None, Src::Staged(p)) = (it.lfs, &it.src) {
-            samples.push((rel.clone(), it.size, first_bytes(p, 512)?));
-        }
-    }
-    let lfs = modes(client, repo, branch, &samples).await?;
-    let mut files = Inventory::new();
-    for (rel, it) in inputs {
-        let is_lfs = it.lfs.or_else(|| lfs.get(rel).copied()).unwrap_or(true);
-        let oid = if is_lfs {
-            it.sha256.clone()
-        } else {
-            // Regular files are small (the hub refuses them above 10 MiB): hash their bytes.
-            hub::protocol::git_blob_sha1(&bytes_of(rel, &it.src)?)
-        };
-        files.insert(
-            rel.clone(),
-            InventoryEntry {
-                path: rel.clone(),
-                size: it.size,
-                oid,
-                lfs: is_lfs,
-            },
-        );
-    }
+    Ok(None)
+}
+
+/// The candidate named in step 1: its expected inventory, its name and the record's bytes.
+struct Candidate {
+    expected: Inventory,
+    name: String,
+    rec_bytes: Vec<u8>,
+}
+
+/// Step 1: the files' inventory, the release record's own entry, and the candidate's name.
+async fn name_candidate(
+    plan: &Plan,
+    client: &HubClient,
+    repo: &RepoId,
+    inputs: &BTreeMap<String, Item>,
+) -> Result<Candidate, CandidateError> {
+    let branch = plan.target.branch.as_str();
+    let files = hub_inventory(client, repo, branch, inputs).await?;
     let rec = record::for_plan(plan, &files);
     let rec_bytes = rec.to_bytes();
     let rec_lfs = modes(
@@ -273,82 +294,117 @@ async fn upload(
     };
     let expected = rec.expected(rec_entry);
     let name = record::candidate_name(&expected);
-    let mut report = CandidateReport {
-        repo: repo.id(),
-        candidate: name.clone(),
-        files: expected.len(),
-        ..CandidateReport::default()
-    };
-    if dry_run {
-        report.dry_run = true;
-        return Ok(report);
+    Ok(Candidate {
+        expected,
+        name,
+        rec_bytes,
+    })
+}
+
+/// Step 1, the files: how the hub stores each (its preupload rule), then the hub oid of each.
+async fn hub_inventory(
+    client: &HubClient,
+    repo: &RepoId,
+    branch: &str,
+    inputs: &BTreeMap<String, Item>,
+) -> Result<Inventory, CandidateError> {
+    let mut samples = Vec::new();
+    for (rel, it) in inputs {
+        if let (None, Src::Staged(p)) = (it.lfs, &it.src) {
+            samples.push((rel.clone(), it.size, first_bytes(p, 512)?));
+        }
     }
-    // 2. The branch (kept forever), and what it already holds.
-    client.create_branch(repo, &name, None, true).await?;
-    let mut head = client
-        .revision_info(repo, &name, false)
+    let lfs = modes(client, repo, branch, &samples).await?;
+    let mut files = Inventory::new();
+    for (rel, it) in inputs {
+        let is_lfs = it.lfs.or_else(|| lfs.get(rel).copied()).unwrap_or(true);
+        let oid = if is_lfs {
+            it.sha256.clone()
+        } else {
+            // Regular files are small (the hub refuses them above 10 MiB): hash their bytes.
+            hub::protocol::git_blob_sha1(&bytes_of(rel, &it.src)?)
+        };
+        files.insert(
+            rel.clone(),
+            InventoryEntry {
+                path: rel.clone(),
+                size: it.size,
+                oid,
+                lfs: is_lfs,
+            },
+        );
+    }
+    Ok(files)
+}
+
+/// What step 2 finds on the branch: its head, the entries still to send, the stale paths.
+struct Pending<'a> {
+    head: String,
+    todo: Vec<&'a InventoryEntry>,
+    deletes: Vec<CommitOperation>,
+}
+
+/// Step 2: the branch (kept forever), and what it already holds.
+async fn branch_state<'a>(
+    client: &HubClient,
+    repo: &RepoId,
+    cand: &'a Candidate,
+    report: &mut CandidateReport,
+) -> Result<Pending<'a>, CandidateError> {
+    let name = cand.name.as_str();
+    client.create_branch(repo, name, None, true).await?;
+    let head = client
+        .revision_info(repo, name, false)
         .await?
         .sha
         .unwrap_or_default();
-    let remote = record::tree_inventory(&client.list_tree(repo, &name, None, true).await?);
+    let remote = record::tree_inventory(&client.list_tree(repo, name, None, true).await?);
     let mut todo: Vec<&InventoryEntry> = Vec::new();
-    for e in expected.values() {
+    for e in cand.expected.values() {
         match remote.get(&e.path) {
             Some(r) if r.oid == e.oid && r.size == e.size => report.present += 1,
             _ => todo.push(e),
         }
     }
-    let mut deletes: Vec<CommitOperation> = remote
+    let deletes: Vec<CommitOperation> = remote
         .keys()
-        .filter(|p| !expected.contains_key(*p))
+        .filter(|p| !cand.expected.contains_key(*p))
         .map(|p| CommitOperation::DeleteFile { path: p.clone() })
         .collect();
-    // 3. Batches: LFS objects first (batch → PUT → verify), then one guarded commit.
+    Ok(Pending {
+        head,
+        todo,
+        deletes,
+    })
+}
+
+/// Step 3: batches: LFS objects first (batch → PUT → verify), then one guarded commit.
+async fn send_batches(
+    client: &HubClient,
+    repo: &RepoId,
+    inputs: &BTreeMap<String, Item>,
+    opts: &CandidateOpts,
+    cand: &Candidate,
+    pending: Pending<'_>,
+    report: &mut CandidateReport,
+) -> Result<(), CandidateError> {
+    let Pending {
+        mut head,
+        todo,
+        mut deletes,
+    } = pending;
+    let name = cand.name.as_str();
     let mut batches: Vec<&[&InventoryEntry]> = todo.chunks(FILES_PER_COMMIT).collect();
     if batches.is_empty() && !deletes.is_empty() {
         batches.push(&[]);
     }
     let progress = Progress::new("candidate-upload", "files", opts.progress);
     progress.plan(todo.iter().map(|e| e.size).sum());
-    check_on_hub(client, repo, &name, inputs, &todo).await?;
+    check_on_hub(client, repo, name, inputs, &todo).await?;
     for batch in batches {
-        let mut objs = Vec::new();
-        let mut ops = std::mem::take(&mut deletes);
-        for e in batch {
-            let src = if e.path == RECORD_PATH {
-                Src::Bytes(Bytes::from(rec_bytes.clone()))
-            } else {
-                inputs
-                    .get(&e.path)
-                    .map(|it| it.src.clone())
-                    .ok_or_else(|| CandidateError::Preupload(e.path.clone()))?
-            };
-            if e.lfs {
-                let source = match src {
-                    Src::Staged(p) => Some(UploadSource::File(p)),
-                    Src::Bytes(b) => Some(UploadSource::Bytes(b)),
-                    Src::OnHub { .. } => None,
-                };
-                objs.extend(source.map(|source| LfsObject {
-                    oid: e.oid.clone(),
-                    size: e.size,
-                    source,
-                }));
-                ops.push(CommitOperation::Lfs {
-                    path: e.path.clone(),
-                    sha256: e.oid.clone(),
-                    size: Some(e.size),
-                });
-            } else {
-                let content = Bytes::from(bytes_of(&e.path, &src)?);
-                report.regular_sent += 1;
-                ops.push(CommitOperation::Regular {
-                    path: e.path.clone(),
-                    content,
-                });
-            }
-        }
-        report.lfs_sent += client.upload_lfs(repo, Some(&name), &objs).await?;
+        let ops = std::mem::take(&mut deletes);
+        let (objs, ops) = batch_ops(inputs, cand, batch, ops, report)?;
+        report.lfs_sent += client.upload_lfs(repo, Some(name), &objs).await?;
         let req = CommitRequest {
             summary: format!("minirun candidate: {} files", ops.len()),
             description: String::new(),
@@ -356,7 +412,7 @@ async fn upload(
             operations: ops,
             create_pr: false,
         };
-        head = client.commit_guarded(repo, &name, &req).await?.commit_oid;
+        head = client.commit_guarded(repo, name, &req).await?.commit_oid;
         report.commits += 1;
         for e in batch {
             progress.advance(e.size);
@@ -364,23 +420,76 @@ async fn upload(
         }
     }
     progress.finish();
-    // 4. Resolve to an immutable commit and require exactly the release there.
+    Ok(())
+}
+
+/// Step 3, one batch: the LFS objects to send and the commit's operations after `ops`.
+fn batch_ops(
+    inputs: &BTreeMap<String, Item>,
+    cand: &Candidate,
+    batch: &[&InventoryEntry],
+    mut ops: Vec<CommitOperation>,
+    report: &mut CandidateReport,
+) -> Result<(Vec<LfsObject>, Vec<CommitOperation>), CandidateError> {
+    let mut objs = Vec::new();
+    for e in batch {
+        let src = if e.path == RECORD_PATH {
+            Src::Bytes(Bytes::from(cand.rec_bytes.clone()))
+        } else {
+            inputs
+                .get(&e.path)
+                .map(|it| it.src.clone())
+                .ok_or_else(|| CandidateError::Preupload(e.path.clone()))?
+        };
+        if e.lfs {
+            let source = match src {
+                Src::Staged(p) => Some(UploadSource::File(p)),
+                Src::Bytes(b) => Some(UploadSource::Bytes(b)),
+                Src::OnHub { .. } => None,
+            };
+            objs.extend(source.map(|source| LfsObject {
+                oid: e.oid.clone(),
+                size: e.size,
+                source,
+            }));
+            ops.push(CommitOperation::Lfs {
+                path: e.path.clone(),
+                sha256: e.oid.clone(),
+                size: Some(e.size),
+            });
+        } else {
+            let content = Bytes::from(bytes_of(&e.path, &src)?);
+            report.regular_sent += 1;
+            ops.push(CommitOperation::Regular {
+                path: e.path.clone(),
+                content,
+            });
+        }
+    }
+    Ok((objs, ops))
+}
+
+/// Step 4: resolve to an immutable commit and require exactly the release there.
+async fn resolve_commit(
+    client: &HubClient,
+    repo: &RepoId,
+    cand: Candidate,
+) -> Result<String, CandidateError> {
     let commit = client
-        .revision_info(repo, &name, false)
+        .revision_info(repo, &cand.name, false)
         .await?
         .sha
         .unwrap_or_default();
     let got = record::tree_inventory(&client.list_tree(repo, &commit, None, true).await?);
-    let diffs = record::differences(&expected, &got, 5);
-    if !diffs.is_empty() || record::candidate_name(&got) != name {
+    let diffs = record::differences(&cand.expected, &got, 5);
+    if !diffs.is_empty() || record::candidate_name(&got) != cand.name {
         return Err(CandidateError::Inventory {
-            candidate: name,
+            candidate: cand.name,
             commit,
             diffs: diffs.join("; "),
         });
     }
-    report.commit = commit;
-    Ok(report)
+    Ok(commit)
 }
 
 /// The bytes of a regular file of the candidate (a staged file, or carried by a unit record).

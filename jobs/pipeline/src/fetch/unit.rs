@@ -74,6 +74,67 @@ pub async fn fetch_unit(
         ));
     }
     let up = sem.progress.unit(unit);
+    let by_file = tensors_by_file(ru);
+    let cx = UnitFetch {
+        client,
+        plan,
+        work,
+        upstream,
+        unit,
+        root: work.upstream_unit(unit),
+        sem,
+        up: &up,
+    };
+    let mut report = UnitReport::new(unit, "fetched", None);
+    let mut record = UnitRecord {
+        journal: Journal::new(STAGE, unit)?,
+        ranges_json: serde_json::Map::new(),
+        controls: Vec::new(),
+        digests: serde_json::Map::new(),
+    };
+    for ((source, path), tensors) in &by_file {
+        fetch_file(&cx, source, path, tensors, &mut report, &mut record).await?;
+    }
+    finish_unit(&cx, &ledger_dir, report, record)
+}
+
+/// What every step of fetching one unit reads.
+struct UnitFetch<'a> {
+    client: &'a HubClient,
+    plan: &'a Plan,
+    work: &'a WorkDir,
+    upstream: &'a Upstream,
+    unit: &'a str,
+    root: PathBuf,
+    sem: &'a Arc<Transfers>,
+    up: &'a UnitProgress<'a>,
+}
+
+/// What the unit's journal collects across its upstream files.
+struct UnitRecord {
+    journal: Journal,
+    ranges_json: serde_json::Map<String, serde_json::Value>,
+    controls: Vec<controls::ControlRecord>,
+    digests: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One upstream file of the unit, opened for fetching (the step that opens it fills this).
+struct FileFetch<'u> {
+    uf: &'u UpstreamFile,
+    tensors: &'u [(&'u UpstreamTensor, Content)],
+    rel: String,
+    data_path: PathBuf,
+    log_path: PathBuf,
+    log: Arc<ChunkLog>,
+    needed: RangeSet,
+    proven: RangeSet,
+    file: Arc<File>,
+}
+
+/// Group step: the unit's tensors by the upstream file (source, path) that holds them.
+fn tensors_by_file(
+    ru: &ResolvedUnit,
+) -> BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> {
     let mut by_file: BTreeMap<(String, String), Vec<(&UpstreamTensor, Content)>> = BTreeMap::new();
     for p in &ru.placements {
         for (t, c) in tensors_with_content(p) {
@@ -83,161 +144,261 @@ pub async fn fetch_unit(
                 .push((t, c));
         }
     }
-    let root = work.upstream_unit(unit);
-    let mut report = UnitReport::new(unit, "fetched", None);
-    let mut journal = Journal::new(STAGE, unit)?;
-    let mut ranges_json = serde_json::Map::new();
-    let mut controls = Vec::new();
-    let mut digests = serde_json::Map::new();
-    for ((source, path), tensors) in &by_file {
-        let uf = upstream
-            .file(source, path)
-            .ok_or_else(|| FetchError::WorkDir {
-                detail: format!(
-                    "unit `{unit}` needs `{path}`, which is not a weight file of source `{source}` in the discovery record"
-                ),
-            })?;
-        let rel = format!("{source}/{path}");
-        let data_path = root.join(&rel);
-        let log_path = work.chunk_logs(unit).join(format!("{rel}.chunks"));
-        for p in [&data_path, &log_path] {
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).map_err(io("create", dir))?;
-            }
-        }
-        let log = Arc::new(ChunkLog::open(&log_path)?);
-        let resume = log.verify_and_truncate(&data_path)?;
-        report.chunks_kept += resume.kept.len() as u64;
+    by_file
+}
 
-        let data_start = uf.header.data_start;
-        let mut needed = RangeSet::from_ranges(std::iter::once(0..data_start));
-        for (t, _) in tensors {
-            if let Some(ti) = uf.header.tensor(&t.name) {
-                needed.insert(absolute_range(data_start, ti));
-            }
-        }
-        let proven = RangeSet::from_ranges(resume.kept.iter().map(|r| r.range()));
-        let todo = needed.subtract(&proven).chunks(plan.run.chunk_bytes);
-        let file = Arc::new(
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&data_path)
-                .map_err(io("open", &data_path))?,
-        );
-        // The whole-file SHA-256: when one chunk is the whole file, that chunk's digest (each byte
-        // hashed once); otherwise hashed in order as the chunks arrive (no second read).
-        let whole_sha256 = needed.covers(&(0..uf.size)) && names::is_sha256_lower(&uf.digest);
-        let one_chunk = whole_sha256 && todo.len() == 1 && todo.first() == Some(&(0..uf.size));
-        let hasher = (whole_sha256 && !one_chunk)
-            .then(|| Arc::new(OrderedHasher::new(file.clone(), uf.size, proven.clone())));
-        let arrival: Vec<ArrivalCheck> = tensors
-            .iter()
-            .filter_map(|(t, content)| {
-                let ti = uf.header.tensor(&t.name)?;
-                let abs = absolute_range(data_start, ti);
-                Some(ArrivalCheck {
-                    tensor: (*t).clone(),
-                    content: *content,
-                    sample: sample_range(&abs, &t.shape, *content),
-                })
-            })
-            .collect();
-        let sink = Arc::new(FileSink {
-            unit: unit.to_owned(),
-            upstream_file: uf.path.clone(),
-            file: file.clone(),
-            direct: crate::direct::open_direct(&data_path),
-            path: data_path.clone(),
-            log_path: log_path.clone(),
-            log: log.clone(),
-            hasher: hasher.clone(),
-            checked: std::sync::Mutex::new(vec![false; arrival.len()]),
-            arrival,
-            one_chunk_sha: std::sync::Mutex::new(None),
-        });
-        let (bytes, chunks) = fetch_chunks(client, plan, uf, &sink, todo, sem, &up).await?;
-        let streamed_sha = match hasher {
-            Some(h) => h.finish(),
-            None if one_chunk => sink.one_chunk_sha(),
-            None => None,
-        };
-        let checked_in_memory = sink.checked();
-        // Controls whose bytes lie outside the unit's ranges are read from the hub now, so every
-        // control runs (a unit that shares its shard with others needs this).
-        let probes = controls::probes(uf, tensors);
-        let outside = if probes.iter().any(|p| !needed.covers(p.range())) {
-            let meta = file_meta(client, plan, uf).await?;
-            controls::outside_reads(client, &meta, &probes, &needed).await?
-        } else {
-            BTreeMap::new()
-        };
-        report.bytes_fetched += bytes;
-        report.chunks_fetched += chunks;
+/// Per-file step: open one upstream file, fetch its missing chunks, check it and record it.
+async fn fetch_file(
+    cx: &UnitFetch<'_>,
+    source: &str,
+    path: &str,
+    tensors: &[(&UpstreamTensor, Content)],
+    report: &mut UnitReport,
+    record: &mut UnitRecord,
+) -> Result<(), FetchError> {
+    let unit = cx.unit;
+    let uf = cx
+        .upstream
+        .file(source, path)
+        .ok_or_else(|| FetchError::WorkDir {
+            detail: format!(
+                "unit `{unit}` needs `{path}`, which is not a weight file of source `{source}` in the discovery record"
+            ),
+        })?;
+    let (ff, todo) = open_file(cx, uf, tensors, format!("{source}/{path}"), report)?;
+    let (sink, hasher, one_chunk) = file_sink(cx, &ff, &todo);
+    let (bytes, chunks) = fetch_chunks(cx.client, cx.plan, uf, &sink, todo, cx.sem, cx.up).await?;
+    let streamed_sha = match hasher {
+        Some(h) => h.finish(),
+        None if one_chunk => sink.one_chunk_sha(),
+        None => None,
+    };
+    let checked_in_memory = sink.checked();
+    let (probes, outside) = outside_controls(cx, &ff).await?;
+    report.bytes_fetched += bytes;
+    report.chunks_fetched += chunks;
+    let (whole, file_controls) =
+        check_blocking(cx, &ff, checked_in_memory, probes, outside, streamed_sha).await?;
+    record_file(cx, &ff, whole, file_controls, report, record)
+}
 
-        // Arrival checks, negative controls and the whole-file digest read the bytes back: CPU
-        // work, run on a blocking thread so other units' transfers go on meanwhile.
-        let owned: Vec<(UpstreamTensor, Content, bool)> = tensors
-            .iter()
-            .zip(checked_in_memory)
-            .map(|((t, c), done)| ((*t).clone(), *c, done))
-            .collect();
-        let (uf2, needed2, data2, log2, rel2, unit2, file2) = (
-            uf.clone(),
-            needed.clone(),
-            data_path.clone(),
-            log_path.clone(),
-            rel.clone(),
-            unit.to_owned(),
-            file.clone(),
-        );
-        let (whole, file_controls) = tokio::task::spawn_blocking(move || {
-            check_file(
-                &unit2,
-                &uf2,
-                &owned,
-                (&probes, &outside),
-                &needed2,
-                &file2,
-                &data2,
-                &log2,
-                &rel2,
-                streamed_sha,
-            )
-        })
-        .await
-        .map_err(|e| FetchError::Io {
-            what: "check",
-            path: data_path.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
-        controls.extend(file_controls);
-        if whole.is_some() {
-            report.files_verified.push(rel.clone());
+/// Open step: the data file and its chunk log (proven chunks kept), and the chunks still to fetch.
+fn open_file<'u>(
+    cx: &UnitFetch<'_>,
+    uf: &'u UpstreamFile,
+    tensors: &'u [(&'u UpstreamTensor, Content)],
+    rel: String,
+    report: &mut UnitReport,
+) -> Result<(FileFetch<'u>, Vec<Range<u64>>), FetchError> {
+    let data_path = cx.root.join(&rel);
+    let log_path = cx.work.chunk_logs(cx.unit).join(format!("{rel}.chunks"));
+    for p in [&data_path, &log_path] {
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         }
-        match whole.and_then(|w| w.sha256) {
-            Some(sha) => {
-                journal.record_output_hashed(&root, &rel, uf.size, &sha)?;
-            }
-            None => {
-                journal.record_output(&root, &rel)?;
-            }
-        }
-        ranges_json.insert(
-            rel.clone(),
-            json!(needed
-                .ranges()
-                .iter()
-                .map(|r| [r.start, r.end])
-                .collect::<Vec<_>>()),
-        );
-        digests.insert(
-            rel.clone(),
-            json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}),
-        );
     }
+    let log = Arc::new(ChunkLog::open(&log_path)?);
+    let resume = log.verify_and_truncate(&data_path)?;
+    report.chunks_kept += resume.kept.len() as u64;
+
+    let data_start = uf.header.data_start;
+    let mut needed = RangeSet::from_ranges(std::iter::once(0..data_start));
+    for (t, _) in tensors {
+        if let Some(ti) = uf.header.tensor(&t.name) {
+            needed.insert(absolute_range(data_start, ti));
+        }
+    }
+    let proven = RangeSet::from_ranges(resume.kept.iter().map(|r| r.range()));
+    let todo = needed.subtract(&proven).chunks(cx.plan.run.chunk_bytes);
+    let file = Arc::new(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&data_path)
+            .map_err(io("open", &data_path))?,
+    );
+    let ff = FileFetch {
+        uf,
+        tensors,
+        rel,
+        data_path,
+        log_path,
+        log,
+        needed,
+        proven,
+        file,
+    };
+    Ok((ff, todo))
+}
+
+/// Sink step: where the transfers write, with the whole-file hasher and arrival checks it runs.
+fn file_sink(
+    cx: &UnitFetch<'_>,
+    ff: &FileFetch<'_>,
+    todo: &[Range<u64>],
+) -> (Arc<FileSink>, Option<Arc<OrderedHasher>>, bool) {
+    let uf = ff.uf;
+    // The whole-file SHA-256: when one chunk is the whole file, that chunk's digest (each byte
+    // hashed once); otherwise hashed in order as the chunks arrive (no second read).
+    let whole_sha256 = ff.needed.covers(&(0..uf.size)) && names::is_sha256_lower(&uf.digest);
+    let one_chunk = whole_sha256 && todo.len() == 1 && todo.first() == Some(&(0..uf.size));
+    let hasher = (whole_sha256 && !one_chunk).then(|| {
+        Arc::new(OrderedHasher::new(
+            ff.file.clone(),
+            uf.size,
+            ff.proven.clone(),
+        ))
+    });
+    let data_start = uf.header.data_start;
+    let arrival: Vec<ArrivalCheck> = ff
+        .tensors
+        .iter()
+        .filter_map(|(t, content)| {
+            let ti = uf.header.tensor(&t.name)?;
+            let abs = absolute_range(data_start, ti);
+            Some(ArrivalCheck {
+                tensor: (*t).clone(),
+                content: *content,
+                sample: sample_range(&abs, &t.shape, *content),
+            })
+        })
+        .collect();
+    let sink = Arc::new(FileSink {
+        unit: cx.unit.to_owned(),
+        upstream_file: uf.path.clone(),
+        file: ff.file.clone(),
+        direct: crate::direct::open_direct(&ff.data_path),
+        path: ff.data_path.clone(),
+        log_path: ff.log_path.clone(),
+        log: ff.log.clone(),
+        hasher: hasher.clone(),
+        checked: std::sync::Mutex::new(vec![false; arrival.len()]),
+        arrival,
+        one_chunk_sha: std::sync::Mutex::new(None),
+    });
+    (sink, hasher, one_chunk)
+}
+
+/// Controls step: the negative-control probes, and those outside the unit's ranges read now.
+async fn outside_controls(
+    cx: &UnitFetch<'_>,
+    ff: &FileFetch<'_>,
+) -> Result<(Vec<controls::Probe>, BTreeMap<(u64, u64), Vec<u8>>), FetchError> {
+    // Controls whose bytes lie outside the unit's ranges are read from the hub now, so every
+    // control runs (a unit that shares its shard with others needs this).
+    let probes = controls::probes(ff.uf, ff.tensors);
+    let outside = if probes.iter().any(|p| !ff.needed.covers(p.range())) {
+        let meta = file_meta(cx.client, cx.plan, ff.uf).await?;
+        controls::outside_reads(cx.client, &meta, &probes, &ff.needed).await?
+    } else {
+        BTreeMap::new()
+    };
+    Ok((probes, outside))
+}
+
+/// Check step: `check_file` on a blocking thread (arrival checks, controls, whole-file digest).
+async fn check_blocking(
+    cx: &UnitFetch<'_>,
+    ff: &FileFetch<'_>,
+    checked_in_memory: Vec<bool>,
+    probes: Vec<controls::Probe>,
+    outside: BTreeMap<(u64, u64), Vec<u8>>,
+    streamed_sha: Option<String>,
+) -> Result<(Option<Whole>, Vec<controls::ControlRecord>), FetchError> {
+    // Arrival checks, negative controls and the whole-file digest read the bytes back: CPU
+    // work, run on a blocking thread so other units' transfers go on meanwhile.
+    let owned: Vec<(UpstreamTensor, Content, bool)> = ff
+        .tensors
+        .iter()
+        .zip(checked_in_memory)
+        .map(|((t, c), done)| ((*t).clone(), *c, done))
+        .collect();
+    let (uf2, needed2, data2, log2, rel2, unit2, file2) = (
+        ff.uf.clone(),
+        ff.needed.clone(),
+        ff.data_path.clone(),
+        ff.log_path.clone(),
+        ff.rel.clone(),
+        cx.unit.to_owned(),
+        ff.file.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        check_file(
+            &unit2,
+            &uf2,
+            &owned,
+            (&probes, &outside),
+            &needed2,
+            &file2,
+            &data2,
+            &log2,
+            &rel2,
+            streamed_sha,
+        )
+    })
+    .await
+    .map_err(|e| FetchError::Io {
+        what: "check",
+        path: ff.data_path.clone(),
+        source: std::io::Error::other(e.to_string()),
+    })?
+}
+
+/// Record step: the file's controls, whole-file verdict, journal output, ranges and hub digest.
+fn record_file(
+    cx: &UnitFetch<'_>,
+    ff: &FileFetch<'_>,
+    whole: Option<Whole>,
+    file_controls: Vec<controls::ControlRecord>,
+    report: &mut UnitReport,
+    record: &mut UnitRecord,
+) -> Result<(), FetchError> {
+    let (uf, rel) = (ff.uf, &ff.rel);
+    record.controls.extend(file_controls);
+    if whole.is_some() {
+        report.files_verified.push(rel.clone());
+    }
+    match whole.and_then(|w| w.sha256) {
+        Some(sha) => {
+            record
+                .journal
+                .record_output_hashed(&cx.root, rel, uf.size, &sha)?;
+        }
+        None => {
+            record.journal.record_output(&cx.root, rel)?;
+        }
+    }
+    record.ranges_json.insert(
+        rel.clone(),
+        json!(ff
+            .needed
+            .ranges()
+            .iter()
+            .map(|r| [r.start, r.end])
+            .collect::<Vec<_>>()),
+    );
+    record.digests.insert(
+        rel.clone(),
+        json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}),
+    );
+    Ok(())
+}
+
+/// Finish step: store the done journal, end the unit's progress, remove its chunk logs.
+fn finish_unit(
+    cx: &UnitFetch<'_>,
+    ledger_dir: &Path,
+    mut report: UnitReport,
+    record: UnitRecord,
+) -> Result<UnitReport, FetchError> {
+    let UnitRecord {
+        mut journal,
+        ranges_json,
+        controls,
+        digests,
+    } = record;
     report.controls_run = controls.len() as u64;
     report.controls_rejected = controls.iter().filter(|c| c.rejected).count() as u64;
     journal
@@ -253,13 +414,13 @@ pub async fn fetch_unit(
         .extra
         .insert("files_verified_whole".into(), json!(report.files_verified));
     journal.mark_done();
-    journal.store(&ledger_dir)?;
-    up.finish();
-    match std::fs::remove_dir_all(work.chunk_logs(unit)) {
+    journal.store(ledger_dir)?;
+    cx.up.finish();
+    match std::fs::remove_dir_all(cx.work.chunk_logs(cx.unit)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(FetchError::Io {
                 what: "remove chunk logs of",
-                path: work.chunk_logs(unit),
+                path: cx.work.chunk_logs(cx.unit),
                 source: e,
             })
         }

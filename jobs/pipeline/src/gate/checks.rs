@@ -348,24 +348,48 @@ impl<'a> Gate<'a> {
 
     /// Coverage against the plan and the central byte comparison with the upstream bytes.
     fn tensors(&mut self, unit: &str, dir: &Path) {
-        let map_path = dir.join(TENSORS_FILE);
         let file = Some(format!("{unit}/{TENSORS_FILE}"));
-        let map: TensorMap = match std::fs::read(&map_path)
+        let Some(map) = self.tensor_map(unit, dir, &file) else {
+            return;
+        };
+        self.coverage(unit, &map, &file);
+        if self.no_upstream {
+            self.checks.push(Check {
+                check: "upstream-compare",
+                unit: Some(unit.into()),
+                file: None,
+                verdict: Verdict::Skip,
+                central: true,
+                detail: "disabled by --no-upstream-compare".into(),
+            });
+            return;
+        }
+        self.upstream_compare(unit, dir, &map);
+    }
+
+    /// The unit's tensor map, read and parsed; `None` (a failed check) when it cannot be.
+    fn tensor_map(&mut self, unit: &str, dir: &Path, file: &Option<String>) -> Option<TensorMap> {
+        let map_path = dir.join(TENSORS_FILE);
+        match std::fs::read(&map_path)
             .map_err(|e| e.to_string())
             .and_then(|b| TensorMap::parse(&b).map_err(|e| e.to_string()))
         {
-            Ok(m) => m,
+            Ok(m) => Some(m),
             Err(e) => {
-                return self.push(
+                self.push(
                     "tensor-map",
                     Some(unit),
-                    file,
+                    file.clone(),
                     Verdict::Fail,
                     format!("unreadable: {e}"),
-                )
+                );
+                None
             }
-        };
-        // Coverage: every upstream tensor the plan puts in this unit is in the map.
+        }
+    }
+
+    /// Coverage: every upstream tensor the plan puts in this unit is in the map.
+    fn coverage(&mut self, unit: &str, map: &TensorMap, file: &Option<String>) {
         let expected: Option<BTreeSet<String>> = match self.resolution {
             Ok(res) => res.unit(unit).map(|u| {
                 u.placements
@@ -417,17 +441,10 @@ impl<'a> Gate<'a> {
                 }
             }
         }
-        if self.no_upstream {
-            self.checks.push(Check {
-                check: "upstream-compare",
-                unit: Some(unit.into()),
-                file: None,
-                verdict: Verdict::Skip,
-                central: true,
-                detail: "disabled by --no-upstream-compare".into(),
-            });
-            return;
-        }
+    }
+
+    /// The central byte comparison with the upstream bytes, one pass per artifact file.
+    fn upstream_compare(&mut self, unit: &str, dir: &Path, map: &TensorMap) {
         let upstream_root = self.work.upstream_unit(unit);
         // One pass per artifact file: a container is reassembled once, its packed / scale / bias
         // streams compared at the same time with their upstream ranges (tile digests checked as
@@ -438,97 +455,127 @@ impl<'a> Gate<'a> {
         }
         for (art_rel, entries) in by_file {
             let file = Some(format!("{unit}/{art_rel}"));
-            let mut cmps: Vec<(&crate::repack::TensorEntry, Compare)> = Vec::new();
-            for t in entries {
-                let src = upstream_root.join(&t.source).join(&t.upstream_file);
-                let [start, end] = t.upstream_range;
-                match File::open(&src) {
-                    Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => {
-                        cmps.push((
-                            t,
-                            Compare {
-                                file: f,
-                                at: start,
-                                end,
-                                mismatch: None,
-                                buf: Vec::new(),
-                            },
-                        ));
-                    }
-                    _ => self.push(
-                        "upstream-compare",
-                        Some(unit),
-                        file.clone(),
-                        Verdict::Inconclusive,
-                        format!(
-                            "upstream bytes of `{}` are not on disk (`{}`)",
-                            t.name,
-                            src.display()
-                        ),
-                    ),
-                }
-            }
+            let mut cmps = self.open_upstream(unit, &upstream_root, entries, &file);
             if cmps.is_empty() {
                 continue;
             }
-            let art = dir.join(art_rel);
-            let result: Result<(), String> = if cmps.iter().all(|(t, _)| t.role == "plain") {
-                match cmps.first_mut() {
-                    Some((_, cmp)) => File::open(&art)
-                        .and_then(|mut f| std::io::copy(&mut f, cmp).map(|_| ()))
-                        .map_err(|e| e.to_string()),
-                    None => Ok(()),
+            let result = Self::compare_artifact(&dir.join(art_rel), &mut cmps);
+            self.push_compared(unit, &file, cmps, &result);
+        }
+    }
+
+    /// One artifact file's upstream ranges opened for comparison (a missing one: inconclusive).
+    fn open_upstream<'t>(
+        &mut self,
+        unit: &str,
+        upstream_root: &Path,
+        entries: Vec<&'t crate::repack::TensorEntry>,
+        file: &Option<String>,
+    ) -> Vec<(&'t crate::repack::TensorEntry, Compare)> {
+        let mut cmps: Vec<(&crate::repack::TensorEntry, Compare)> = Vec::new();
+        for t in entries {
+            let src = upstream_root.join(&t.source).join(&t.upstream_file);
+            let [start, end] = t.upstream_range;
+            match File::open(&src) {
+                Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => {
+                    cmps.push((
+                        t,
+                        Compare {
+                            file: f,
+                            at: start,
+                            end,
+                            mismatch: None,
+                            buf: Vec::new(),
+                        },
+                    ));
                 }
-            } else {
-                ContainerReader::open(&art)
-                    .map_err(|e| crate::cli::render_error(&e, None))
-                    .and_then(|r| {
-                        let (mut sp, mut ss, mut sb) =
-                            (std::io::sink(), std::io::sink(), std::io::sink());
-                        let mut packed: &mut dyn Write = &mut sp;
-                        let mut scale: &mut dyn Write = &mut ss;
-                        let mut bias: &mut dyn Write = &mut sb;
-                        for (t, cmp) in cmps.iter_mut() {
-                            match t.role.as_str() {
-                                "packed" => packed = cmp,
-                                "scale" => scale = cmp,
-                                _ => bias = cmp,
-                            }
-                        }
-                        r.reassemble_into(DigestCheck::Require, packed, scale, bias)
-                            .map_err(|e| crate::cli::render_error(&e, None))
-                    })
-            };
-            for (t, cmp) in cmps {
-                let [start, end] = t.upstream_range;
-                let detail = format!(
-                    "`{}` ({}) vs upstream `{}` [{start}, {end})",
-                    t.name, t.role, t.upstream_file
-                );
-                let (verdict, what) = match (&result, cmp.mismatch, cmp.at == end) {
-                    (Err(e), _, _) => (Verdict::Fail, e.clone()),
-                    (Ok(()), Some(at), _) => (
-                        Verdict::Fail,
-                        format!("first differing byte at upstream offset {at}"),
-                    ),
-                    (Ok(()), None, false) => (
-                        Verdict::Fail,
-                        format!(
-                            "the artifact holds {} bytes, upstream {}",
-                            cmp.at - start,
-                            end - start
-                        ),
-                    ),
-                    (Ok(()), None, true) => (Verdict::Pass, "byte-identical".to_owned()),
-                };
-                self.push(
+                _ => self.push(
                     "upstream-compare",
                     Some(unit),
                     file.clone(),
-                    verdict,
-                    format!("{detail}: {what}"),
-                );
+                    Verdict::Inconclusive,
+                    format!(
+                        "upstream bytes of `{}` are not on disk (`{}`)",
+                        t.name,
+                        src.display()
+                    ),
+                ),
             }
+        }
+        cmps
+    }
+
+    /// One read of the artifact `art` through the comparisons (copied, or reassembled).
+    fn compare_artifact(
+        art: &Path,
+        cmps: &mut [(&crate::repack::TensorEntry, Compare)],
+    ) -> Result<(), String> {
+        if cmps.iter().all(|(t, _)| t.role == "plain") {
+            match cmps.first_mut() {
+                Some((_, cmp)) => File::open(art)
+                    .and_then(|mut f| std::io::copy(&mut f, cmp).map(|_| ()))
+                    .map_err(|e| e.to_string()),
+                None => Ok(()),
+            }
+        } else {
+            ContainerReader::open(art)
+                .map_err(|e| crate::cli::render_error(&e, None))
+                .and_then(|r| {
+                    let (mut sp, mut ss, mut sb) =
+                        (std::io::sink(), std::io::sink(), std::io::sink());
+                    let mut packed: &mut dyn Write = &mut sp;
+                    let mut scale: &mut dyn Write = &mut ss;
+                    let mut bias: &mut dyn Write = &mut sb;
+                    for (t, cmp) in cmps.iter_mut() {
+                        match t.role.as_str() {
+                            "packed" => packed = cmp,
+                            "scale" => scale = cmp,
+                            _ => bias = cmp,
+                        }
+                    }
+                    r.reassemble_into(DigestCheck::Require, packed, scale, bias)
+                        .map_err(|e| crate::cli::render_error(&e, None))
+                })
+        }
+    }
+
+    /// One upstream-compare check per compared tensor, from the read's `result`.
+    fn push_compared(
+        &mut self,
+        unit: &str,
+        file: &Option<String>,
+        cmps: Vec<(&crate::repack::TensorEntry, Compare)>,
+        result: &Result<(), String>,
+    ) {
+        for (t, cmp) in cmps {
+            let [start, end] = t.upstream_range;
+            let detail = format!(
+                "`{}` ({}) vs upstream `{}` [{start}, {end})",
+                t.name, t.role, t.upstream_file
+            );
+            let (verdict, what) = match (result, cmp.mismatch, cmp.at == end) {
+                (Err(e), _, _) => (Verdict::Fail, e.clone()),
+                (Ok(()), Some(at), _) => (
+                    Verdict::Fail,
+                    format!("first differing byte at upstream offset {at}"),
+                ),
+                (Ok(()), None, false) => (
+                    Verdict::Fail,
+                    format!(
+                        "the artifact holds {} bytes, upstream {}",
+                        cmp.at - start,
+                        end - start
+                    ),
+                ),
+                (Ok(()), None, true) => (Verdict::Pass, "byte-identical".to_owned()),
+            };
+            self.push(
+                "upstream-compare",
+                Some(unit),
+                file.clone(),
+                verdict,
+                format!("{detail}: {what}"),
+            );
         }
     }
 

@@ -111,6 +111,30 @@ impl V<'_> {
                 &["BF16", "F16", "F32"],
             ),
         };
+        self.container_keys(c, key, mname, takes)?;
+        self.container_dtypes(c, key, when, mname, elem, scales)?;
+        let mode = match mode {
+            RawMode::Fp8E4m3Block => self.fp8_mode(c, key)?,
+            RawMode::Mxfp4 => self.mxfp4_mode(c, key)?,
+            RawMode::Affine => self.affine_mode(c, key)?,
+        };
+        let rows_per_tile = self.container_rows(c, key, &mode, tiles)?;
+        Ok(ContainerSpec {
+            mode,
+            scale_dtype: r.scale_dtype.get_ref().clone(),
+            rows_per_tile,
+        })
+    }
+
+    /// The keys: the container has every key its mode takes and no other.
+    fn container_keys(
+        &self,
+        c: &Spanned<RawContainer>,
+        key: &str,
+        mname: &str,
+        takes: &[&str],
+    ) -> R<()> {
+        let r = c.get_ref();
         let present: [(&str, Option<std::ops::Range<usize>>); 7] = [
             ("scale", r.scale.as_ref().map(|x| x.span())),
             ("scales", r.scales.as_ref().map(|x| x.span())),
@@ -142,6 +166,20 @@ impl V<'_> {
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// The dtypes: the scale dtype the mode stores, and the weight dtype the rule selects.
+    fn container_dtypes(
+        &self,
+        c: &Spanned<RawContainer>,
+        key: &str,
+        when: Option<&Spanned<Dtype>>,
+        mname: &str,
+        elem: &[&str],
+        scales: &[&str],
+    ) -> R<()> {
+        let r = c.get_ref();
         if !scales.contains(&r.scale_dtype.get_ref().as_str()) {
             return self.err(
                 r.scale_dtype.span(),
@@ -165,84 +203,109 @@ impl V<'_> {
                 );
             }
         }
-        let tpl = |s: &Option<Spanned<String>>, k: &str| -> R<String> {
-            let s = s
-                .as_ref()
-                .map_or_else(|| self.err(c.span(), key, format!("missing `{k}`")), Ok)?;
-            let t = Template::parse(s.get_ref())
-                .or_else(|e| self.err(s.span(), format!("{key}.{k}"), e))?;
-            let vars = t.vars();
-            if vars.is_empty()
-                || vars.iter().any(|v| *v != "name" && *v != "stem")
-                || has_glob(s.get_ref())
-            {
-                return self.err(s.span(), format!("{key}.{k}"), "a companion name is a template over `{name}` (the weight's name) or `{stem}` (its name up to the last `.`), e.g. `{stem}.scale`; no globs");
-            }
-            Ok(s.get_ref().clone())
+        Ok(())
+    }
+
+    /// The fp8-e4m3-block mode: positive block sizes and its scale companion.
+    fn fp8_mode(&self, c: &Spanned<RawContainer>, key: &str) -> R<ContainerMode> {
+        let r = c.get_ref();
+        let b = r
+            .block
+            .as_ref()
+            .map(|b| (*b.get_ref(), b.span()))
+            .unwrap_or(([0, 0], c.span()));
+        if b.0[0] == 0 || b.0[1] == 0 {
+            return self.err(
+                b.1,
+                format!("{key}.block"),
+                "block sizes must be positive, e.g. `[128, 128]`",
+            );
+        }
+        Ok(ContainerMode::Fp8E4m3Block {
+            scale: self.companion(c, key, r.scale.as_ref(), "scale")?,
+            block: b.0,
+        })
+    }
+
+    /// The mxfp4 mode: OCP MX's fixed group of 32, the nibble order and its scale companion.
+    fn mxfp4_mode(&self, c: &Spanned<RawContainer>, key: &str) -> R<ContainerMode> {
+        let r = c.get_ref();
+        let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
+        if g != 32 {
+            return self.err(
+                r.group.as_ref().map_or(c.span(), |g| g.span()),
+                format!("{key}.group"),
+                "OCP MX fixes the mxfp4 group at 32: write `group = 32`",
+            );
+        }
+        let nibble_order = match r.nibble_order.as_ref().map(|n| *n.get_ref()) {
+            Some(RawNibbleOrder::HighFirst) => NibbleOrder::HighFirst,
+            _ => NibbleOrder::LowFirst,
         };
-        let mode = match mode {
-            RawMode::Fp8E4m3Block => {
-                let b = r
-                    .block
-                    .as_ref()
-                    .map(|b| (*b.get_ref(), b.span()))
-                    .unwrap_or(([0, 0], c.span()));
-                if b.0[0] == 0 || b.0[1] == 0 {
-                    return self.err(
-                        b.1,
-                        format!("{key}.block"),
-                        "block sizes must be positive, e.g. `[128, 128]`",
-                    );
-                }
-                ContainerMode::Fp8E4m3Block {
-                    scale: tpl(&r.scale, "scale")?,
-                    block: b.0,
-                }
-            }
-            RawMode::Mxfp4 => {
-                let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
-                if g != 32 {
-                    return self.err(
-                        r.group.as_ref().map_or(c.span(), |g| g.span()),
-                        format!("{key}.group"),
-                        "OCP MX fixes the mxfp4 group at 32: write `group = 32`",
-                    );
-                }
-                let nibble_order = match r.nibble_order.as_ref().map(|n| *n.get_ref()) {
-                    Some(RawNibbleOrder::HighFirst) => NibbleOrder::HighFirst,
-                    _ => NibbleOrder::LowFirst,
-                };
-                ContainerMode::Mxfp4 {
-                    scale: tpl(&r.scale, "scale")?,
-                    group: 32,
-                    nibble_order,
-                }
-            }
-            RawMode::Affine => {
-                let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
-                if g < 2 || !g.is_power_of_two() {
-                    return self.err(
-                        r.group.as_ref().map_or(c.span(), |g| g.span()),
-                        format!("{key}.group"),
-                        format!("{g} is not a power of two >= 2 (MLX uses 32, 64 or 128)"),
-                    );
-                }
-                let bits = r.bits.as_ref().map_or(0, |b| *b.get_ref());
-                if !(2..=8).contains(&bits) || bits == 7 {
-                    return self.err(
-                        r.bits.as_ref().map_or(c.span(), |b| b.span()),
-                        format!("{key}.bits"),
-                        format!("{bits} is not an MLX affine width; use 2, 3, 4, 5, 6 or 8"),
-                    );
-                }
-                ContainerMode::Affine {
-                    scales: tpl(&r.scales, "scales")?,
-                    biases: tpl(&r.biases, "biases")?,
-                    group: g,
-                    bits,
-                }
-            }
-        };
+        Ok(ContainerMode::Mxfp4 {
+            scale: self.companion(c, key, r.scale.as_ref(), "scale")?,
+            group: 32,
+            nibble_order,
+        })
+    }
+
+    /// The affine mode: a power-of-two group, an MLX width, its scales and biases companions.
+    fn affine_mode(&self, c: &Spanned<RawContainer>, key: &str) -> R<ContainerMode> {
+        let r = c.get_ref();
+        let g = r.group.as_ref().map_or(0, |g| *g.get_ref());
+        if g < 2 || !g.is_power_of_two() {
+            return self.err(
+                r.group.as_ref().map_or(c.span(), |g| g.span()),
+                format!("{key}.group"),
+                format!("{g} is not a power of two >= 2 (MLX uses 32, 64 or 128)"),
+            );
+        }
+        let bits = r.bits.as_ref().map_or(0, |b| *b.get_ref());
+        if !(2..=8).contains(&bits) || bits == 7 {
+            return self.err(
+                r.bits.as_ref().map_or(c.span(), |b| b.span()),
+                format!("{key}.bits"),
+                format!("{bits} is not an MLX affine width; use 2, 3, 4, 5, 6 or 8"),
+            );
+        }
+        Ok(ContainerMode::Affine {
+            scales: self.companion(c, key, r.scales.as_ref(), "scales")?,
+            biases: self.companion(c, key, r.biases.as_ref(), "biases")?,
+            group: g,
+            bits,
+        })
+    }
+
+    /// A companion-name template (key `k`): over `{name}`/`{stem}` only, no globs.
+    fn companion(
+        &self,
+        c: &Spanned<RawContainer>,
+        key: &str,
+        s: Option<&Spanned<String>>,
+        k: &str,
+    ) -> R<String> {
+        let s = s.map_or_else(|| self.err(c.span(), key, format!("missing `{k}`")), Ok)?;
+        let t = Template::parse(s.get_ref())
+            .or_else(|e| self.err(s.span(), format!("{key}.{k}"), e))?;
+        let vars = t.vars();
+        if vars.is_empty()
+            || vars.iter().any(|v| *v != "name" && *v != "stem")
+            || has_glob(s.get_ref())
+        {
+            return self.err(s.span(), format!("{key}.{k}"), "a companion name is a template over `{name}` (the weight's name) or `{stem}` (its name up to the last `.`), e.g. `{stem}.scale`; no globs");
+        }
+        Ok(s.get_ref().clone())
+    }
+
+    /// The tile rows: in range, and for fp8 never splitting a scale block.
+    fn container_rows(
+        &self,
+        c: &Spanned<RawContainer>,
+        key: &str,
+        mode: &ContainerMode,
+        tiles: &TileSettings,
+    ) -> R<Option<u32>> {
+        let r = c.get_ref();
         let rows_per_tile = match &r.rows_per_tile {
             None => None,
             Some(v) if (1..=MAX_ROWS_PER_TILE).contains(v.get_ref()) => Some(*v.get_ref()),
@@ -254,17 +317,13 @@ impl V<'_> {
                 )
             }
         };
-        if let ContainerMode::Fp8E4m3Block { block, .. } = &mode {
+        if let ContainerMode::Fp8E4m3Block { block, .. } = mode {
             let eff = rows_per_tile.unwrap_or(tiles.rows_per_tile);
             if eff % block[0] != 0 {
                 let span = r.rows_per_tile.as_ref().map_or(c.span(), |v| v.span());
                 return self.err(span, format!("{key}.rows_per_tile"), format!("{eff} rows per tile split a {}-row scale block; use a multiple of {} (set `rows_per_tile` here or in `[tiles]`)", block[0], block[0]));
             }
         }
-        Ok(ContainerSpec {
-            mode,
-            scale_dtype: r.scale_dtype.get_ref().clone(),
-            rows_per_tile,
-        })
+        Ok(rows_per_tile)
     }
 }

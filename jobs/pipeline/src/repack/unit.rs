@@ -9,10 +9,12 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
-use artifact::container::{self, ContainerSpec, ContainerWriter};
+use artifact::container::{self, ContainerSpec, ContainerWriter, Layout};
 use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
 use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
@@ -423,181 +425,159 @@ impl Ctx<'_> {
     }
 
     fn container(&mut self, plan: &Plan, c: &ContainerPlacement) -> Result<(), RepackError> {
-        let g = &c.geometry;
         let name = c.weight.name.clone();
-        let tile_rows = g.tile_rows.min(g.rows).max(1);
-        let spec = match &c.spec.mode {
-            ContainerMode::Fp8E4m3Block { block, .. } => ContainerSpec::fp8_e4m3_block(
-                &name,
-                g.rows,
-                g.cols,
-                u64::from(block[0]),
-                u64::from(block[1]),
-                tile_rows,
-            ),
-            ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(
-                &name, g.rows, g.cols, tile_rows,
-            )
-            .with_nibble_order(match nibble_order {
-                NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
-                NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
-            }),
-            ContainerMode::Affine { group, bits, .. } => ContainerSpec::affine(
-                &name,
-                g.rows,
-                g.cols,
-                u64::from(*group),
-                u8::try_from(*bits).unwrap_or(8),
-                tile_rows,
-                match c.spec.scale_dtype.as_str() {
-                    "F16" => container::Dtype::F16,
-                    "F32" => container::Dtype::F32,
-                    _ => container::Dtype::Bf16,
-                },
-            ),
-        };
+        let spec = container_spec(c, &name);
         let layout = match spec.layout() {
             Ok(l) => l,
-            Err(e) => {
-                // The geometry cannot satisfy the 16 KiB rules (seed: refused at construction,
-                // never padded into something that looks valid): keep the bytes as plain streams.
-                let why = format!("container geometry refused: {e}");
-                self.plain(&c.weight, Some(why.clone()))?;
-                self.plain(&c.scale, Some(why.clone()))?;
-                if let Some(b) = &c.bias {
-                    self.plain(b, Some(why))?;
-                }
-                return Ok(());
-            }
+            Err(e) => return self.container_refused(c, e),
         };
         let _ = plan;
         let rel = container_file(&name);
-        let (wsrc, wr) = self.upstream_range(&c.weight)?;
-        let (ssrc, sr) = self.upstream_range(&c.scale)?;
+        let up = self.container_upstreams(c)?;
+        let kept = self.done_already(&rel);
+        let (shas, hashed) = self.assemble(&spec, &layout, &name, &rel, &up, kept)?;
+        if !kept {
+            self.finish_file_hashed(&rel, hashed)?;
+        }
+        self.container_entries(c, rel, &up, shas);
+        Ok(())
+    }
+
+    /// Refused step: a geometry the container rules refuse keeps its tensors as plain streams.
+    fn container_refused(
+        &mut self,
+        c: &ContainerPlacement,
+        e: impl std::fmt::Display,
+    ) -> Result<(), RepackError> {
+        // The geometry cannot satisfy the 16 KiB rules (seed: refused at construction,
+        // never padded into something that looks valid): keep the bytes as plain streams.
+        let why = format!("container geometry refused: {e}");
+        self.plain(&c.weight, Some(why.clone()))?;
+        self.plain(&c.scale, Some(why.clone()))?;
+        if let Some(b) = &c.bias {
+            self.plain(b, Some(why))?;
+        }
+        Ok(())
+    }
+
+    /// Upstream step: where the container's weight, scale and bias bytes lie upstream.
+    fn container_upstreams(&self, c: &ContainerPlacement) -> Result<Upstreams, RepackError> {
+        let weight = self.upstream_range(&c.weight)?;
+        let scale = self.upstream_range(&c.scale)?;
         let bias = match &c.bias {
             Some(b) => Some(self.upstream_range(b)?),
             None => None,
         };
+        Ok(Upstreams {
+            weight,
+            scale,
+            bias,
+        })
+    }
+
+    /// Open step: the container's upstream files, opened once per unit.
+    fn upstream_files(&mut self, up: &Upstreams) -> Result<UpstreamFiles, RepackError> {
+        let (weight, scale) = (self.source(&up.weight.0)?, self.source(&up.scale.0)?);
+        let bias = match &up.bias {
+            Some((p, _)) => Some(self.source(p)?),
+            None => None,
+        };
+        Ok(UpstreamFiles {
+            weight,
+            scale,
+            bias,
+        })
+    }
+
+    /// Assembly step: write the container's tiles (unless kept), hashing each upstream stream.
+    fn assemble(
+        &mut self,
+        spec: &ContainerSpec,
+        layout: &Layout,
+        name: &str,
+        rel: &str,
+        up: &Upstreams,
+        kept: bool,
+    ) -> Result<([Sha256; 3], Hashed), RepackError> {
         let mut shas = [Sha256::new(), Sha256::new(), Sha256::new()];
-        let kept = self.done_already(&rel);
         let mut hashed = None;
-        {
-            let (wf, sf) = (self.source(&wsrc)?, self.source(&ssrc)?);
-            let bf = match &bias {
-                Some((p, _)) => Some(self.source(p)?),
-                None => None,
-            };
-            let out_path = self.out_root.join(&rel);
-            // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in a block-aligned
-            // buffer: its bytes are hashed for the journal while still in the CPU cache and
-            // written with one O_DIRECT call (crate::direct), instead of being copied into the page
-            // cache and read back. Larger ones stream to the file through the page cache.
-            let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
-            let mem_len = if in_memory && !kept {
-                layout.total_bytes as usize
+        let files = self.upstream_files(up)?;
+        let out_path = self.out_root.join(rel);
+        // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in a block-aligned
+        // buffer: its bytes are hashed for the journal while still in the CPU cache and
+        // written with one O_DIRECT call (crate::direct), instead of being copied into the page
+        // cache and read back. Larger ones stream to the file through the page cache.
+        let in_memory = layout.total_bytes <= IN_MEMORY_CONTAINER_BYTES;
+        let mem_len = if in_memory && !kept {
+            layout.total_bytes as usize
+        } else {
+            0
+        };
+        let mut mem = std::io::Cursor::new(self.assembly.slice_mut(mem_len));
+        let mut file_out = None;
+        let mut writer = if kept {
+            None
+        } else {
+            let sink: &mut dyn WriteSeek = if in_memory {
+                &mut mem
             } else {
-                0
-            };
-            let mut mem = std::io::Cursor::new(self.assembly.slice_mut(mem_len));
-            let mut file_out = None;
-            let mut writer = if kept {
-                None
-            } else {
-                let sink: &mut dyn WriteSeek = if in_memory {
-                    &mut mem
-                } else {
-                    file_out.insert(
-                        OpenOptions::new()
-                            .write(true)
-                            .create(true)
-                            .truncate(true)
-                            .open(&out_path)
-                            .map_err(io_err("create", &out_path))?,
-                    )
-                };
-                Some(
-                    ContainerWriter::with_path(sink, &spec, &out_path).map_err(|source| {
-                        RepackError::Container {
-                            unit: self.unit.into(),
-                            tensor: name.clone(),
-                            source,
-                        }
-                    })?,
+                file_out.insert(
+                    OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(&out_path)
+                        .map_err(io_err("create", &out_path))?,
                 )
             };
-            for i in 0..layout.tile_count {
-                let Some(tl) = layout.tile(i) else { break };
-                let s = tl.shape;
-                let packed = read_exact(
-                    &wf,
-                    &wsrc,
-                    wr.start + tl.packed_stream_offset,
-                    s.packed_payload,
-                )?;
-                let scale = read_exact(
-                    &sf,
-                    &ssrc,
-                    sr.start + tl.scale_stream_offset,
-                    s.scale_payload,
-                )?;
-                let b = match (&bf, &bias) {
-                    (Some(f), Some((p, r))) => Some(read_exact(
-                        f,
-                        p,
-                        r.start + tl.bias_stream_offset,
-                        s.bias_payload,
-                    )?),
-                    _ => None,
-                };
-                shas[0].update(&packed);
-                shas[1].update(&scale);
-                if let Some(b) = &b {
-                    shas[2].update(b);
-                }
-                if let Some(w) = writer.as_mut() {
-                    w.write_tile(&packed, &scale, b.as_deref())
-                        .map_err(|source| RepackError::Container {
-                            unit: self.unit.into(),
-                            tensor: name.clone(),
-                            source,
-                        })?;
-                }
-            }
-            if let Some(w) = writer {
-                w.finish().map_err(|source| RepackError::Container {
-                    unit: self.unit.into(),
-                    tensor: name.clone(),
-                    source,
-                })?;
-            }
-            if !kept && in_memory {
-                // Every byte of the buffer was written: header region, then each tile region
-                // with its padding, ending at total_bytes (ContainerWriter::finish).
-                let written = mem.position();
-                let bytes = mem.into_inner();
-                if written != bytes.len() as u64 {
-                    return Err(io_err("assemble", &out_path)(std::io::Error::other(
-                        format!(
-                            "container writer stopped at byte {written} of {}",
-                            bytes.len()
-                        ),
-                    )));
-                }
-                let sha = hex::encode(Sha256::digest(&*bytes));
-                write_whole(&out_path, bytes).map_err(io_err("write", &out_path))?;
-                hashed = Some((bytes.len() as u64, sha));
-            }
+            Some(
+                ContainerWriter::with_path(sink, spec, &out_path).map_err(|source| {
+                    RepackError::Container {
+                        unit: self.unit.into(),
+                        tensor: name.to_owned(),
+                        source,
+                    }
+                })?,
+            )
+        };
+        copy_tiles(
+            self.unit,
+            name,
+            layout,
+            up,
+            &files,
+            writer.as_mut(),
+            &mut shas,
+        )?;
+        if let Some(w) = writer {
+            w.finish().map_err(|source| RepackError::Container {
+                unit: self.unit.into(),
+                tensor: name.to_owned(),
+                source,
+            })?;
         }
-        if !kept {
-            self.finish_file_hashed(&rel, hashed)?;
+        if !kept && in_memory {
+            hashed = Some(write_assembled(mem, &out_path)?);
         }
+        Ok((shas, hashed))
+    }
+
+    /// Entries step: the container's packed, scale and bias entries, and its manifest sources.
+    fn container_entries(
+        &mut self,
+        c: &ContainerPlacement,
+        rel: String,
+        up: &Upstreams,
+        shas: [Sha256; 3],
+    ) {
+        let (wr, sr) = (&up.weight.1, &up.scale.1);
         let [pw, ps, pb] = shas;
         let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
         let e = self.entry(
             &c.weight,
             &rel,
             "packed",
-            &wr,
+            wr,
             hex::encode(pw.finalize()),
             None,
         );
@@ -606,20 +586,146 @@ impl Ctx<'_> {
             &c.scale,
             &rel,
             "scale",
-            &sr,
+            sr,
             hex::encode(ps.finalize()),
             None,
         );
         self.entries.push(e);
-        if let (Some(bt), Some((_, br))) = (&c.bias, &bias) {
+        if let (Some(bt), Some((_, br))) = (&c.bias, &up.bias) {
             sources.push(self.source_ref(bt));
             let e = self.entry(bt, &rel, "bias", br, hex::encode(pb.finalize()), None);
             self.entries.push(e);
         }
         self.manifest_sources
             .insert(rel, (FileKind::Container, sources));
-        Ok(())
     }
+}
+
+/// The size and SHA-256 of a container hashed as it was assembled in memory (`None`: not so).
+type Hashed = Option<(u64, String)>;
+
+/// The upstream streams a container cuts into tiles: file path and absolute byte range of each.
+struct Upstreams {
+    weight: (PathBuf, Range<u64>),
+    scale: (PathBuf, Range<u64>),
+    bias: Option<(PathBuf, Range<u64>)>,
+}
+
+/// The opened upstream files of a container's [`Upstreams`].
+struct UpstreamFiles {
+    weight: Rc<File>,
+    scale: Rc<File>,
+    bias: Option<Rc<File>>,
+}
+
+/// Spec step: the container spec of a placement, from its geometry and quantization mode.
+fn container_spec(c: &ContainerPlacement, name: &str) -> ContainerSpec {
+    let g = &c.geometry;
+    let tile_rows = g.tile_rows.min(g.rows).max(1);
+    match &c.spec.mode {
+        ContainerMode::Fp8E4m3Block { block, .. } => ContainerSpec::fp8_e4m3_block(
+            name,
+            g.rows,
+            g.cols,
+            u64::from(block[0]),
+            u64::from(block[1]),
+            tile_rows,
+        ),
+        ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(
+            name, g.rows, g.cols, tile_rows,
+        )
+        .with_nibble_order(match nibble_order {
+            NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
+            NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
+        }),
+        ContainerMode::Affine { group, bits, .. } => ContainerSpec::affine(
+            name,
+            g.rows,
+            g.cols,
+            u64::from(*group),
+            u8::try_from(*bits).unwrap_or(8),
+            tile_rows,
+            match c.spec.scale_dtype.as_str() {
+                "F16" => container::Dtype::F16,
+                "F32" => container::Dtype::F32,
+                _ => container::Dtype::Bf16,
+            },
+        ),
+    }
+}
+
+/// Tile step: read each tile's packed, scale and bias bytes, hash them, and write the tile.
+fn copy_tiles(
+    unit: &str,
+    name: &str,
+    layout: &Layout,
+    up: &Upstreams,
+    files: &UpstreamFiles,
+    mut writer: Option<&mut ContainerWriter<&mut dyn WriteSeek>>,
+    shas: &mut [Sha256; 3],
+) -> Result<(), RepackError> {
+    let ((wsrc, wr), (ssrc, sr)) = (&up.weight, &up.scale);
+    for i in 0..layout.tile_count {
+        let Some(tl) = layout.tile(i) else { break };
+        let s = tl.shape;
+        let packed = read_exact(
+            &files.weight,
+            wsrc,
+            wr.start + tl.packed_stream_offset,
+            s.packed_payload,
+        )?;
+        let scale = read_exact(
+            &files.scale,
+            ssrc,
+            sr.start + tl.scale_stream_offset,
+            s.scale_payload,
+        )?;
+        let b = match (&files.bias, &up.bias) {
+            (Some(f), Some((p, r))) => Some(read_exact(
+                f,
+                p,
+                r.start + tl.bias_stream_offset,
+                s.bias_payload,
+            )?),
+            _ => None,
+        };
+        shas[0].update(&packed);
+        shas[1].update(&scale);
+        if let Some(b) = &b {
+            shas[2].update(b);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write_tile(&packed, &scale, b.as_deref())
+                .map_err(|source| RepackError::Container {
+                    unit: unit.into(),
+                    tensor: name.to_owned(),
+                    source,
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// Write step of an in-memory container: one write of the filled buffer; returns size and SHA-256.
+fn write_assembled(
+    mem: std::io::Cursor<&mut [u8]>,
+    out_path: &Path,
+) -> Result<(u64, String), RepackError> {
+    // Every byte of the buffer was written: header region, then each tile region
+    // with its padding, ending at total_bytes (ContainerWriter::finish).
+    let written = mem.position();
+    let bytes = mem.into_inner();
+    if written != bytes.len() as u64 {
+        return Err(io_err("assemble", out_path)(std::io::Error::other(
+            format!(
+                "container writer stopped at byte {written} of {}",
+                bytes.len()
+            ),
+        )));
+    }
+    let sha = hex::encode(Sha256::digest(&*bytes));
+    write_whole(out_path, bytes).map_err(io_err("write", out_path))?;
+    Ok((bytes.len() as u64, sha))
 }
 
 fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, RepackError> {

@@ -106,125 +106,221 @@ pub(crate) fn reconcile(
     let prev = Journal::load(&work.ledger(), STAGE, UNIT)?;
     let mut next = Journal::new(STAGE, UNIT)?;
     let progress = Counter::new("stage", "files", files.len() as u64, mode);
+    let cx = Reconcile {
+        work,
+        staging: &staging,
+        prev: prev.as_ref(),
+        dry_run,
+        progress: &progress,
+    };
     for (rel, src) in &files {
-        let (copied_before, rehashed_before) = (report.copied.len(), report.rehashed.len());
-        let tick = |report: &StageReport| {
-            progress.done(rel, || {
-                if report.copied.len() > copied_before {
-                    "copied".into()
-                } else if report.rehashed.len() > rehashed_before {
-                    "re-hashed".into()
-                } else {
-                    "kept".into()
-                }
-            })
-        };
-        let rel_id =
-            FileIdentity::capture(src)?.ok_or_else(|| StageError::NotRegular(src.clone()))?;
-        let mut rel_digest = prev
-            .as_ref()
-            .and_then(|p| p.inputs.get(rel))
-            .filter(|r| r.identity.as_ref() == Some(&rel_id))
-            .map(|r| r.sha256.clone())
-            .or_else(|| repack_digest(work, rel, &rel_id));
-        if rel_digest.is_none() && std::fs::symlink_metadata(staging.join(rel)).is_ok() {
-            // Unknown release digest and something staged to compare with: hash the release file.
-            rel_digest = Some(ledger::sha256_file(src)?.1);
-            report.release_hashed.push(rel.clone());
-        }
-        let dst = staging.join(rel);
-        let meta = std::fs::symlink_metadata(&dst).ok();
-        if let Some(m) = &meta {
-            if !m.file_type().is_file() && !dry_run {
-                // A directory, symlink or special file where a file belongs: remove it.
-                let r = if m.is_dir() {
-                    std::fs::remove_dir_all(&dst)
-                } else {
-                    std::fs::remove_file(&dst)
-                };
-                r.map_err(io_err("remove", &dst))?;
-                report.removed.push(rel.clone());
-            }
-        }
-        let staged_id = match &meta {
-            Some(m) if m.file_type().is_file() => Some(FileIdentity::from_metadata(&dst, m)?),
-            _ => None,
-        };
-        let known = prev
-            .as_ref()
-            .and_then(|p| p.outputs.get(rel))
-            .filter(|r| staged_id.is_some() && r.identity == staged_id)
-            .cloned();
-        let mut staged: Option<FileRecord> = None;
-        if let (Some(k), Some(d)) = (&known, &rel_digest) {
-            if &k.sha256 == d && k.size == rel_id.size {
-                staged = Some(k.clone());
-                report.kept += 1;
-            }
-        }
-        if staged.is_none() {
-            let moved = staged_id.filter(|s| s.size == rel_id.size && known.is_none());
-            if let (Some(sid), Some(d)) = (moved, rel_digest.clone()) {
-                // Identity moved but the size is right: re-hash this file alone.
-                let (_, found) = ledger::sha256_file(&dst)?;
-                report.rehashed.push(rel.clone());
-                if found == d {
-                    let id = FileIdentity::capture(&dst)?.unwrap_or(sid);
-                    staged = Some(FileRecord {
-                        size: rel_id.size,
-                        sha256: found,
-                        identity: Some(id),
-                    });
-                }
-            }
-        }
-        if staged.is_none() {
-            report.copied.push(rel.clone());
-            if dry_run {
-                // what a real run would stage: the release file, at its size
-                report.files += 1;
-                report.bytes += rel_id.size;
-                tick(report);
-                continue;
-            }
-            let (n, got) = copy_hashed(src, &dst)?;
-            if let Some(d) = &rel_digest {
-                if d != &got {
-                    return Err(StageError::ReleaseChanged {
-                        path: rel.clone(),
-                        expected: d.clone(),
-                        found: got,
-                    });
-                }
-            }
-            rel_digest = Some(got.clone());
-            report.bytes_written += n;
-            staged = Some(FileRecord {
-                size: n,
-                sha256: got,
-                identity: FileIdentity::capture(&dst)?,
-            });
-        }
-        tick(report);
-        let (Some(staged), Some(d)) = (staged, rel_digest) else {
-            continue;
-        };
-        report.files += 1;
-        report.bytes += staged.size;
-        next.inputs.insert(
-            rel.clone(),
-            FileRecord {
-                size: rel_id.size,
-                sha256: d,
-                identity: Some(rel_id),
-            },
-        );
-        next.outputs.insert(rel.clone(), staged);
+        reconcile_file(&cx, rel, src, &mut next, report)?;
     }
     progress.finish();
+    remove_unreleased(&staging, &files, dry_run, report)?;
+    next.status = Status::Done;
+    if dry_run {
+        return Ok(next);
+    }
+    if prev.as_ref() != Some(&next) {
+        next.store(&work.ledger())?;
+        report.journal_written = true;
+    }
+    Ok(next)
+}
+
+/// What every step of reconciling one release file reads.
+struct Reconcile<'a> {
+    work: &'a WorkDir,
+    staging: &'a Path,
+    prev: Option<&'a Journal>,
+    dry_run: bool,
+    progress: &'a Counter,
+}
+
+/// Per-file step: keep, re-hash or copy one release file into staging, and journal it.
+fn reconcile_file(
+    cx: &Reconcile<'_>,
+    rel: &str,
+    src: &Path,
+    next: &mut Journal,
+    report: &mut StageReport,
+) -> Result<(), StageError> {
+    let (copied_before, rehashed_before) = (report.copied.len(), report.rehashed.len());
+    let tick = |report: &StageReport| {
+        cx.progress.done(rel, || {
+            if report.copied.len() > copied_before {
+                "copied".into()
+            } else if report.rehashed.len() > rehashed_before {
+                "re-hashed".into()
+            } else {
+                "kept".into()
+            }
+        })
+    };
+    let rel_id =
+        FileIdentity::capture(src)?.ok_or_else(|| StageError::NotRegular(src.to_path_buf()))?;
+    let mut rel_digest = release_digest(cx, rel, src, &rel_id, report)?;
+    let dst = cx.staging.join(rel);
+    let meta = std::fs::symlink_metadata(&dst).ok();
+    clear_non_file(cx, rel, &dst, meta.as_ref(), report)?;
+    let mut staged = staged_match(cx, rel, &dst, meta.as_ref(), &rel_id, &rel_digest, report)?;
+    if staged.is_none() {
+        report.copied.push(rel.to_owned());
+        if cx.dry_run {
+            // what a real run would stage: the release file, at its size
+            report.files += 1;
+            report.bytes += rel_id.size;
+            tick(report);
+            return Ok(());
+        }
+        staged = Some(copy_release_file(src, &dst, rel, &mut rel_digest, report)?);
+    }
+    tick(report);
+    let (Some(staged), Some(d)) = (staged, rel_digest) else {
+        return Ok(());
+    };
+    report.files += 1;
+    report.bytes += staged.size;
+    next.inputs.insert(
+        rel.to_owned(),
+        FileRecord {
+            size: rel_id.size,
+            sha256: d,
+            identity: Some(rel_id),
+        },
+    );
+    next.outputs.insert(rel.to_owned(), staged);
+    Ok(())
+}
+
+/// Digest step: the release file's digest, from the journals, else hashed when staging has it.
+fn release_digest(
+    cx: &Reconcile<'_>,
+    rel: &str,
+    src: &Path,
+    rel_id: &FileIdentity,
+    report: &mut StageReport,
+) -> Result<Option<String>, StageError> {
+    let mut rel_digest = cx
+        .prev
+        .and_then(|p| p.inputs.get(rel))
+        .filter(|r| r.identity.as_ref() == Some(rel_id))
+        .map(|r| r.sha256.clone())
+        .or_else(|| repack_digest(cx.work, rel, rel_id));
+    if rel_digest.is_none() && std::fs::symlink_metadata(cx.staging.join(rel)).is_ok() {
+        // Unknown release digest and something staged to compare with: hash the release file.
+        rel_digest = Some(ledger::sha256_file(src)?.1);
+        report.release_hashed.push(rel.to_owned());
+    }
+    Ok(rel_digest)
+}
+
+/// Clear step: a directory, symlink or special file where the staged file belongs is removed.
+fn clear_non_file(
+    cx: &Reconcile<'_>,
+    rel: &str,
+    dst: &Path,
+    meta: Option<&std::fs::Metadata>,
+    report: &mut StageReport,
+) -> Result<(), StageError> {
+    if let Some(m) = meta {
+        if !m.file_type().is_file() && !cx.dry_run {
+            // A directory, symlink or special file where a file belongs: remove it.
+            let r = if m.is_dir() {
+                std::fs::remove_dir_all(dst)
+            } else {
+                std::fs::remove_file(dst)
+            };
+            r.map_err(io_err("remove", dst))?;
+            report.removed.push(rel.to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// Match step: the staged file's record when it holds the release bytes (kept, or re-hashed).
+fn staged_match(
+    cx: &Reconcile<'_>,
+    rel: &str,
+    dst: &Path,
+    meta: Option<&std::fs::Metadata>,
+    rel_id: &FileIdentity,
+    rel_digest: &Option<String>,
+    report: &mut StageReport,
+) -> Result<Option<FileRecord>, StageError> {
+    let staged_id = match meta {
+        Some(m) if m.file_type().is_file() => Some(FileIdentity::from_metadata(dst, m)?),
+        _ => None,
+    };
+    let known = cx
+        .prev
+        .and_then(|p| p.outputs.get(rel))
+        .filter(|r| staged_id.is_some() && r.identity == staged_id)
+        .cloned();
+    let mut staged: Option<FileRecord> = None;
+    if let (Some(k), Some(d)) = (&known, rel_digest) {
+        if &k.sha256 == d && k.size == rel_id.size {
+            staged = Some(k.clone());
+            report.kept += 1;
+        }
+    }
+    if staged.is_none() {
+        let moved = staged_id.filter(|s| s.size == rel_id.size && known.is_none());
+        if let (Some(sid), Some(d)) = (moved, rel_digest.clone()) {
+            // Identity moved but the size is right: re-hash this file alone.
+            let (_, found) = ledger::sha256_file(dst)?;
+            report.rehashed.push(rel.to_owned());
+            if found == d {
+                let id = FileIdentity::capture(dst)?.unwrap_or(sid);
+                staged = Some(FileRecord {
+                    size: rel_id.size,
+                    sha256: found,
+                    identity: Some(id),
+                });
+            }
+        }
+    }
+    Ok(staged)
+}
+
+/// Copy step: the release file copied into staging, checked against its known digest.
+fn copy_release_file(
+    src: &Path,
+    dst: &Path,
+    rel: &str,
+    rel_digest: &mut Option<String>,
+    report: &mut StageReport,
+) -> Result<FileRecord, StageError> {
+    let (n, got) = copy_hashed(src, dst)?;
+    if let Some(d) = &*rel_digest {
+        if d != &got {
+            return Err(StageError::ReleaseChanged {
+                path: rel.to_owned(),
+                expected: d.clone(),
+                found: got,
+            });
+        }
+    }
+    *rel_digest = Some(got.clone());
+    report.bytes_written += n;
+    Ok(FileRecord {
+        size: n,
+        sha256: got,
+        identity: FileIdentity::capture(dst)?,
+    })
+}
+
+/// Removal step: anything in staging that is not in the release goes.
+fn remove_unreleased(
+    staging: &Path,
+    files: &BTreeMap<String, PathBuf>,
+    dry_run: bool,
+    report: &mut StageReport,
+) -> Result<(), StageError> {
     // Anything in staging that is not in the release goes.
     let mut others = Vec::new();
-    let staged_now = walk(&staging, false, &mut others)?;
+    let staged_now = walk(staging, false, &mut others)?;
     for (rel, p) in &staged_now {
         if !files.contains_key(rel) {
             report.removed.push(rel.clone());
@@ -236,23 +332,15 @@ pub(crate) fn reconcile(
     for p in others {
         report
             .removed
-            .push(p.strip_prefix(&staging).unwrap_or(&p).display().to_string());
+            .push(p.strip_prefix(staging).unwrap_or(&p).display().to_string());
         if !dry_run {
             std::fs::remove_file(&p).map_err(io_err("remove", &p))?;
         }
     }
     if !dry_run {
-        remove_empty_dirs(&staging, &staging)?;
+        remove_empty_dirs(staging, staging)?;
     }
-    next.status = Status::Done;
-    if dry_run {
-        return Ok(next);
-    }
-    if prev.as_ref() != Some(&next) {
-        next.store(&work.ledger())?;
-        report.journal_written = true;
-    }
-    Ok(next)
+    Ok(())
 }
 
 fn remove_empty_dirs(dir: &Path, root: &Path) -> Result<bool, StageError> {
