@@ -17,7 +17,9 @@ set -euo pipefail
 mkvenv() {
     local name=$1; shift
     local dir="$CI_CACHE/venv-$name" stamp
-    stamp="$*"
+    # The venv's own path is part of the stamp: a venv's console scripts name its interpreter by
+    # absolute path, so a cache copied or moved elsewhere is rebuilt instead of failing later.
+    stamp="$dir $*"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then return 0; fi
     rm -rf "$dir"
     python3 -m venv "$dir"
