@@ -218,6 +218,40 @@ fn four_workers_and_a_join_publish_what_one_run_publishes() {
     );
 }
 
+/// A matrix of one: a worker whose slice is every unit. Its repack finalizes the release-wide
+/// files (every unit is done), yet it stages and uploads exactly its units, and the join publishes
+/// what one run publishes (found by the real-size run, docs/bench/real-size.md).
+#[test]
+fn one_worker_whose_slice_is_every_unit_publishes_what_one_run_publishes() {
+    let up = upstream_url().to_owned();
+    let (_w1, h1, _r1, _p1) = published();
+    let mut reference = inventory(&h1.url(), &head(&h1.url()));
+    let (h, _root) = hub();
+    let url = h.url();
+    let base = tempfile::tempdir().unwrap();
+    let rec = base.path().join("records").to_str().unwrap().to_owned();
+    let worker = base.path().join("worker");
+    let reports = run_json(
+        &worker,
+        &worker_steps("layers00..global00", &up, &url, &rec),
+    );
+    assert_eq!(reports[1]["finalized"], true, "{}", reports[1]);
+    assert!(!worker.join("staging/LICENSE").exists());
+    assert!(worker.join("release/LICENSE").exists());
+    let v = reports.last().unwrap();
+    assert_eq!(v["schema"], "minirun.candidate-upload-worker/1", "{v}");
+    let join = base.path().join("join");
+    run_json(&join, &join_steps(&up, &url, &rec));
+    let mut got = inventory(&url, &head(&url));
+    for inv in [&mut reference, &mut got] {
+        inv.remove(".gitattributes");
+    }
+    assert_eq!(
+        got, reference,
+        "one worker's publication differs from one run's"
+    );
+}
+
 /// A tiny deterministic generator for the kill instants.
 fn next(seed: &mut u64) -> u64 {
     *seed = seed

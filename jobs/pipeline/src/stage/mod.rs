@@ -271,7 +271,11 @@ pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
         plan: plan.name.clone(),
         ..StageReport::default()
     };
-    let journal = reconcile::reconcile(&work, opts.dry_run, opts.progress, &mut report)?;
+    let slice = match &scope {
+        Scope::Slice(units) => Some(units.as_slice()),
+        _ => None,
+    };
+    let journal = reconcile::reconcile(&work, slice, opts.dry_run, opts.progress, &mut report)?;
     if opts.dry_run {
         report.dry_run = true;
         return Ok(report);

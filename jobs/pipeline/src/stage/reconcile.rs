@@ -87,16 +87,25 @@ fn repack_digest(work: &WorkDir, rel: &str, id: &FileIdentity) -> Option<String>
     (rec.identity.as_ref() == Some(id)).then(|| rec.sha256.clone())
 }
 
-/// Bring `<work>/staging` to the release's file set; returns the (stored) done journal.
+/// Bring `<work>/staging` to the release's file set — with `slice`, to those units' directories
+/// only (a worker stages exactly its slice, even when its repack finalized the release-wide
+/// files because the slice is every unit) — and return the (stored) done journal.
 pub(crate) fn reconcile(
     work: &WorkDir,
+    slice: Option<&[String]>,
     dry_run: bool,
     mode: ProgressMode,
     report: &mut StageReport,
 ) -> Result<Journal, StageError> {
     let release = work.release();
     let staging = work.staging();
-    let files = walk(&release, true, &mut Vec::new())?;
+    let mut files = walk(&release, true, &mut Vec::new())?;
+    if let Some(units) = slice {
+        files.retain(|rel, _| {
+            rel.split_once('/')
+                .is_some_and(|(unit, _)| units.iter().any(|u| u == unit))
+        });
+    }
     if files.is_empty() {
         return Err(StageError::NotGated(format!(
             "the release tree `{}` is empty",
