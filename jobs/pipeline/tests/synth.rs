@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use artifact::safetensors::{index::ShardIndex, parse_header, Header};
-use pipeline::synth::{self, deepseek, quant, Family};
+use pipeline::synth::{self, deepseek, kimi, quant, Family, Shape};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
@@ -658,8 +658,216 @@ fn wide_v4_has_real_sized_experts_and_only_v4_defines_it() {
     };
     assert_eq!(names(&plan), names(&tiny));
     let dir = tempfile::tempdir().unwrap();
-    assert!(matches!(
-        synth::generate_shaped(Family::KimiK3, &dir.path().join("k"), 0, 2, true),
-        Err(synth::SynthError::Wide)
-    ));
+    let e = synth::generate_shaped(Family::KimiK3, &dir.path().join("k"), 0, 2, Shape::Wide)
+        .unwrap_err();
+    assert!(matches!(e, synth::SynthError::Shape { .. }), "{e}");
+    assert_eq!(e.to_string(), "shape `wide` is not defined for kimi-k3");
+    let e = synth::generate_shaped(Family::MinimaxH3, &dir.path().join("m"), 0, 1, Shape::Real)
+        .unwrap_err();
+    assert!(matches!(e, synth::SynthError::Shape { .. }), "{e}");
+}
+
+type ShardPlan = Vec<(String, Vec<synth::write::Planned>)>;
+
+/// Data bytes of each shard of a plan (what the safetensors file holds after its header).
+fn shard_bytes(plan: &ShardPlan) -> BTreeMap<String, u64> {
+    plan.iter()
+        .map(|(name, t)| {
+            let bytes = t
+                .iter()
+                .map(|p| {
+                    let numel = p.spec.shape.iter().product::<u64>();
+                    p.spec.dtype.byte_len(numel).unwrap()
+                })
+                .sum();
+            (name.clone(), bytes)
+        })
+        .collect()
+}
+
+fn shape_of(plan: &ShardPlan, name: &str) -> Vec<u64> {
+    plan.iter()
+        .flat_map(|(_, t)| t.iter())
+        .find(|p| p.spec.name == name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .spec
+        .shape
+        .clone()
+}
+
+fn tensor_names(plan: &ShardPlan) -> Vec<String> {
+    plan.iter()
+        .flat_map(|(_, t)| t.iter().map(|x| x.spec.name.clone()))
+        .collect()
+}
+
+#[test]
+fn real_v4_shape_has_upstream_layer_dimensions() {
+    // models.md §1.2–1.4 at upstream's 256 experts: the routed experts are I8 e2m1 pairs
+    // [2048, 2048] / [4096, 1024] with per-32 E8M0 scales, 13,369,344 B per expert; attention at
+    // 64 heads × 512 with LoRA ranks 1024 and 8 output groups.
+    let d = deepseek::V4Dims::real(256);
+    let plan = deepseek::shard_plan(&d);
+    assert_eq!(plan.len(), 4, "embed, layer 0, head, MTP");
+    assert_eq!(
+        shape_of(&plan, "layers.0.ffn.experts.255.w1.weight"),
+        vec![2048, 2048]
+    );
+    assert_eq!(
+        shape_of(&plan, "layers.0.ffn.experts.255.w1.scale"),
+        vec![2048, 128]
+    );
+    assert_eq!(
+        shape_of(&plan, "layers.0.ffn.experts.0.w2.weight"),
+        vec![4096, 1024]
+    );
+    assert_eq!(
+        shape_of(&plan, "mtp.0.ffn.experts.0.w2.scale"),
+        vec![4096, 64]
+    );
+    assert_eq!(
+        shape_of(&plan, "layers.0.attn.wq_b.weight"),
+        vec![32768, 1024]
+    );
+    assert_eq!(
+        shape_of(&plan, "layers.0.attn.wo_a.weight"),
+        vec![8192, 4096]
+    );
+    assert_eq!(shape_of(&plan, "layers.0.ffn.gate.tid2eid"), vec![512, 6]);
+    let expert: u64 = ["w1", "w3", "w2"]
+        .iter()
+        .flat_map(|m| ["weight", "scale"].map(|k| format!("layers.0.ffn.experts.7.{m}.{k}")))
+        .map(|n| shape_of(&plan, &n).iter().product::<u64>())
+        .sum();
+    assert_eq!(expert, 13_369_344);
+    let bytes = shard_bytes(&plan);
+    let layer = bytes["model-00002-of-00004.safetensors"];
+    assert!((3_400_000_000..3_700_000_000).contains(&layer), "{layer}");
+    // The same tensor names as the tiny layout with one layer and as many experts.
+    let tiny = deepseek::shard_plan(&deepseek::V4Dims {
+        layers: 1,
+        hash_layers: 1,
+        experts: 256,
+        top_k: 6,
+        ..deepseek::V4Dims::at_scale(1)
+    });
+    assert_eq!(tensor_names(&plan), tensor_names(&tiny));
+}
+
+#[test]
+fn real_k3_shape_has_upstream_expert_bytes_and_passes_4_gib() {
+    // models.md §4: one expert's six tensors are 17,547,264 B, w1 [3072, 1792] + [3072, 112],
+    // w2 [3584, 1536] + [3584, 96]; 252 of them put the MoE layer's shard past 4 GiB and just
+    // past K3's largest file (5,240,799,232 B; 251 fall 1.3 MB short of it).
+    let k = kimi::KimiDims::real(252);
+    let plan = kimi::shard_plan(&k);
+    let p = "language_model.model.layers.1.block_sparse_moe.experts.251.";
+    assert_eq!(
+        shape_of(&plan, &format!("{p}w1.weight_packed")),
+        vec![3072, 1792]
+    );
+    assert_eq!(
+        shape_of(&plan, &format!("{p}w1.weight_scale")),
+        vec![3072, 112]
+    );
+    assert_eq!(
+        shape_of(&plan, &format!("{p}w2.weight_packed")),
+        vec![3584, 1536]
+    );
+    assert_eq!(
+        shape_of(&plan, &format!("{p}w2.weight_scale")),
+        vec![3584, 96]
+    );
+    let expert: u64 = ["w1", "w3", "w2"]
+        .iter()
+        .flat_map(|m| ["weight_packed", "weight_scale"].map(|x| format!("{p}{m}.{x}")))
+        .map(|n| shape_of(&plan, &n).iter().product::<u64>())
+        .sum();
+    assert_eq!(expert, 17_547_264);
+    let a = "language_model.model.layers.0.";
+    assert_eq!(
+        shape_of(&plan, &format!("{a}mlp.gate_proj.weight")),
+        vec![33792, 7168]
+    );
+    assert!(k.is_mla(1) && !k.is_mla(0));
+    let bytes = shard_bytes(&plan);
+    let moe = bytes["model-00002-of-000005.safetensors"];
+    assert!(moe > 1 << 32, "{moe}");
+    assert!((5_240_799_232..5_400_000_000).contains(&moe), "{moe}");
+    assert_eq!(plan.len(), 5, "2 layers, embedding, head, vision tower");
+    // The tiny shape keeps its layout: 4 layers, the last MLA.
+    let tiny = kimi::KimiDims::at_scale(1);
+    assert_eq!(kimi::shard_plan(&tiny).len(), 7);
+    assert!(tiny.is_mla(3) && !tiny.is_mla(1));
+}
+
+/// The upstream tensor list fetch would read from a generated checkpoint's headers.
+fn upstream_of(plan: &ShardPlan) -> Vec<pipeline::plan::UpstreamTensor> {
+    plan.iter()
+        .flat_map(|(file, t)| {
+            t.iter().map(move |p| {
+                pipeline::plan::UpstreamTensor::new(
+                    &p.spec.name,
+                    p.spec.dtype.as_str(),
+                    &p.spec.shape,
+                    file,
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn real_size_plans_bind_the_real_shapes() {
+    // What `ci/bench/real-size.sh` runs, checked without writing its 7 GB: each real-size plan
+    // claims every tensor of its generated shape, the routed experts as tile containers of the
+    // real geometry.
+    let plans = crate::common::plans_dir().join("tests");
+    let cases = [
+        (
+            "deepseek-v4-real-size.toml",
+            deepseek::shard_plan(&deepseek::V4Dims::real(256)),
+            2 * 256 * 3,
+            (2048, 4096),
+        ),
+        (
+            "kimi-k3-real-size.toml",
+            kimi::shard_plan(&kimi::KimiDims::real(252)),
+            252 * 3,
+            (3072, 3584),
+        ),
+    ];
+    for (file, shards, experts, (rows, cols)) in cases {
+        let plan = pipeline::plan::Plan::load(&plans.join(file)).unwrap();
+        plan.ensure_runnable().unwrap();
+        assert_eq!(
+            plan.sources[0].expected_weight_files,
+            Some(shards.len() as u64),
+            "{file}"
+        );
+        let upstream = upstream_of(&shards);
+        let r = plan
+            .resolve(&upstream)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(r.tensor_count(), upstream.len(), "{file}");
+        assert!(r.omitted.is_empty(), "{file}");
+        let mx: Vec<_> = r
+            .units
+            .iter()
+            .flat_map(|u| &u.placements)
+            .filter_map(|p| match p {
+                pipeline::plan::Placement::Container(c) if c.weight.name.contains(".experts.") => {
+                    Some(c.geometry)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(mx.len(), experts, "{file}");
+        assert!(
+            mx.iter()
+                .any(|g| (g.rows, g.cols) == (rows, cols) && g.tile_rows < g.rows),
+            "{file}: {:?}",
+            mx.first()
+        );
+    }
 }

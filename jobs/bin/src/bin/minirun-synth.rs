@@ -1,9 +1,9 @@
-//! `minirun-synth FAMILY --out DIR [--seed N] [--scale S] [--wide] [--json]`: write a tiny checkpoint in
-//! a family's real upstream layout (library: `pipeline::synth`; spec: docs/synth.md).
+//! `minirun-synth FAMILY --out DIR [--seed N] [--scale S] [--shape tiny|wide|real] [--json]`: write a
+//! synthetic checkpoint in a family's real upstream layout (library: `pipeline::synth`; spec: docs/synth.md).
 
 use clap::Parser;
 use pipeline::cli::{self, Exit, Hint};
-use pipeline::synth::{self, Family};
+use pipeline::synth::{self, Family, Shape};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,9 +23,13 @@ struct Args {
     /// Size multiplier for benchmarks (1 = tiny; 64 = a few GB).
     #[arg(long, default_value_t = 1)]
     scale: u64,
-    /// DeepSeek V4 with real-sized routed experts (hidden 1024, 2048-wide experts), SCALE of
-    /// them per layer: the benchmark shape (docs/synth.md).
-    #[arg(long)]
+    /// Dimensions: `tiny` (tests), `wide` (DeepSeek V4 with hidden 1024 and real-sized
+    /// 2048-wide experts, SCALE per layer: the pipeline benchmarks), `real` (the real per-layer
+    /// dimensions, few layers, SCALE routed experts per MoE layer: the real-size runs).
+    #[arg(long, value_enum, default_value_t = Shape::Tiny)]
+    shape: Shape,
+    /// Same as `--shape wide` (the benchmarks' recorded commands use it).
+    #[arg(long, conflicts_with = "shape")]
     wide: bool,
     /// Print a JSON summary (every file with its size and SHA-256) on stdout.
     #[arg(long)]
@@ -37,7 +41,8 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    match synth::generate_shaped(args.family, &args.out, args.seed, args.scale, args.wide) {
+    let shape = if args.wide { Shape::Wide } else { args.shape };
+    match synth::generate_shaped(args.family, &args.out, args.seed, args.scale, shape) {
         Ok(summary) => {
             if args.json {
                 println!(

@@ -99,6 +99,31 @@ impl V4Dims {
         }
     }
 
+    /// The real per-layer dimensions of models.md §1.2 (hidden 4096, 64 heads of 512, q/o LoRA
+    /// ranks 1024, 8 output groups, 2048-wide experts of 4 MiB + 256 KiB scales each, sliding
+    /// window 128, index top-k 512) with `experts` routed experts per layer and one main layer
+    /// (sliding-window, hash-routed) plus the MTP block, for real-size runs: at upstream's 256
+    /// experts each of the two is a 3.5 GB shard. The vocabulary stays tiny (docs/synth.md).
+    pub fn real(experts: u64) -> Self {
+        let experts = experts.max(2);
+        V4Dims {
+            hidden: 4096,
+            layers: 1,
+            heads: 64,
+            head_dim: 512,
+            q_lora: 1024,
+            o_groups: 8,
+            o_lora: 1024,
+            experts,
+            top_k: 6.min(experts),
+            moe_inter: 2048,
+            index_topk: 512,
+            window: 128,
+            hash_layers: 1,
+            ..Self::at_scale(1)
+        }
+    }
+
     /// `compress_ratios`: `[0,0] + [4,128]·20 + [4, 0]` for 43 layers (last entry = MTP).
     pub fn compress_ratios(&self) -> Vec<u64> {
         let mut r: Vec<u64> = (0..self.layers).map(ratio_of).collect();

@@ -37,6 +37,22 @@ pub enum Family {
     MinimaxH3,
 }
 
+/// The dimensions a family is generated at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// The tiny test dimensions; `scale` multiplies the routed experts (and, for DeepSeek V4,
+    /// their width from scale 32).
+    #[default]
+    Tiny,
+    /// DeepSeek V4 only: hidden 1024 and real-sized 2048-wide routed experts, `scale` of them
+    /// per layer, all 43 layers (the pipeline benchmarks' shape).
+    Wide,
+    /// The family's real per-layer dimensions with few layers and `scale` routed experts per
+    /// MoE layer (DeepSeek V4, Kimi K3): the real-size runs (docs/bench/real-size.md).
+    Real,
+}
+
 /// What was written.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
@@ -48,6 +64,8 @@ pub struct Summary {
     pub seed: u64,
     /// Scale.
     pub scale: u64,
+    /// Dimensions.
+    pub shape: Shape,
     /// Number of tensors in all safetensors files.
     pub tensors: usize,
     /// Every file, in write order.
@@ -100,36 +118,95 @@ pub enum SynthError {
     /// `--scale` out of range.
     #[error("scale {0} is out of range: use 1..={MAX_SCALE}")]
     Scale(u64),
-    /// `--wide` for a family that does not define it.
-    #[error("`--wide` is defined for deepseek-v4 only")]
-    Wide,
+    /// A shape the family does not define.
+    #[error(
+        "shape `{}` is not defined for {}",
+        value_name(shape),
+        value_name(family)
+    )]
+    Shape {
+        /// The family.
+        family: Family,
+        /// The shape asked for.
+        shape: Shape,
+    },
     /// The output directory is not empty.
     #[error("output directory `{}` is not empty; pass an empty or new directory", .0.display())]
     NotEmpty(PathBuf),
 }
 
-impl crate::cli::Hint for SynthError {}
-
-/// Generate `family` into `out` (created if missing; must be empty).
-pub fn generate(family: Family, out: &Path, seed: u64, scale: u64) -> Result<Summary, SynthError> {
-    generate_shaped(family, out, seed, scale, false)
+impl crate::cli::Hint for SynthError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            SynthError::Shape { .. } => Some(
+                "`wide` is defined for deepseek-v4, `real` for deepseek-v4 and kimi-k3; every family has `tiny`".into(),
+            ),
+            _ => None,
+        }
+    }
 }
 
-/// As [`generate`]; with `wide`, DeepSeek V4 gets real-sized routed experts, `scale` of them per
-/// layer ([`deepseek::V4Dims::wide`]; benchmarks only, no other family defines it).
+/// Generate `family` into `out` (created if missing; must be empty) at the tiny dimensions.
+pub fn generate(family: Family, out: &Path, seed: u64, scale: u64) -> Result<Summary, SynthError> {
+    generate_shaped(family, out, seed, scale, Shape::Tiny)
+}
+
+/// As [`generate`], at `shape`: [`Shape::Wide`] is [`deepseek::V4Dims::wide`] (benchmarks),
+/// [`Shape::Real`] is [`deepseek::V4Dims::real`] or [`kimi::KimiDims::real`] with `scale` routed
+/// experts per MoE layer.
 pub fn generate_shaped(
     family: Family,
     out: &Path,
     seed: u64,
     scale: u64,
-    wide: bool,
+    shape: Shape,
 ) -> Result<Summary, SynthError> {
-    if wide && family != Family::DeepseekV4 {
-        return Err(SynthError::Wide);
+    let defined = match shape {
+        Shape::Tiny => true,
+        Shape::Wide => family == Family::DeepseekV4,
+        Shape::Real => family != Family::MinimaxH3,
+    };
+    if !defined {
+        return Err(SynthError::Shape { family, shape });
     }
     if scale == 0 || scale > MAX_SCALE {
         return Err(SynthError::Scale(scale));
     }
+    empty_dir(out)?;
+    let (files, tensors) = match (family, shape) {
+        (Family::DeepseekV4, Shape::Wide) => {
+            deepseek::generate_dims(out, seed, &deepseek::V4Dims::wide(scale))?
+        }
+        (Family::DeepseekV4, Shape::Real) => {
+            deepseek::generate_dims(out, seed, &deepseek::V4Dims::real(scale))?
+        }
+        (Family::DeepseekV4, _) => deepseek::generate(out, seed, scale)?,
+        (Family::KimiK3, Shape::Real) => {
+            kimi::generate_dims(out, seed, &kimi::KimiDims::real(scale))?
+        }
+        (Family::KimiK3, _) => kimi::generate(out, seed, scale)?,
+        (Family::MinimaxH3, _) => minimax::generate(out, seed, scale)?,
+    };
+    Ok(Summary {
+        family,
+        out: out.to_path_buf(),
+        seed,
+        scale,
+        shape,
+        tensors,
+        files,
+    })
+}
+
+/// The command-line name of a value (`real`, `kimi-k3`).
+fn value_name<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// Create `out` if missing; refuse it unless empty.
+fn empty_dir(out: &Path) -> Result<(), SynthError> {
     std::fs::create_dir_all(out).map_err(|source| SynthError::Io {
         path: out.to_path_buf(),
         source,
@@ -141,20 +218,5 @@ pub fn generate_shaped(
     if entries.next().is_some() {
         return Err(SynthError::NotEmpty(out.to_path_buf()));
     }
-    let (files, tensors) = match family {
-        Family::DeepseekV4 if wide => {
-            deepseek::generate_dims(out, seed, &deepseek::V4Dims::wide(scale))?
-        }
-        Family::DeepseekV4 => deepseek::generate(out, seed, scale)?,
-        Family::KimiK3 => kimi::generate(out, seed, scale)?,
-        Family::MinimaxH3 => minimax::generate(out, seed, scale)?,
-    };
-    Ok(Summary {
-        family,
-        out: out.to_path_buf(),
-        seed,
-        scale,
-        tensors,
-        files,
-    })
+    Ok(())
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Real-size run (issue 19 item 2; not a CI step: it writes ~35 GB): a generated checkpoint with
+# the real per-layer dimensions through every publication stage — fetch → repack → gate → stage →
+# candidate-upload → promote → verify (the consumer pull) — against minirun-hub on loopback, each
+# stage's wall time, CPU time and peak RSS recorded → docs/bench/real-size.md.
+#
+#   ci/bench/real-size.sh [CASE...]      CASE = FAMILY:SCALE, default: v4:256 k3:16 k3:252
+#
+# v4:E = `minirun-synth deepseek-v4 --shape real --scale E` run by
+# plans/tests/deepseek-v4-real-size.toml (one main layer + MTP at hidden 4096, E experts of
+# 13,369,344 B each: 3.5 GB per shard at upstream's 256). k3:E = `minirun-synth kimi-k3 --shape
+# real --scale E` run by plans/tests/kimi-k3-real-size.toml (dense layer 0 + one MoE layer of E
+# experts of 17,547,264 B at hidden 7168; E = 252 makes that shard 5.26 GB, past 4 GiB and past
+# K3's largest file, 5,240,799,232 B). One case at a time; each is removed before the next.
+#
+# Needs the release binaries (cargo build --release --workspace) and ~6× the checkpoint in free
+# disk under TMPDIR (upstream hub, fetched bytes, release, target hub, consumer copy).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${CARGO_TARGET_DIR:=$PWD/target}"
+bin=$CARGO_TARGET_DIR/release
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(v4:256 k3:16 k3:252)
+out=docs/bench/real-size.md
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/minirun-real-size.XXXXXX")
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+steps=(fetch repack gate stage candidate-upload promote verify)
+
+serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
+    mkdir -p "$1"
+    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
+    pids+=($!)
+    for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done
+    grep -o 'http://[0-9.:]*' "$1.out" | head -1
+}
+
+# One stage: "wall cpu rss_kib"; its output in $tmp/log.STEP, a failure stops the run.
+measure() {
+    local step=$1; shift
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    env "$@" /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" \
+        ci/publish/step.sh "$plan" "$step" > "$tmp/log.$step" 2>&1 ||
+        { echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
+    read -r wall user sys rss < <(tail -n 1 "$tmp/time")
+    echo "$wall $(echo "$user + $sys" | bc) $rss"
+}
+
+rows=()
+for c in "${cases[@]}"; do
+    fam=${c%%:*} scale=${c#*:}
+    case $fam in
+    v4) family=deepseek-v4 plan=plans/tests/deepseek-v4-real-size.toml all=layers00..global00 ;;
+    k3) family=kimi-k3 plan=plans/tests/kimi-k3-real-size.toml all=layer00..global ;;
+    *) echo "unknown case \`$c\` (v4:SCALE or k3:SCALE)" >&2; exit 64 ;;
+    esac
+    repo=$(sed -n '/^\[source\]/,/^\[/s/^repo = "\(.*\)"/\1/p' "$plan")
+    rev=$(sed -n 's/^revision = "\(.*\)"/\1/p' "$plan")
+    rm -rf "${tmp:?}"/*
+    t0=$(date +%s.%N)
+    "$bin/minirun-synth" $family --shape real --scale "$scale" --out "$tmp/ckpt" > /dev/null
+    gen_s=$(echo "$(date +%s.%N) - $t0" | bc)
+    bytes=$(find "$tmp/ckpt" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
+    largest=$(find "$tmp/ckpt" -name '*.safetensors' -printf '%s\n' | sort -n | tail -n 1)
+    "$bin/minirun-hub" import --root "$tmp/up" --repo "$repo" --revision "$rev" "$tmp/ckpt" > /dev/null
+    rm -rf "$tmp/ckpt"
+    up=$(serve "$tmp/up")
+    tgt=$(serve "$tmp/target")
+    gb=$(echo "scale=3; $bytes / 1000000000" | bc)
+    for s in "${steps[@]}"; do
+        case $s in
+        fetch | repack | gate | stage) ep=$up ;;
+        *) ep=$tgt ;;
+        esac
+        read -r wall cpu rss < <(measure "$s" HF_ENDPOINT="$ep" HF_TOKEN=bench \
+            MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w")
+        per_gb=$(echo "scale=2; $wall / $gb" | bc)
+        rows+=("| $c | $gb | $largest | $s | $wall | $per_gb | $cpu | $((rss / 1024)) |")
+    done
+    # The consumer's copy is the checkpoint's bytes, republished: every upstream payload byte is
+    # in it (containers re-tile them; the plain streams are verbatim).
+    pulled=$(find "$tmp/w/consumer" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
+    # The distributed shape's hand-off at this size (docs/publish.md §9): one worker, in a fresh
+    # work dir, runs every unit as its slice and writes the unit records (its LFS objects are
+    # already on the target hub, so none is re-sent). The records are all a join receives.
+    peak_disk=$(du -sb "$tmp" | cut -f1)
+    rm -rf "$tmp/w"
+    t0=$(date +%s.%N)
+    for s in fetch repack gate stage candidate-upload; do
+        case $s in candidate-upload) ep=$tgt ;; *) ep=$up ;; esac
+        env HF_ENDPOINT="$ep" HF_TOKEN=bench MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/wk" \
+            MINIRUN_RECORDS="$tmp/records" UNITS="$all" ci/publish/step.sh "$plan" $s > "$tmp/log.rec" 2>&1 ||
+            { echo "worker $s failed:" >&2; tail -n 20 "$tmp/log.rec" >&2; exit 1; }
+    done
+    worker_s=$(echo "$(date +%s.%N) - $t0" | bc)
+    records=$(find "$tmp/records" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
+    share=$(echo "scale=4; 100 * $records / $pulled" | bc)
+    rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify)* | | | | |")
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+    pids=()
+done
+{
+    echo "# Real-size run"
+    echo
+    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size. \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release."
+    echo
+    echo "| case | GB | largest file B | stage | wall s | s/GB | CPU s | peak RSS MiB |"
+    echo "|---|---:|---:|---|---:|---:|---:|---:|"
+    printf '%s\n' "${rows[@]}"
+} > "$out"
+cat "$out"
