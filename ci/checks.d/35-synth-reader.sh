@@ -8,8 +8,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cargo build -q --locked --workspace --bin minirun-synth
 "${CARGO_TARGET_DIR:-target}/debug/minirun-synth" deepseek-v4 --out "$tmp/v4" > "$tmp/sums"
-diff "$tmp/sums" jobs/pipeline/tests/golden/synth-deepseek-v4.sha256
-(cd "$tmp/v4" && sha256sum -c --quiet "$OLDPWD/jobs/pipeline/tests/golden/synth-deepseek-v4.sha256")
+diff "$tmp/sums" jobs/synth/tests/golden/synth-deepseek-v4.sha256
+(cd "$tmp/v4" && sha256sum -c --quiet "$OLDPWD/jobs/synth/tests/golden/synth-deepseek-v4.sha256")
 "$py" ci/synth_reader.py "$tmp/v4"
 # Negative control: one FP8 block scale bumped by 2^4 must be caught.
 cp -r "$tmp/v4" "$tmp/bad"

@@ -3,7 +3,7 @@
 # offline by ci/oracles/compressed_tensors_mxfp4.sh; CI has no torch): its files match the recorded
 # manifest. The comparisons with our decoder and packer are the tests
 # `cargo test -p kernels --test integration compressed_tensors_mxfp4::` and
-# `cargo test -p pipeline --test integration compressed_tensors_mxfp4::` (docs/mxfp4-compressed-tensors.md).
+# `cargo test -p synth --test integration compressed_tensors_mxfp4::` (docs/mxfp4-compressed-tensors.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CI_CACHE:?}"

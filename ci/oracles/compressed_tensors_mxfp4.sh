@@ -6,7 +6,7 @@
 # absent or mismatched (torch pulls CUDA libraries: measured ~2 min, ~3 GB downloaded, 5.6 GB on
 # disk). Not a CI step (CI has no torch): ci/checks.d/57-compressed-tensors-fixture.sh re-checks
 # the digests, and the tests `kernels --test integration compressed_tensors_mxfp4::` and
-# `pipeline --test integration compressed_tensors_mxfp4::` compare our decoder and packer with the fixture.
+# `synth --test integration compressed_tensors_mxfp4::` compare our decoder and packer with the fixture.
 # See docs/mxfp4-compressed-tensors.md. Usage:
 #   ci/oracles/compressed_tensors_mxfp4.sh [VENV_DIR]
 # default: $CI_CACHE/venv-ctensors ($CI_CACHE defaults to ci/.cache).

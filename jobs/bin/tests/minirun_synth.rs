@@ -22,7 +22,7 @@ fn default_v4_output_matches_the_golden_digests() {
     );
     let golden = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../pipeline/tests/golden/synth-deepseek-v4.sha256"
+        "/../synth/tests/golden/synth-deepseek-v4.sha256"
     ))
     .unwrap();
     assert_eq!(String::from_utf8(run.stdout).unwrap(), golden);

@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::candidate::CandidateReport;
-use crate::plan::Plan;
-use crate::promote::PromoteReport;
+use pipeline::candidate::CandidateReport;
+use pipeline::plan::Plan;
+use pipeline::promote::PromoteReport;
 
 /// Where the demo keeps its own files inside the work directory.
 pub const DEMO_SUBDIR: &str = "demo";
@@ -27,7 +27,7 @@ pub struct DemoSummary {
     /// The public commit.
     pub commit: String,
     /// The consumer's verdict.
-    pub verdict: crate::verify::Verdict,
+    pub verdict: pipeline::verify::Verdict,
     /// Files in the published tree.
     pub files: usize,
     /// The consumer's pulled and verified copy (`demo/consumer`).
@@ -44,7 +44,7 @@ pub struct DemoError {
     pub detail: String,
 }
 
-impl crate::cli::Hint for DemoError {
+impl pipeline::cli::Hint for DemoError {
     fn hint(&self) -> Option<String> {
         Some("re-run `minirun-demo --work-dir DIR` on the same directory: every stage resumes from its journal".into())
     }
@@ -53,7 +53,7 @@ impl crate::cli::Hint for DemoError {
 fn step<T, E: std::error::Error>(name: &'static str, r: Result<T, E>) -> Result<T, DemoError> {
     r.map_err(|e| DemoError {
         step: name,
-        detail: crate::cli::render_error(&e, None)
+        detail: pipeline::cli::render_error(&e, None)
             .trim_start_matches("error: ")
             .to_owned(),
     })
@@ -76,13 +76,13 @@ pub fn run(
     let consumer = demo.join("consumer");
     let v = step(
         "verify",
-        crate::verify::pull(
+        pipeline::verify::pull(
             Some(&url),
             plan.target.repo.as_str(),
             plan.target.branch.as_str(),
             &consumer,
             true,
-            &crate::verify::PullOpts::default(),
+            &pipeline::verify::PullOpts::default(),
         ),
     )?;
     progress(v.render().trim_end());
@@ -124,7 +124,7 @@ fn upstream_hub(
         let _ = std::fs::remove_dir_all(&ckpt);
         step(
             "synth",
-            crate::synth::generate(crate::synth::Family::DeepseekV4, &ckpt, 0, 1),
+            synth::generate(synth::Family::DeepseekV4, &ckpt, 0, 1),
         )?;
     }
     progress(&format!(
@@ -167,9 +167,9 @@ fn publish(
     progress("fetch");
     let f = step(
         "fetch",
-        crate::fetch::run(
+        pipeline::fetch::run(
             plan,
-            &crate::fetch::FetchOpts {
+            &pipeline::fetch::FetchOpts {
                 work_dir: wd.clone(),
                 endpoint: ep.clone(),
                 ..Default::default()
@@ -180,9 +180,9 @@ fn publish(
     progress("repack");
     let r = step(
         "repack",
-        crate::repack::run(
+        pipeline::repack::run(
             plan,
-            &crate::repack::RepackOpts {
+            &pipeline::repack::RepackOpts {
                 work_dir: wd.clone(),
                 ..Default::default()
             },
@@ -192,16 +192,16 @@ fn publish(
     progress("gate");
     let g = step(
         "gate",
-        crate::gate::run(
+        pipeline::gate::run(
             plan,
-            &crate::gate::GateOpts {
+            &pipeline::gate::GateOpts {
                 work_dir: wd.clone(),
                 ..Default::default()
             },
         ),
     )?;
     progress(g.render().trim_end());
-    if g.exit() != crate::cli::Exit::Ok {
+    if g.exit() != pipeline::cli::Exit::Ok {
         return Err(DemoError {
             step: "gate",
             detail: format!("verdict {}", g.verdict),
@@ -210,9 +210,9 @@ fn publish(
     progress("stage");
     let s = step(
         "stage",
-        crate::stage::run(
+        pipeline::stage::run(
             plan,
-            &crate::stage::StageOpts {
+            &pipeline::stage::StageOpts {
                 work_dir: wd.clone(),
                 ..Default::default()
             },
@@ -222,9 +222,9 @@ fn publish(
     progress("candidate-upload");
     let c = step(
         "candidate-upload",
-        crate::candidate::run(
+        pipeline::candidate::run(
             plan,
-            &crate::candidate::CandidateOpts {
+            &pipeline::candidate::CandidateOpts {
                 work_dir: wd.clone(),
                 endpoint: ep.clone(),
                 ..Default::default()
@@ -235,9 +235,9 @@ fn publish(
     progress("promote");
     let p = step(
         "promote",
-        crate::promote::run(
+        pipeline::promote::run(
             plan,
-            &crate::promote::PromoteOpts {
+            &pipeline::promote::PromoteOpts {
                 work_dir: wd.clone(),
                 endpoint: ep.clone(),
                 ..Default::default()

@@ -3,7 +3,6 @@
 
 pub mod candidate;
 pub mod cli;
-pub mod demo;
 pub mod direct;
 pub mod distributed;
 pub mod fetch;
@@ -19,6 +18,5 @@ pub mod progress;
 pub mod promote;
 pub mod repack;
 pub mod stage;
-pub mod synth;
 pub mod verify;
 pub mod work;

@@ -2,7 +2,6 @@
 //! Run one suite with `cargo test -p pipeline --test integration <suite>::`.
 
 mod common;
-mod compressed_tensors_mxfp4;
 mod plan;
 mod plan_fuzz;
-mod synth;
+mod real_size;

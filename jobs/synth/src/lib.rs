@@ -135,8 +135,9 @@ pub enum SynthError {
     NotEmpty(PathBuf),
 }
 
-impl crate::cli::Hint for SynthError {
-    fn hint(&self) -> Option<String> {
+impl SynthError {
+    /// The fix a user can apply, if any (`minirun-synth` prints it under the error).
+    pub fn hint(&self) -> Option<String> {
         match self {
             SynthError::Shape { .. } => Some(
                 "`wide` is defined for deepseek-v4, `real` for deepseek-v4 and kimi-k3; every family has `tiny`".into(),

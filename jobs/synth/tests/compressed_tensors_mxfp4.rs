@@ -1,4 +1,4 @@
-//! Our MXFP4 packer (`pipeline::synth::quant`, the checkpoint generator's) against compressed-tensors
+//! Our MXFP4 packer (`synth::quant`, the checkpoint generator's) against compressed-tensors
 //! 0.20.1, the reference package of the `mxfp4-pack-quantized` format: the fixture
 //! `ci/oracles/compressed_tensors_mxfp4/reference.json` records the package's own outputs as
 //! exact bits (re-derived by `ci/oracles/compressed_tensors_mxfp4.sh`). See
@@ -13,10 +13,10 @@
 
 #![allow(clippy::panic)] // a test reports failure by panicking
 
-use pipeline::synth::quant::{
+use serde_json::Value;
+use synth::quant::{
     e8m0_scale_for, e8m0_value, f32_to_e2m1, floor_log2, mxfp4_quantize, E2M1, E2M1_MAX,
 };
-use serde_json::Value;
 
 const FIXTURE: &str = "../../ci/oracles/compressed_tensors_mxfp4/reference.json";
 

@@ -1,4 +1,4 @@
-//! End-to-end tests of `pipeline::synth`: determinism and committed golden digests, every shard
+//! End-to-end tests of the `synth` crate: determinism and committed golden digests, every shard
 //! parsed by our codec and by the `safetensors` crate, the DeepSeek V4 tensor table spelled out
 //! from models.md §1.4/§1.5, config keys, the tokenizer, and value properties of the quantized
 //! tensors (FP8 blocks, e2m1 nibbles, `tid2eid`).
@@ -6,10 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use artifact::safetensors::{index::ShardIndex, parse_header, Header};
-use pipeline::synth::{self, deepseek, kimi, quant, Family, Shape};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
+use synth::{deepseek, kimi, quant, Family, Shape};
 
 const GOLDEN_V4: &str = "tests/golden/synth-deepseek-v4.sha256";
 
@@ -799,75 +799,4 @@ fn real_k3_shape_has_upstream_expert_bytes_and_passes_4_gib() {
     let tiny = kimi::KimiDims::at_scale(1);
     assert_eq!(kimi::shard_plan(&tiny).len(), 7);
     assert!(tiny.is_mla(3) && !tiny.is_mla(1));
-}
-
-/// The upstream tensor list fetch would read from a generated checkpoint's headers.
-fn upstream_of(plan: &ShardPlan) -> Vec<pipeline::plan::UpstreamTensor> {
-    plan.iter()
-        .flat_map(|(file, t)| {
-            t.iter().map(move |p| {
-                pipeline::plan::UpstreamTensor::new(
-                    &p.spec.name,
-                    p.spec.dtype.as_str(),
-                    &p.spec.shape,
-                    file,
-                )
-            })
-        })
-        .collect()
-}
-
-#[test]
-fn real_size_plans_bind_the_real_shapes() {
-    // What `ci/bench/real-size.sh` runs, checked without writing its 7 GB: each real-size plan
-    // claims every tensor of its generated shape, the routed experts as tile containers of the
-    // real geometry.
-    let plans = crate::common::plans_dir().join("tests");
-    let cases = [
-        (
-            "deepseek-v4-real-size.toml",
-            deepseek::shard_plan(&deepseek::V4Dims::real(256)),
-            2 * 256 * 3,
-            (2048, 4096),
-        ),
-        (
-            "kimi-k3-real-size.toml",
-            kimi::shard_plan(&kimi::KimiDims::real(252)),
-            252 * 3,
-            (3072, 3584),
-        ),
-    ];
-    for (file, shards, experts, (rows, cols)) in cases {
-        let plan = pipeline::plan::Plan::load(&plans.join(file)).unwrap();
-        plan.ensure_runnable().unwrap();
-        assert_eq!(
-            plan.sources[0].expected_weight_files,
-            Some(shards.len() as u64),
-            "{file}"
-        );
-        let upstream = upstream_of(&shards);
-        let r = plan
-            .resolve(&upstream)
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert_eq!(r.tensor_count(), upstream.len(), "{file}");
-        assert!(r.omitted.is_empty(), "{file}");
-        let mx: Vec<_> = r
-            .units
-            .iter()
-            .flat_map(|u| &u.placements)
-            .filter_map(|p| match p {
-                pipeline::plan::Placement::Container(c) if c.weight.name.contains(".experts.") => {
-                    Some(c.geometry)
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(mx.len(), experts, "{file}");
-        assert!(
-            mx.iter()
-                .any(|g| (g.rows, g.cols) == (rows, cols) && g.tile_rows < g.rows),
-            "{file}: {:?}",
-            mx.first()
-        );
-    }
 }

@@ -3,7 +3,7 @@
 //! (`stream.rs`), and the DeepSeek V4 registry entry against the transformers fixture
 //! (`deepseek.rs`). One published artifact per test binary: the generated DeepSeek V4 checkpoint
 //! through fetch → repack → gate → stage → candidate-upload → promote on the in-process hub, then
-//! pulled and verified as a consumer (`pipeline::demo::run`, ~1 min); the hub is served again so a
+//! pulled and verified as a consumer (`demo::run`, ~1 min); the hub is served again so a
 //! test that mutates files verifies its own copy with `minirun-verify`'s code first. The K3- and
 //! H3-style releases of `stream.rs` are small unpublished releases (fetch → repack) built per test.
 
@@ -52,7 +52,7 @@ pub fn fixture() -> &'static Fixture {
         let root = deepseek_common::fixture_dir("artifact");
         let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans/deepseek-v4.toml");
         let work = root.join("work");
-        let s = pipeline::demo::run(&plan, &work, &mut |_| {}).unwrap();
+        let s = demo::run(&plan, &work, &mut |_| {}).unwrap();
         assert_eq!(s.verdict, pipeline::verify::Verdict::Verified);
         let server = rt()
             .block_on(hub::server::spawn(

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 use artifact::container::{write_container, ContainerReader, ContainerSpec, Mode};
 use pipeline::plan::Plan;
-use pipeline::synth::{minimax, Family};
 use runner::artifact::stream::{upload_resident, ContainerStreamer, TileSource};
 use runner::artifact::{OpenOptions, TensorKind, VerifiedArtifact};
 use runner::engine::Engine;
+use synth::{minimax, Family};
 
 use super::{engine, fixture, rt};
 
@@ -148,7 +148,7 @@ fn style_release(family: Family, plan: &str, dir: &Path) -> PathBuf {
     )
     .unwrap();
     let ckpt = dir.join("ckpt");
-    pipeline::synth::generate(family, &ckpt, 0, 1).unwrap();
+    synth::generate(family, &ckpt, 0, 1).unwrap();
     let hub_root = dir.join("hub");
     let mut imported = Vec::new();
     for s in &plan.sources {

@@ -32,7 +32,7 @@ fn build() -> Release {
     let plan = pipeline::plan::Plan::load(&plan_path).expect("plan loads");
     let source = plan.sources.first().expect("plan has a source");
     let ckpt = dir.join("ckpt");
-    pipeline::synth::generate(pipeline::synth::Family::DeepseekV4, &ckpt, 0, 1)
+    synth::generate(synth::Family::DeepseekV4, &ckpt, 0, 1)
         .expect("synth writes the tiny V4 checkpoint");
     let hub_root = dir.join("hub");
     let repo = hub::protocol::RepoId::model(source.repo.as_str()).expect("repo id");

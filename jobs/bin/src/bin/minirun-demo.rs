@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let mut progress = |line: &str| eprintln!("[demo] {line}");
-    match pipeline::demo::run(&args.plan, &args.work_dir, &mut progress) {
+    match demo::run(&args.plan, &args.work_dir, &mut progress) {
         Ok(s) => {
             cli::emit(&format!(
                 "demo: published {} files as {} (candidate {}); consumer verdict {:?}\nwork dir kept: {} (re-run any stage with --work-dir; serve the hub again with `minirun-hub serve --root {}`)\n",

@@ -1,11 +1,11 @@
 //! `minirun-synth FAMILY --out DIR [--seed N] [--scale S] [--shape tiny|wide|real] [--json]`: write a
-//! synthetic checkpoint in a family's real upstream layout (library: `pipeline::synth`; spec: docs/synth.md).
+//! synthetic checkpoint in a family's real upstream layout (library: the `synth` crate; spec: docs/synth.md).
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, Hint};
-use pipeline::synth::{self, Family, Shape};
+use pipeline::cli::{self, Exit};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use synth::{Family, Shape};
 
 /// Generate a deterministic synthetic checkpoint.
 #[derive(Debug, Parser)]

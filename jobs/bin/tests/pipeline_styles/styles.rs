@@ -29,7 +29,7 @@ fn synth(family: &str, dir: &Path) -> PathBuf {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let golden = repo_root().join(format!("jobs/pipeline/tests/golden/synth-{family}.sha256"));
+    let golden = repo_root().join(format!("jobs/synth/tests/golden/synth-{family}.sha256"));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         std::fs::read_to_string(&golden).unwrap(),
