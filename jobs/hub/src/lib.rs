@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod protocol;
+#[cfg(feature = "server")]
 pub mod server;
 
 pub use client::{HubClient, HubError, Token, TokenSource, TOKEN_LOOKUP};

@@ -136,10 +136,6 @@ pub const ENV_NONE: &str = "Environment: none read.";
 /// `--help`'s environment section of the demo (its hub is its own, on loopback).
 pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); nothing else.";
 
-/// `--help`'s environment section of `minirun-hub`.
-pub const ENV_HUB_SERVER: &str = "Environment:
-  RUST_LOG        filter of the request log on stderr (default info)";
-
 /// The report as JSON with its versioned schema name first-class: `"schema": "minirun.<stage>/1"`
 /// (docs/cli.md). A report that is not a JSON object is wrapped as `{"schema", "report"}`.
 pub fn with_schema<T: serde::Serialize>(stage: &str, out: &T) -> serde_json::Value {

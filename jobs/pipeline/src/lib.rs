@@ -8,7 +8,6 @@ pub mod distributed;
 pub mod fetch;
 pub mod gate;
 pub mod gguf_tool;
-pub mod hub_tool;
 pub mod inspect;
 pub mod inspect_artifact;
 pub mod mega_tool;

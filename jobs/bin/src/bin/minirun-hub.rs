@@ -1,9 +1,9 @@
 //! `minirun-hub serve | import`: the embedded file-backed hub server (docs/hub.md). Thin: the
-//! command line is `pipeline::hub_tool`, the server `hub::server`.
+//! command line is `hub::server::tool`, the server `hub::server`.
 use std::process::ExitCode;
 
-use pipeline::cli::{parse_args, print_error, Exit, Hint};
-use pipeline::hub_tool::{self, Cli};
+use hub::server::tool::{self, Cli};
+use pipeline::cli::{parse_args, print_error, Exit};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -18,10 +18,10 @@ async fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match hub_tool::run(cli).await {
+    match tool::run(cli).await {
         Ok(()) => Exit::Ok.into(),
         Err(e) => {
-            print_error(&e, e.hint());
+            print_error(&e, None);
             Exit::Failure.into()
         }
     }

@@ -13,6 +13,7 @@ mod lfs;
 mod routes_read;
 mod routes_write;
 pub mod store;
+pub mod tool;
 
 use std::net::SocketAddr;
 use std::path::Path;

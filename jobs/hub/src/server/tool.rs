@@ -5,8 +5,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use crate::server::{self, FaultSpec, ImportError, ServerOptions};
 use clap::{Parser, Subcommand};
-use hub::server::{self, FaultSpec, ImportError, ServerOptions};
+
+/// The environment `minirun-hub` reads (its `--help` lists it, as every binary's does).
+pub const ENV: &str = "Environment:
+  RUST_LOG        filter of the request log on stderr (default info)";
 
 /// The embedded Hugging Face Hub-compatible server.
 #[derive(Debug, Parser)]
@@ -14,7 +18,7 @@ use hub::server::{self, FaultSpec, ImportError, ServerOptions};
     name = "minirun-hub",
     version,
     about = "The embedded Hugging Face Hub-compatible server",
-    after_help = crate::cli::ENV_HUB_SERVER
+    after_help = ENV
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -80,7 +84,7 @@ pub enum HubToolError {
     Repo(String),
     /// The token file could not be read.
     #[error(transparent)]
-    Token(#[from] hub::HubError),
+    Token(#[from] crate::HubError),
     /// The store could not be opened or the address bound.
     #[error("failed to serve `{}` on `{addr}`", root.display())]
     Serve {
@@ -111,8 +115,6 @@ pub enum HubToolError {
     #[error(transparent)]
     Import(#[from] ImportError),
 }
-
-impl crate::cli::Hint for HubToolError {}
 
 /// A missing store is created only under `--init`; anything else at the path is refused.
 fn ensure_root(root: &Path, init: bool) -> Result<(), HubToolError> {
@@ -149,7 +151,7 @@ pub async fn run(cli: Cli) -> Result<(), HubToolError> {
                 return Err(HubToolError::Remote(a));
             }
             let token = match token_file {
-                Some(p) => Some(hub::Token::from_file(&p)?.expose().to_string()),
+                Some(p) => Some(crate::Token::from_file(&p)?.expose().to_string()),
                 None => None,
             };
             let faults: FaultSpec = faults.parse().map_err(HubToolError::Faults)?;
@@ -186,7 +188,7 @@ pub async fn run(cli: Cli) -> Result<(), HubToolError> {
             private,
             dir,
         } => {
-            let id = hub::RepoId::model(&repo).map_err(HubToolError::Repo)?;
+            let id = crate::RepoId::model(&repo).map_err(HubToolError::Repo)?;
             let s = server::import_dir(&root, &id, &revision, &dir, private)?;
             println!(
                 "imported {} files ({} LFS) as {id}@{revision}{}",
