@@ -169,8 +169,8 @@ pub(super) fn survey(plan: &Plan, tensors: &[UpstreamTensor]) -> Survey {
 }
 
 impl<'p, 't> Binder<'p, 't> {
-    fn path(&self) -> String {
-        self.plan.locator().path().to_owned()
+    fn path(&self) -> std::path::PathBuf {
+        self.plan.locator().path().to_path_buf()
     }
 
     fn tensor(

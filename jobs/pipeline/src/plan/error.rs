@@ -9,34 +9,35 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 /// Every refusal of a plan.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     /// The plan file could not be read.
-    #[error("failed to read plan `{path}`")]
+    #[error("failed to read plan `{}`", path.display())]
     Read {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// The IO error.
         #[source]
         source: std::io::Error,
     },
     /// The file is far larger than any plan.
-    #[error("`{path}` is {len} bytes, more than the {max} a plan may have; is it a plan?")]
+    #[error("`{}` is {len} bytes, more than the {max} a plan may have; is it a plan?", path.display())]
     TooLarge {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// Its size.
         len: u64,
         /// The limit.
         max: u64,
     },
     /// toml refused the document (syntax, unknown key, wrong type, invalid value).
-    #[error("`{path}`:{line}:{column}: {}{message}", KeyPrefix(key))]
+    #[error("`{}`:{line}:{column}: {}{message}", path.display(), KeyPrefix(key))]
     Parse {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// 1-based line.
         line: usize,
         /// 1-based column.
@@ -47,10 +48,10 @@ pub enum PlanError {
         message: String,
     },
     /// A value is well-typed but breaks a rule of the schema.
-    #[error("`{path}`:{line}: key `{key}`: {reason}")]
+    #[error("`{}`:{line}: key `{key}`: {reason}", path.display())]
     Invalid {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// 1-based line of the offending value.
         line: usize,
         /// Dotted key path.
@@ -60,11 +61,12 @@ pub enum PlanError {
     },
     /// The plan is a draft: it validates, but no stage may run it.
     #[error(
-        "`{path}`:{line}: key `status`: plan `{plan}` is a draft and no stage may run it: {reason}"
+        "`{}`:{line}: key `status`: plan `{plan}` is a draft and no stage may run it: {reason}",
+        path.display()
     )]
     Draft {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// Line of `status = "draft"`.
         line: usize,
         /// The plan's name.
@@ -73,10 +75,10 @@ pub enum PlanError {
         reason: String,
     },
     /// Upstream tensors and the plan's units/rules disagree.
-    #[error("`{path}`{}: tensor `{tensor}`: {reason}", LinePrefix(*line, key))]
+    #[error("`{}`{}: tensor `{tensor}`: {reason}", path.display(), LinePrefix(*line, key))]
     Tensor {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// The upstream tensor (qualified `source:name` in multi-source plans).
         tensor: String,
         /// Line of the unit or rule involved, when one is.
@@ -87,10 +89,10 @@ pub enum PlanError {
         reason: String,
     },
     /// A unit of the plan claims no upstream tensor.
-    #[error("`{path}`:{line}: key `{key}`: unit `{unit}` matches no upstream tensor; fix its `tensors` patterns or remove the unit")]
+    #[error("`{}`:{line}: key `{key}`: unit `{unit}` matches no upstream tensor; fix its `tensors` patterns or remove the unit", path.display())]
     EmptyUnit {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// Line of the unit's `tensors`.
         line: usize,
         /// Key path of the unit.
@@ -99,10 +101,10 @@ pub enum PlanError {
         unit: String,
     },
     /// `--units SEL` could not be applied to this plan.
-    #[error("`{path}`: unit selection `{selection}`: {reason}")]
+    #[error("`{}`: unit selection `{selection}`: {reason}", path.display())]
     Selection {
         /// The plan path.
-        path: String,
+        path: PathBuf,
         /// The selection as given.
         selection: String,
         /// What is wrong and how to fix it.
@@ -152,23 +154,23 @@ impl fmt::Display for LinePrefix<'_> {
 /// Maps byte offsets of one plan text to lines, columns and key paths.
 #[derive(Debug, Clone)]
 pub struct Locator {
-    path: String,
+    path: PathBuf,
     line_starts: Vec<usize>,
 }
 
 impl Locator {
     /// Index `text` (the plan as read from `path`).
-    pub fn new(path: &str, text: &str) -> Locator {
+    pub fn new(path: &Path, text: &str) -> Locator {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Locator {
-            path: path.to_owned(),
+            path: path.to_path_buf(),
             line_starts,
         }
     }
 
     /// The plan path as given.
-    pub fn path(&self) -> &str {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
@@ -295,7 +297,7 @@ mod tests {
 
     #[test]
     fn lines_and_columns() {
-        let l = Locator::new("p.toml", "a = 1\nbb = 2\n\nc = 3");
+        let l = Locator::new(Path::new("p.toml"), "a = 1\nbb = 2\n\nc = 3");
         assert_eq!(l.line_col(0), (1, 1));
         assert_eq!(l.line_col(6), (2, 1));
         assert_eq!(l.line_col(11), (2, 6));

@@ -366,14 +366,14 @@ impl Plan {
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.len() > MAX_PLAN_BYTES {
                 return Err(PlanError::TooLarge {
-                    path: path.display().to_string(),
+                    path: path.to_path_buf(),
                     len: meta.len(),
                     max: MAX_PLAN_BYTES,
                 });
             }
         }
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-            path: path.display().to_string(),
+            path: path.to_path_buf(),
             source,
         })?;
         Plan::parse(&text, path)

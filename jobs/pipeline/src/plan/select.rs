@@ -10,7 +10,7 @@ pub(super) fn select(plan: &Plan, sel: Option<&str>) -> Result<Vec<UnitName>, Pl
         return Ok(plan.units.iter().map(|u| u.name.clone()).collect());
     };
     let refuse = |reason: String| PlanError::Selection {
-        path: plan.path.display().to_string(),
+        path: plan.path.clone(),
         selection: sel.to_owned(),
         reason,
     };

@@ -24,7 +24,7 @@ const MAX_BUDGET_MIB: u32 = 1 << 20;
 pub(super) type R<T> = Result<T, PlanError>;
 
 pub(super) fn parse(text: &str, path: &Path) -> R<Plan> {
-    let loc = Locator::new(&path.display().to_string(), text);
+    let loc = Locator::new(path, text);
     let raw: RawPlan = toml::from_str(text).map_err(|e| loc.parse_error(text, &e))?;
     let name = path
         .file_stem()

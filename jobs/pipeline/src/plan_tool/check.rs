@@ -248,7 +248,7 @@ fn rule_checks(plan: &Plan, counts: &[u64], findings: &mut Vec<CheckFinding>) ->
                 kind: "unused-rule".into(),
                 message: format!(
                     "`{}`:{}: key `{}`: rule `{}`{} ({action}) decides no upstream tensor; fix its `match`/`when_dtype` or remove it",
-                    plan.locator().path(),
+                    plan.locator().path().display(),
                     r.line,
                     r.key,
                     r.pattern,
