@@ -1,6 +1,6 @@
 """ggml's C reference quantizers (libggml-quants.so from ci/oracles/build_ggml_quants.sh — the
 functions llama-quantize --pure runs without an imatrix) timed on the same decoded tensors as
-jobs/artifact/examples/gguf_quantize_bench.rs, single-threaded. One JSON line per type.
+jobs/tooling/examples/gguf_quantize_bench.rs, single-threaded. One JSON line per type.
 Usage: python gguf_quantize_bench.py LIBGGML_QUANTS MODEL.gguf TYPE..."""
 import ctypes, json, os, sys, time
 import numpy as np

@@ -9,5 +9,5 @@ cd "$(dirname "$0")/../.."
 : "${CI_CACHE:=$PWD/ci/.cache}"
 model=${1:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}
 types="q4_0 q8_0 q4_K q5_K q6_K"
-cargo run -q --release -p artifact --example gguf_quantize_bench -- "$model" $types
+cargo run -q --release -p tooling --example gguf_quantize_bench -- "$model" $types
 "$CI_CACHE/venv-gguf/bin/python" ci/bench/gguf_quantize_bench.py "$CI_CACHE/ggml-quants/libggml-quants.so" "$model" $types

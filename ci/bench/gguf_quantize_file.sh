@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-file quantize throughput and peak RSS: `minirun-gguf quantize --pure` (its library call,
-# release build of the artifact crate: examples/gguf_quantize_file.rs) against llama.cpp's
+# release build of the tooling crate: examples/gguf_quantize_file.rs) against llama.cpp's
 # `llama-quantize --pure` (built by ci/oracles/llama_quantize.sh) on the same f16 input — SmolLM2
 # dequantized to f16 by our own quantize (270 MB). Both outputs must have the same SHA-256.
 # Not a CI step; results in docs/bench/gguf-quantize.md.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 lq=${1:-$CI_CACHE/llama-quantize/build/bin/llama-quantize}
 threads=${2:-2}
 real="${MINIRUN_SMOLLM2_GGUF:-$CI_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf}"
-cargo build -q --release -p artifact --example gguf_quantize_file
+cargo build -q --release -p tooling --example gguf_quantize_file
 ours="${CARGO_TARGET_DIR:-target}/release/examples/gguf_quantize_file"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$ours" "$real" "$work/in-f16.gguf" f16 --pure --allow-requantize >/dev/null

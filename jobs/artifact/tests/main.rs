@@ -5,7 +5,6 @@
 mod container;
 mod fuzz_index_identity;
 mod gguf_format;
-mod gguf_llama_quantize;
 mod gguf_real;
 mod gguf_split;
 mod identity;

@@ -67,6 +67,39 @@ pub fn print_error(err: &dyn StdError, hint: Option<String>) {
     eprintln!("{}", render_error(err, hint));
 }
 
+/// Parse `T` from the process arguments, mapping clap's failures to exit 64 (help and version
+/// requests print and exit 0).
+pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse_args`] over explicit arguments (tests).
+pub fn parse_from<T, I, S>(args: I) -> Result<T, ExitCode>
+where
+    T: clap::Parser,
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    match T::try_parse_from(args) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            // Help and version asked for are a success; help shown because a required command
+            // or argument is missing is a usage error (64), like any other (docs/cli.md).
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Exit::Ok,
+                _ => Exit::Usage,
+            };
+            // Printing can only fail on a closed stdout/stderr; nothing useful to do then.
+            let _ = e.print();
+            Err(code.into())
+        }
+    }
+}
+
+/// `--help`'s environment section of a binary that reads no environment variable.
+pub const ENV_NONE: &str = "Environment: none read.";
+
 #[cfg(test)]
 mod tests {
     use super::*;

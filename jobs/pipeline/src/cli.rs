@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub use contract::{print_error, render_error, Exit};
+pub use contract::{parse_args, parse_from, print_error, render_error, Exit, ENV_NONE};
 
 /// Flags common to every stage binary (fetch, repack, gate, stage, candidate-upload, promote).
 #[derive(Debug, Clone, clap::Args)]
@@ -43,36 +43,6 @@ pub struct UnitArgs {
     /// Units to work on: comma-separated names or ranges (`layers00..layers09`); default all.
     #[arg(long, value_name = "SEL")]
     pub units: Option<String>,
-}
-
-/// Parse `T` from the process arguments, mapping clap's failures to exit 64 (help and version
-/// requests print and exit 0).
-pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
-    parse_from(std::env::args_os())
-}
-
-/// [`parse_args`] over explicit arguments (tests).
-pub fn parse_from<T, I, S>(args: I) -> Result<T, ExitCode>
-where
-    T: clap::Parser,
-    I: IntoIterator<Item = S>,
-    S: Into<std::ffi::OsString> + Clone,
-{
-    match T::try_parse_from(args) {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            use clap::error::ErrorKind;
-            // Help and version asked for are a success; help shown because a required command
-            // or argument is missing is a usage error (64), like any other (docs/cli.md).
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Exit::Ok,
-                _ => Exit::Usage,
-            };
-            // Printing can only fail on a closed stdout/stderr; nothing useful to do then.
-            let _ = e.print();
-            Err(code.into())
-        }
-    }
 }
 
 /// How a long stage reports progress: nothing with `--json`, bars on a terminal, plain timed
@@ -129,9 +99,6 @@ pub const ENV_HUB: &str = "Environment:
   HF_TOKEN        the access token; else the file HF_TOKEN_PATH names; else $HF_HOME/token
   HF_TOKEN_PATH   a token file
   HF_HOME         defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface (where `hf auth login` saves the token)";
-
-/// `--help`'s environment section of a binary that reads none.
-pub const ENV_NONE: &str = "Environment: none read.";
 
 /// `--help`'s environment section of the demo (its hub is its own, on loopback).
 pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); nothing else.";

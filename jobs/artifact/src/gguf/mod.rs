@@ -1,21 +1,17 @@
 //! GGUF v3: one reader ([`reader`]), one writer ([`writer`]), the multi-part convention
-//! ([`split`]), the weight encoders ([`quant`]), llama-quantize --pure's file rules ([`pure`]), the HF → GGUF converter ([`convert`]) and the
-//! `minirun-gguf` subcommands ([`tooling`]).
+//! ([`split`]), the weight encoders ([`quant`]) and llama.cpp's file types ([`file_type`]). The
+//! `minirun-gguf` operations (quantize plans, the HF → GGUF converter, split/info) are the
+//! `tooling` crate's.
 //!
 //! Spec: ggml `docs/gguf.md`; the writer/split/quantize contract is the third seed document
 //! (`../shared/seeds/003_*.txt`); byte layouts in `../shared/design/formats.md` §5; decisions and
 //! deviations in `docs/gguf.md`.
 
-pub mod convert;
+pub mod file_type;
 pub mod metadata;
-pub mod mixture;
-pub mod pure;
 pub mod quant;
 pub mod reader;
-pub mod special_vocab;
 pub mod split;
-pub mod testmodel;
-pub mod tooling;
 pub mod types;
 pub mod writer;
 
@@ -62,7 +58,8 @@ pub enum GgufError {
 }
 
 impl GgufError {
-    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> GgufError {
+    /// An I/O failure of `op` on `path`.
+    pub fn io(op: &'static str, path: &Path, source: std::io::Error) -> GgufError {
         GgufError::Io {
             op,
             path: path.to_path_buf(),

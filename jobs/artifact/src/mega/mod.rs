@@ -8,17 +8,16 @@
 //! - [`reader`]: bounded header reader, tensor access and on-demand hash verification;
 //! - [`index`]: the `.mega.index.json` schema and the release view that resolves the index first;
 //! - [`inspect`]: the hub card's entry-point rules, summary, fallbacks, hash and trust states;
-//! - [`convert`]: safetensors (single or sharded) → MEGA, byte-preserving;
-//! - [`ops`]: the `minirun-mega` operations (convert, inspect, verify) returning text + status;
 //! - [`kv`]: the `.megakv` KV-cache sidecar (prefix cache), reader and writer.
+//!
+//! The `minirun-mega` operations (safetensors → MEGA conversion, inspect/verify as text + status)
+//! are the `tooling` crate's `mega` module.
 
-pub mod convert;
 pub mod index;
 pub mod inspect;
 pub mod kv;
 pub mod layout;
 pub mod metadata;
-pub mod ops;
 pub mod reader;
 pub mod writer;
 
@@ -221,7 +220,8 @@ impl MegaError {
         })
     }
 
-    pub(crate) fn io(op: &'static str, file: impl Into<String>, source: std::io::Error) -> Self {
+    /// An I/O failure of `op` on `file`.
+    pub fn io(op: &'static str, file: impl Into<String>, source: std::io::Error) -> Self {
         MegaError::Io {
             op,
             file: file.into(),

@@ -81,8 +81,8 @@ impl QuantTarget {
     }
 
     /// The llama.cpp file type this target writes (q4_K/q5_K as their _M types, seed §2.2).
-    pub fn llama_file_type(self) -> crate::gguf::mixture::FileType {
-        use crate::gguf::mixture::FileType as F;
+    pub fn llama_file_type(self) -> crate::gguf::file_type::FileType {
+        use crate::gguf::file_type::FileType as F;
         use QuantTarget::*;
         match self {
             F32 => F::F32,

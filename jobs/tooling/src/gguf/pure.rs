@@ -23,10 +23,10 @@
 
 use std::cmp::Ordering;
 
-use super::reader::TensorInfo;
-use super::tooling::{entry, Note, PlanEntry, ToolError, PROG};
-use super::types::{GgmlType, Value};
-use super::{Metadata, DEFAULT_ALIGNMENT};
+use super::ops::{entry, Note, PlanEntry, ToolError, PROG};
+use artifact::gguf::reader::TensorInfo;
+use artifact::gguf::types::{GgmlType, Value};
+use artifact::gguf::{Metadata, DEFAULT_ALIGNMENT};
 
 /// llama.cpp's `tensor_allows_quantization` for `llama-quantize` defaults (`only_copy` false,
 /// `quantize_output_tensor` true).

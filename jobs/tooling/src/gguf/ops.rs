@@ -1,6 +1,6 @@
 //! The `minirun-gguf` operations as library code: `split`, `quantize` (with its per-tensor plan
 //! and printed lists), `info`, and the size parser. `convert` lives in [`super::convert`]. The
-//! argument parser is in `pipeline::gguf_tool`; every refusal text is produced here, so the
+//! argument parser is in [`super::cli`]; every refusal text is produced here, so the
 //! "required" refusals are ours, never the parser's.
 //!
 //! Spec: seed 003 §2 (subcommands) and §3 (refusal texts, with `minfer` → `minirun-gguf`).
@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use super::mixture::{self, FileType, Hparams};
 use super::pure;
-use super::quant::{self, FmaContract, QuantTarget};
-use super::reader::{GgufModel, TensorInfo};
-use super::split::{self, write_split};
-use super::types::{GgmlType, Value};
-use super::writer::{write_file, TensorSpec};
-use super::{GgufError, Metadata};
+use artifact::gguf::quant::{self, FmaContract, QuantTarget};
+use artifact::gguf::reader::{GgufModel, TensorInfo};
+use artifact::gguf::split::{self, write_split};
+use artifact::gguf::types::{GgmlType, Value};
+use artifact::gguf::writer::{write_file, TensorSpec};
+use artifact::gguf::{GgufError, Metadata};
 
 /// The program name used in refusal texts.
 pub const PROG: &str = "minirun-gguf";

@@ -1,13 +1,13 @@
 //! `minirun-gguf quantize` as a library call (`tooling::run_quantize`, the code the binary runs),
 //! for the file-level benchmark against `llama-quantize` (ci/bench/gguf_quantize_file.sh,
 //! docs/bench/gguf-quantize.md): a release build of the `artifact` crate alone.
-//! Usage: `cargo run --release -p artifact --example gguf_quantize_file -- IN OUT TYPE [--pure] [--allow-requantize]`.
+//! Usage: `cargo run --release -p tooling --example gguf_quantize_file -- IN OUT TYPE [--pure] [--allow-requantize]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use artifact::gguf::quant::FmaContract;
-use artifact::gguf::tooling::{run_quantize, QuantizeOpts};
+use tooling::gguf::ops::{run_quantize, QuantizeOpts};
 
 fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().skip(1).collect();

@@ -2,7 +2,7 @@
 //! ci/oracles/llama-quantize.recorded.json (written by ci/oracles/llama_quantize.sh from a
 //! llama.cpp build; never rebuilt in CI), `minirun-gguf quantize --pure` on the same input writes
 //! a file with the same SHA-256 and byte count. The test-model inputs are regenerated here by
-//! `artifact::gguf::testmodel` and must match their recorded digest first; the real SmolLM2 input
+//! `tooling::gguf::testmodel` and must match their recorded digest first; the real SmolLM2 input
 //! is used when present (a failure under `CI` when absent, as tests/gguf_real.rs). Every target
 //! type must have encoded at least one tensor, or the parity would prove nothing.
 
@@ -10,12 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use artifact::gguf::mixture::FileType;
 use artifact::gguf::quant::FmaContract;
-use artifact::gguf::testmodel::{write_test_model_arch, Arch};
-use artifact::gguf::tooling::{run_quantize, Action, QuantizeOpts};
 use artifact::gguf::GgmlType;
 use sha2::{Digest, Sha256};
+use tooling::gguf::mixture::FileType;
+use tooling::gguf::ops::{run_quantize, Action, QuantizeOpts};
+use tooling::gguf::testmodel::{write_test_model_arch, Arch};
 
 fn digest(p: &Path) -> (u64, String) {
     let b = std::fs::read(p).unwrap();

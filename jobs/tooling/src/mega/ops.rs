@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::convert::{convert, render_summary, ConvertOptions};
-use super::inspect::{inspect, verify, EntryPoint};
-use super::MegaError;
+use artifact::mega::inspect::{inspect, verify, EntryPoint};
+use artifact::mega::MegaError;
 
 /// What an operation printed and whether it succeeded (exit 0) or reported a failure (exit 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,6 @@ pub fn verify_op(path: &Path) -> Result<Outcome, MegaError> {
 /// Parse `--alignment` (a power of two in 8..=2^30) for the argument parser.
 pub fn parse_alignment(s: &str) -> Result<u64, String> {
     let v: u64 = s.parse().map_err(|e| format!("{e}"))?;
-    super::layout::check_alignment(v).map_err(|e| e.to_string())?;
+    artifact::mega::layout::check_alignment(v).map_err(|e| e.to_string())?;
     Ok(v)
 }

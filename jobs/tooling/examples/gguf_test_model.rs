@@ -1,12 +1,12 @@
-//! Writes the deterministic tiny Qwen2 and Qwen3 test models of `artifact::gguf::testmodel` (2-D
+//! Writes the deterministic tiny Qwen2 and Qwen3 test models of `tooling::gguf::testmodel` (2-D
 //! weights at f32 and at f16) into a directory: the inputs ci/oracles/llama_quantize.sh hands to
-//! `llama-quantize --pure`. Usage: `cargo run -p artifact --example gguf_test_model -- OUT_DIR`.
+//! `llama-quantize --pure`. Usage: `cargo run -p tooling --example gguf_test_model -- OUT_DIR`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use artifact::gguf::testmodel::{write_test_model_arch, Arch};
 use artifact::gguf::GgmlType;
+use tooling::gguf::testmodel::{write_test_model_arch, Arch};
 
 fn main() -> ExitCode {
     let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {

@@ -1,21 +1,22 @@
 //! `minirun-mega`'s command line: convert a safetensors checkpoint into a MEGA release, inspect a
 //! release the way the hub card does (headers and index only), verify payload hashes with trust
-//! reported apart. Thin layer over `artifact::mega::ops` (docs/mega.md §11). Exit: 0 ok,
+//! reported apart. Thin layer over `tooling::mega::ops` (docs/mega.md §11). Exit: 0 ok,
 //! 1 failure, 64 usage.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::{parse_args, print_error, Exit};
-use artifact::mega::{convert::ConvertOptions, ops, MegaError, DEFAULT_ALIGNMENT};
+use super::{convert::ConvertOptions, ops};
+use artifact::mega::{MegaError, DEFAULT_ALIGNMENT};
 use clap::{Parser, Subcommand};
+use contract::{parse_args, print_error, Exit};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "minirun-mega",
     version,
     about = "MEGA artifacts: convert, inspect, verify",
-    after_help = crate::cli::ENV_NONE
+    after_help = contract::ENV_NONE
 )]
 struct Args {
     #[command(subcommand)]

@@ -1,13 +1,13 @@
 //! safetensors → MEGA → every tensor byte-identical to the source (single and multi-shard), index
 //! resolution opening only the needed shards, and on-demand hash verification.
 
-use artifact::mega::convert::{convert, source_tensors, ConvertOptions};
 use artifact::mega::index::Release;
 use artifact::mega::inspect::{verify, TrustState};
 use artifact::mega::metadata::Value;
 use artifact::mega::{DirOpener, ShardReader};
+use tooling::mega::convert::{convert, source_tensors, ConvertOptions};
 
-use crate::mega::common::{
+use crate::mega_common::{
     fixture_tensors, write_safetensors, write_sharded_source, write_side_files, RecordingOpener,
 };
 
@@ -226,7 +226,7 @@ mod prop {
                 // F4 needs an even element count.
                 if DTYPES[*d] == "F4" { shape.push(2); }
                 let n = tensor_nbytes(DTYPES[*d], &shape).unwrap() as usize;
-                owned.push((format!("t{i}"), DTYPES[*d], shape, crate::mega::common::pattern(i as u32, n)));
+                owned.push((format!("t{i}"), DTYPES[*d], shape, crate::mega_common::pattern(i as u32, n)));
             }
             let data: Vec<TensorData<'_>> = owned.iter().map(|(n, d, s, b)| TensorData {
                 name: n.clone(), dtype: d.to_string(), shape: s.clone(), bytes: b,

@@ -1,14 +1,14 @@
 //! Quantize throughput of `artifact::gguf` encoders on a real GGUF's tensors (decoded to f32
 //! first; decoding is not timed). Prints one JSON line per target: elements, seconds single-threaded
 //! (`quant::encode`, as ggml's `quantize_row_*_ref`) and with the row-parallel `encode_tensor`.
-//! Usage: cargo run --release -p artifact --example gguf_quantize_bench -- MODEL.gguf [TYPES…]
+//! Usage: cargo run --release -p tooling --example gguf_quantize_bench -- MODEL.gguf [TYPES…]
 //! (ci/bench/gguf_quantize_bench.sh runs it beside ggml's C on the same input; docs/bench/).
 
 use std::time::Instant;
 
 use artifact::gguf::quant::{self, FmaContract};
-use artifact::gguf::tooling::encode_tensor;
 use artifact::gguf::{GgmlType, GgufModel};
+use tooling::gguf::ops::encode_tensor;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

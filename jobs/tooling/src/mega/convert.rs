@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use safetensors::SafeTensors;
 
-use super::inspect::size_token;
-use super::metadata::{check_key_syntax, Metadata, Value};
-use super::writer::{write_release, ReleaseOptions, ReleaseSummary, TensorData, TensorOrder};
-use super::MegaError;
+use artifact::mega::inspect::size_token;
+use artifact::mega::metadata::{check_key_syntax, Metadata, Value};
+use artifact::mega::writer::{
+    write_release, ReleaseOptions, ReleaseSummary, TensorData, TensorOrder,
+};
+use artifact::mega::MegaError;
 
 /// JSON side files (config, tokenizer) larger than this are refused.
 const MAX_SIDE_FILE: u64 = 128 << 20;
@@ -33,7 +35,7 @@ pub struct ConvertOptions {
 impl Default for ConvertOptions {
     fn default() -> Self {
         ConvertOptions {
-            alignment: super::DEFAULT_ALIGNMENT,
+            alignment: artifact::mega::DEFAULT_ALIGNMENT,
             max_shard_size: None,
             name: None,
         }

@@ -22,8 +22,8 @@
 
 use serde_json::Value as Json;
 
-use super::types::Value;
-use super::Metadata;
+use artifact::gguf::types::Value;
+use artifact::gguf::Metadata;
 
 const TYPES: [(&str, &str); 7] = [
     ("bos", "tokenizer.ggml.bos_token_id"),

@@ -13,9 +13,9 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use super::types::{GgmlType, Value};
-use super::writer::{write_file, TensorSpec, DEFAULT_ALIGNMENT};
-use super::{GgufError, Metadata};
+use artifact::gguf::types::{GgmlType, Value};
+use artifact::gguf::writer::{write_file, TensorSpec, DEFAULT_ALIGNMENT};
+use artifact::gguf::{GgufError, Metadata};
 
 /// Hidden size, feed-forward size, vocabulary, layers (of which the first two carry weights).
 const HIDDEN: u64 = 256;
@@ -195,8 +195,14 @@ pub fn write_test_model_arch(path: &Path, source: GgmlType, arch: Arch) -> Resul
         let two_d = dims.iter().skip(1).any(|&d| d != 1);
         let ty = if two_d { source } else { GgmlType::F32 };
         let mut bytes = Vec::new();
-        super::quant::encode(ty, &x, x.len(), &mut bytes, super::quant::FmaContract::Off)
-            .map_err(|e| GgufError::Write(format!("test model tensor `{name}`: {e}")))?;
+        artifact::gguf::quant::encode(
+            ty,
+            &x,
+            x.len(),
+            &mut bytes,
+            artifact::gguf::quant::FmaContract::Off,
+        )
+        .map_err(|e| GgufError::Write(format!("test model tensor `{name}`: {e}")))?;
         specs.push(TensorSpec {
             name,
             dims,

@@ -1,18 +1,18 @@
 //! The `minirun-gguf` command line: clap definitions for `split`, `quantize`, `convert` and
-//! `info`, dispatched to `artifact::gguf::tooling` / `artifact::gguf::convert`. Flags the seed
+//! `info`, dispatched to `tooling::gguf::ops` / `tooling::gguf::convert`. Flags the seed
 //! calls required (`--type`, `--max-size`) are optional here on purpose, so their refusal text
 //! and exit code 1 come from the library, not from clap (seed 003 §3; docs/gguf.md).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use artifact::gguf::convert::{run_convert, ConvertOpts};
+use super::convert::{run_convert, ConvertOpts};
+use super::ops::{self as gguf_ops, QuantizeOpts, SplitOpts, ToolError};
 use artifact::gguf::quant::FmaContract;
-use artifact::gguf::tooling::{self, QuantizeOpts, SplitOpts, ToolError};
 
 /// `minirun-gguf`: GGUF split, quantize, convert and inspect.
 #[derive(Debug, clap::Parser)]
-#[command(name = "minirun-gguf", version, after_help = crate::cli::ENV_NONE)]
+#[command(name = "minirun-gguf", version, after_help = contract::ENV_NONE)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -87,14 +87,14 @@ enum Cmd {
 
 /// Run the tool over process arguments; returns the exit code.
 pub fn main() -> ExitCode {
-    let cli: Cli = match crate::cli::parse_args() {
+    let cli: Cli = match contract::parse_args() {
         Ok(c) => c,
         Err(code) => return code,
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            crate::cli::print_error(&e, None);
+            contract::print_error(&e, None);
             ExitCode::from(e.exit_code())
         }
     }
@@ -108,7 +108,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             max_size,
             stem,
         } => {
-            let paths = tooling::run_split(&SplitOpts {
+            let paths = gguf_ops::run_split(&SplitOpts {
                 input,
                 out_dir,
                 max_size,
@@ -133,7 +133,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             } else {
                 FmaContract::Off
             };
-            let r = tooling::run_quantize(&QuantizeOpts {
+            let r = gguf_ops::run_quantize(&QuantizeOpts {
                 input,
                 output,
                 target,
@@ -167,7 +167,7 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             }
         }
         Cmd::Info { input, json: _ } => {
-            let v = tooling::run_info(&input)?;
+            let v = gguf_ops::run_info(&input)?;
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
     }

@@ -14,13 +14,13 @@ use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value as Json;
 
-use super::quant::f32_to_bf16_bits;
+use super::ops::{parse_size, ToolError, PROG};
 use super::special_vocab;
-use super::split::write_split;
-use super::tooling::{parse_size, ToolError, PROG};
-use super::types::{GgmlType, Value};
-use super::writer::{write_file, TensorSpec, DEFAULT_ALIGNMENT};
-use super::{GgufError, Metadata};
+use artifact::gguf::quant::f32_to_bf16_bits;
+use artifact::gguf::split::write_split;
+use artifact::gguf::types::{GgmlType, Value};
+use artifact::gguf::writer::{write_file, TensorSpec, DEFAULT_ALIGNMENT};
+use artifact::gguf::{GgufError, Metadata};
 
 /// Options of `convert`.
 #[derive(Debug, Clone)]
