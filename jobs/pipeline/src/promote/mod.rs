@@ -474,12 +474,12 @@ async fn reread_candidate(
         let (_, data) = client.download_bytes(repo, &cand.commit, &path).await?;
         fetched.insert(path, data);
     }
-    let manifests = reread::parse_manifests(&fetched, &mut Vec::new());
-    for path in reread::regular_unit_files(&cand.expected, &manifests) {
+    let parsed = reread::Parsed::of(&fetched);
+    for path in reread::regular_unit_files(&cand.expected, &parsed.manifests) {
         let (_, data) = client.download_bytes(repo, &cand.commit, &path).await?;
         fetched.insert(path, data);
     }
-    let r = reread::check(&cand.expected, &fetched, 5).map_err(|problems| {
+    let r = reread::check(&cand.expected, &fetched, parsed, 5).map_err(|problems| {
         PromoteError::BadCandidate {
             candidate: cand.name.clone(),
             why: format!(

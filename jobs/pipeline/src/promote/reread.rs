@@ -81,13 +81,41 @@ pub fn parse_manifests(
     out
 }
 
-/// The checks, on what was downloaded: `downloaded` holds the index, the manifests and the
-/// regular unit files by path. Returns the counts, or every problem found (at most `max`).
+/// The manifests as [`parse_manifests`] read them, with the problems it found.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Unit → its manifest.
+    pub manifests: BTreeMap<String, Manifest>,
+    /// Manifests that did not parse or name another unit.
+    pub problems: Vec<String>,
+}
+
+impl Parsed {
+    /// Parse the manifests among `downloaded` once, for both the download of the regular files
+    /// they name and [`check`].
+    pub fn of(downloaded: &BTreeMap<String, Vec<u8>>) -> Parsed {
+        let mut problems = Vec::new();
+        let manifests = parse_manifests(downloaded, &mut problems);
+        Parsed {
+            manifests,
+            problems,
+        }
+    }
+}
+
+/// The checks, on what was downloaded: `downloaded` holds the index, the manifests (parsed in
+/// `parsed`) and the regular unit files by path. Returns the counts, or every problem found (at
+/// most `max`).
 pub fn check(
     tree: &Inventory,
     downloaded: &BTreeMap<String, Vec<u8>>,
+    parsed: Parsed,
     max: usize,
 ) -> Result<Reread, Vec<String>> {
+    let Parsed {
+        manifests,
+        problems: parse_problems,
+    } = parsed;
     let mut problems = Vec::new();
     let mut out = Reread {
         bytes_downloaded: downloaded.values().map(|b| b.len() as u64).sum(),
@@ -106,7 +134,7 @@ pub fn check(
             }
         }
     }
-    let manifests = parse_manifests(downloaded, &mut problems);
+    problems.extend(parse_problems);
     if manifests.is_empty() {
         problems.push(format!(
             "no unit manifest (`<unit>/{MANIFEST_FILE_NAME}`) reads back: zero evidence is not a release"
@@ -267,7 +295,7 @@ mod tests {
             regular_unit_files(&tree, &ms),
             vec!["layers00/norm.bin".to_owned()]
         );
-        let r = check(&tree, &dl, 10);
+        let r = check(&tree, &dl, Parsed::of(&dl), 10);
         let Ok(r) = r else {
             panic!("{r:?}");
         };
@@ -279,7 +307,10 @@ mod tests {
     #[test]
     fn every_disagreement_is_named() {
         let problems = |tree: &Inventory, dl: &BTreeMap<String, Vec<u8>>| {
-            check(tree, dl, 10).err().unwrap_or_default().join("\n")
+            check(tree, dl, Parsed::of(dl), 10)
+                .err()
+                .unwrap_or_default()
+                .join("\n")
         };
         // An LFS oid that is not the manifest's digest.
         let (mut tree, dl) = release();
@@ -328,7 +359,10 @@ mod tests {
         tree.retain(|p, _| !p.starts_with("layers00/"));
         dl.retain(|p, _| p == INDEX_PATH);
         assert!(metadata_paths(&tree) == vec![INDEX_PATH.to_owned()]);
-        let p = check(&tree, &dl, 10).err().unwrap_or_default().join("\n");
+        let p = check(&tree, &dl, Parsed::of(&dl), 10)
+            .err()
+            .unwrap_or_default()
+            .join("\n");
         assert!(p.contains("zero evidence is not a release"), "{p}");
     }
 }
