@@ -8,11 +8,11 @@
 //! `oracles.md` (every FP8-blocked dimension a multiple of 128, 64 indexer heads).
 
 use super::write::{
-    isqrt_f32, push_fp8, write_bytes, write_shard, FileDigest, Fill, Part, Planned,
+    isqrt_f32, push_fp8, write_bytes, write_shard, FileDigest, Fill, IndexBuilder, Part, Planned,
 };
 use super::{tokenizer, SynthError};
 use artifact::dtype::Dtype;
-use artifact::safetensors::{index::ShardIndex, TensorSpec};
+use artifact::safetensors::TensorSpec;
 use serde_json::json;
 use std::path::Path;
 
@@ -487,20 +487,11 @@ pub fn generate_dims(
     d: &V4Dims,
 ) -> Result<(Vec<FileDigest>, usize), SynthError> {
     let mut files = Vec::new();
-    let mut index = ShardIndex {
-        total_size: 0,
-        extra_metadata: vec![],
-        weight_map: vec![],
-    };
+    let mut index = IndexBuilder::default();
     let mut count = 0;
     for (name, tensors) in shard_plan(d) {
-        let (digest, data_len, names) = write_shard(out, &name, tensors, seed)?;
-        index.total_size += data_len;
-        count += names.len();
-        index
-            .weight_map
-            .extend(names.into_iter().map(|t| (t, name.clone())));
-        files.push(digest);
+        let written = write_shard(out, &name, tensors, seed)?;
+        index.add(&name, written, &mut files, &mut count);
     }
     files.push(write_bytes(
         out,

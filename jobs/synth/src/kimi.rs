@@ -10,10 +10,12 @@
 //! embedding and head go, config key names beyond those listed, and the nibble order.
 
 use super::deepseek::{pretty, sorted};
-use super::write::{isqrt_f32, write_bytes, write_shard, FileDigest, Fill, Part, Planned};
+use super::write::{
+    isqrt_f32, write_bytes, write_shard, FileDigest, Fill, IndexBuilder, Part, Planned,
+};
 use super::SynthError;
 use artifact::dtype::Dtype;
-use artifact::safetensors::{index::ShardIndex, TensorSpec};
+use artifact::safetensors::TensorSpec;
 use serde_json::json;
 use std::path::Path;
 
@@ -397,20 +399,11 @@ pub fn generate_dims(
 ) -> Result<(Vec<FileDigest>, usize), SynthError> {
     let shards = shard_plan(k);
     let mut files = Vec::new();
-    let mut index = ShardIndex {
-        total_size: 0,
-        extra_metadata: vec![],
-        weight_map: vec![],
-    };
+    let mut index = IndexBuilder::default();
     let mut count = 0;
     for (file, tensors) in shards {
-        let (digest, data_len, names) = write_shard(out, &file, tensors, seed)?;
-        index.total_size += data_len;
-        count += names.len();
-        index
-            .weight_map
-            .extend(names.into_iter().map(|t| (t, file.clone())));
-        files.push(digest);
+        let written = write_shard(out, &file, tensors, seed)?;
+        index.add(&file, written, &mut files, &mut count);
     }
     files.push(write_bytes(
         out,

@@ -12,12 +12,12 @@
 
 use super::deepseek::{pretty, sorted};
 use super::write::{
-    isqrt_f32, write_bytes, write_shard, write_shard_styled, FileDigest, Fill, Part, Planned,
-    ShardStyle,
+    isqrt_f32, write_bytes, write_shard, write_shard_styled, FileDigest, Fill, IndexBuilder, Part,
+    Planned, ShardStyle,
 };
 use super::SynthError;
 use artifact::dtype::Dtype;
-use artifact::safetensors::{index::ShardIndex, TensorSpec};
+use artifact::safetensors::TensorSpec;
 use serde_json::json;
 use std::path::Path;
 
@@ -310,11 +310,7 @@ pub fn generate(out: &Path, seed: u64, scale: u64) -> Result<(Vec<FileDigest>, u
             "model.safetensors.index.json",
         ),
     ] {
-        let mut index = ShardIndex {
-            total_size: 0,
-            extra_metadata: vec![],
-            weight_map: vec![],
-        };
+        let mut index = IndexBuilder::default();
         for (i, part) in [first, second].into_iter().enumerate() {
             let tensors = if style == ShardStyle::Mlx {
                 mlx8(part)
@@ -322,14 +318,9 @@ pub fn generate(out: &Path, seed: u64, scale: u64) -> Result<(Vec<FileDigest>, u
                 plain(part)
             };
             let rel = format!("{dir}/{shard_name}-{:05}-of-00002.safetensors", i + 1);
-            let (digest, data_len, names) = write_shard_styled(out, &rel, tensors, seed, style)?;
+            let written = write_shard_styled(out, &rel, tensors, seed, style)?;
             let file = rel.rsplit('/').next().unwrap_or(&rel).to_string();
-            index.total_size += data_len;
-            count += names.len();
-            index
-                .weight_map
-                .extend(names.into_iter().map(|t| (t, file.clone())));
-            files.push(digest);
+            index.add(&file, written, &mut files, &mut count);
         }
         files.push(write_bytes(
             out,

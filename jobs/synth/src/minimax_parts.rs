@@ -10,10 +10,9 @@
 //! key names beyond that prefix, the audio VAE's tensor names, and the licence texts.
 
 use super::deepseek::{pretty, sorted};
-use super::write::{isqrt_f32, write_bytes, write_shard, FileDigest, Planned};
+use super::write::{isqrt_f32, write_bytes, write_shard, FileDigest, IndexBuilder, Planned};
 use super::{tokenizer, SynthError};
 use artifact::dtype::Dtype;
-use artifact::safetensors::index::ShardIndex;
 use serde_json::json;
 use std::path::Path;
 
@@ -187,21 +186,11 @@ pub fn write_components(
 ) -> Result<(Vec<FileDigest>, usize), SynthError> {
     let mut files = Vec::new();
     let mut count = 0;
-    let mut index = ShardIndex {
-        total_size: 0,
-        extra_metadata: vec![],
-        weight_map: vec![],
-    };
+    let mut index = IndexBuilder::default();
     for (i, part) in te_shards().into_iter().enumerate() {
         let file = format!("model-{:05}-of-00002.safetensors", i + 1);
-        let (digest, data_len, names) =
-            write_shard(out, &format!("{upstream}/text_encoder/{file}"), part, seed)?;
-        index.total_size += data_len;
-        count += names.len();
-        index
-            .weight_map
-            .extend(names.into_iter().map(|t| (t, file.clone())));
-        files.push(digest);
+        let written = write_shard(out, &format!("{upstream}/text_encoder/{file}"), part, seed)?;
+        index.add(&file, written, &mut files, &mut count);
     }
     files.push(write_bytes(
         out,

@@ -10,7 +10,7 @@ use super::prng::Rng;
 use super::quant;
 use super::SynthError;
 use artifact::dtype::Dtype;
-use artifact::safetensors::{self as st, TensorSpec};
+use artifact::safetensors::{self as st, index::ShardIndex, TensorSpec};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
@@ -282,6 +282,44 @@ pub struct FileDigest {
     pub bytes: u64,
     /// Lower-case hex SHA-256.
     pub sha256: String,
+}
+
+/// A `model.safetensors.index.json` built as its shards are written.
+pub struct IndexBuilder(ShardIndex);
+
+impl Default for IndexBuilder {
+    fn default() -> Self {
+        IndexBuilder(ShardIndex {
+            total_size: 0,
+            extra_metadata: vec![],
+            weight_map: vec![],
+        })
+    }
+}
+
+impl IndexBuilder {
+    /// Record a shard the index names `file`, as [`write_shard`] returned it: its tensors map to
+    /// `file`, its data bytes add to the total, its digest goes to `files` and its tensor count to
+    /// `count`.
+    pub fn add(
+        &mut self,
+        file: &str,
+        (digest, data_len, names): (FileDigest, u64, Vec<String>),
+        files: &mut Vec<FileDigest>,
+        count: &mut usize,
+    ) {
+        self.0.total_size += data_len;
+        *count += names.len();
+        self.0
+            .weight_map
+            .extend(names.into_iter().map(|t| (t, file.to_owned())));
+        files.push(digest);
+    }
+
+    /// The index file's bytes.
+    pub fn to_json(&self) -> Vec<u8> {
+        self.0.to_json()
+    }
 }
 
 /// How a shard's writer lays it out.

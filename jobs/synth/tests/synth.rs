@@ -701,6 +701,15 @@ fn tensor_names(plan: &ShardPlan) -> Vec<String> {
         .collect()
 }
 
+/// Bytes of one expert's six tensors (`w1`, `w3`, `w2`, each with its two `parts`) under `prefix`.
+fn expert_bytes(plan: &ShardPlan, prefix: &str, parts: [&str; 2]) -> u64 {
+    ["w1", "w3", "w2"]
+        .iter()
+        .flat_map(|m| parts.map(|k| format!("{prefix}{m}.{k}")))
+        .map(|n| shape_of(plan, &n).iter().product::<u64>())
+        .sum()
+}
+
 #[test]
 fn real_v4_shape_has_upstream_layer_dimensions() {
     // models.md §1.2–1.4 at upstream's 256 experts: the routed experts are I8 e2m1 pairs
@@ -709,36 +718,18 @@ fn real_v4_shape_has_upstream_layer_dimensions() {
     let d = deepseek::V4Dims::real(256);
     let plan = deepseek::shard_plan(&d);
     assert_eq!(plan.len(), 4, "embed, layer 0, head, MTP");
-    assert_eq!(
-        shape_of(&plan, "layers.0.ffn.experts.255.w1.weight"),
-        vec![2048, 2048]
-    );
-    assert_eq!(
-        shape_of(&plan, "layers.0.ffn.experts.255.w1.scale"),
-        vec![2048, 128]
-    );
-    assert_eq!(
-        shape_of(&plan, "layers.0.ffn.experts.0.w2.weight"),
-        vec![4096, 1024]
-    );
-    assert_eq!(
-        shape_of(&plan, "mtp.0.ffn.experts.0.w2.scale"),
-        vec![4096, 64]
-    );
-    assert_eq!(
-        shape_of(&plan, "layers.0.attn.wq_b.weight"),
-        vec![32768, 1024]
-    );
-    assert_eq!(
-        shape_of(&plan, "layers.0.attn.wo_a.weight"),
-        vec![8192, 4096]
-    );
-    assert_eq!(shape_of(&plan, "layers.0.ffn.gate.tid2eid"), vec![512, 6]);
-    let expert: u64 = ["w1", "w3", "w2"]
-        .iter()
-        .flat_map(|m| ["weight", "scale"].map(|k| format!("layers.0.ffn.experts.7.{m}.{k}")))
-        .map(|n| shape_of(&plan, &n).iter().product::<u64>())
-        .sum();
+    for (name, shape) in [
+        ("layers.0.ffn.experts.255.w1.weight", [2048, 2048]),
+        ("layers.0.ffn.experts.255.w1.scale", [2048, 128]),
+        ("layers.0.ffn.experts.0.w2.weight", [4096, 1024]),
+        ("mtp.0.ffn.experts.0.w2.scale", [4096, 64]),
+        ("layers.0.attn.wq_b.weight", [32768, 1024]),
+        ("layers.0.attn.wo_a.weight", [8192, 4096]),
+        ("layers.0.ffn.gate.tid2eid", [512, 6]),
+    ] {
+        assert_eq!(shape_of(&plan, name), shape, "{name}");
+    }
+    let expert = expert_bytes(&plan, "layers.0.ffn.experts.7.", ["weight", "scale"]);
     assert_eq!(expert, 13_369_344);
     let bytes = shard_bytes(&plan);
     let layer = bytes["model-00002-of-00004.safetensors"];
@@ -762,27 +753,15 @@ fn real_k3_shape_has_upstream_expert_bytes_and_passes_4_gib() {
     let k = kimi::KimiDims::real(252);
     let plan = kimi::shard_plan(&k);
     let p = "language_model.model.layers.1.block_sparse_moe.experts.251.";
-    assert_eq!(
-        shape_of(&plan, &format!("{p}w1.weight_packed")),
-        vec![3072, 1792]
-    );
-    assert_eq!(
-        shape_of(&plan, &format!("{p}w1.weight_scale")),
-        vec![3072, 112]
-    );
-    assert_eq!(
-        shape_of(&plan, &format!("{p}w2.weight_packed")),
-        vec![3584, 1536]
-    );
-    assert_eq!(
-        shape_of(&plan, &format!("{p}w2.weight_scale")),
-        vec![3584, 96]
-    );
-    let expert: u64 = ["w1", "w3", "w2"]
-        .iter()
-        .flat_map(|m| ["weight_packed", "weight_scale"].map(|x| format!("{p}{m}.{x}")))
-        .map(|n| shape_of(&plan, &n).iter().product::<u64>())
-        .sum();
+    for (part, shape) in [
+        ("w1.weight_packed", [3072, 1792]),
+        ("w1.weight_scale", [3072, 112]),
+        ("w2.weight_packed", [3584, 1536]),
+        ("w2.weight_scale", [3584, 96]),
+    ] {
+        assert_eq!(shape_of(&plan, &format!("{p}{part}")), shape, "{part}");
+    }
+    let expert = expert_bytes(&plan, p, ["weight_packed", "weight_scale"]);
     assert_eq!(expert, 17_547_264);
     let a = "language_model.model.layers.0.";
     assert_eq!(
