@@ -106,7 +106,7 @@ fn upstream_hub(
     demo: &Path,
     hub_root: &Path,
     progress: &mut dyn FnMut(&str),
-) -> Result<(tokio::runtime::Runtime, hub::server::ServerHandle), DemoError> {
+) -> Result<(&'static tokio::runtime::Runtime, hub::server::ServerHandle), DemoError> {
     let ckpt = demo.join("checkpoint");
     let io = |e: std::io::Error| e;
     step("create", std::fs::create_dir_all(demo).map_err(io))?;
@@ -136,13 +136,8 @@ fn upstream_hub(
         "import",
         hub::server::import_dir(hub_root, &upstream, source.revision.as_str(), &ckpt, false),
     )?;
-    let rt = step(
-        "hub",
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build(),
-    )?;
+    // the process's one runtime, which the stages block on too
+    let rt = step("hub", pipeline::runtime())?;
     let server = step(
         "hub",
         rt.block_on(hub::server::spawn(

@@ -93,6 +93,27 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
     }
 }
 
+/// A stage's outcome as its binary prints it: the `--json` summary (`Serialize`), the readable
+/// text, and the exit code it maps to (0 unless the stage has an exit contract of its own, as
+/// the gate's 0/1/2/77).
+pub trait Report: serde::Serialize {
+    /// The readable form (without `--json`).
+    fn text(&self) -> String;
+    /// The exit code.
+    fn exit_code(&self) -> Exit {
+        Exit::Ok
+    }
+}
+
+/// [`finish`] for a [`Report`].
+pub fn finish_report<T: Report, E: StdError + Hint>(
+    stage: &str,
+    result: Result<T, E>,
+    json: bool,
+) -> ExitCode {
+    finish(stage, result, json, T::text, T::exit_code)
+}
+
 /// `--help`'s environment section of a binary that talks to a hub (docs/cli.md).
 pub const ENV_HUB: &str = "Environment:
   HF_ENDPOINT     the hub when neither --endpoint nor the plan names one (default https://huggingface.co)

@@ -27,6 +27,12 @@ impl WorkDir {
         Self { root: root.into() }
     }
 
+    /// The work directory of `plan`: `work_dir` (a `--work-dir` option) if given, else the
+    /// plan's `run.work_dir`. Every stage finds it here.
+    pub fn of_plan(plan: &crate::plan::Plan, work_dir: Option<&Path>) -> Self {
+        Self::new(work_dir.map_or_else(|| plan.run.work_dir.clone(), Path::to_path_buf))
+    }
+
     /// The work directory itself.
     pub fn root(&self) -> &Path {
         &self.root

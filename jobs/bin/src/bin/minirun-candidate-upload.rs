@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::candidate::{self, CandidateOpts};
-use pipeline::cli::{self, Exit, HubArgs, StageArgs};
+use pipeline::cli::{self, HubArgs, StageArgs};
 use pipeline::distributed;
 use pipeline::plan::Plan;
 
@@ -43,13 +43,7 @@ fn main() -> ExitCode {
             };
             distributed::publish_units(&plan, &opts)
         };
-        return cli::finish(
-            "candidate-upload-worker",
-            run(),
-            args.stage.json,
-            |r| r.render(),
-            |_| Exit::Ok,
-        );
+        return cli::finish_report("candidate-upload-worker", run(), args.stage.json);
     }
     let run = || -> Result<candidate::CandidateReport, candidate::CandidateError> {
         let plan = Plan::load(&args.stage.plan)?;
@@ -62,11 +56,5 @@ fn main() -> ExitCode {
         };
         candidate::run(&plan, &opts)
     };
-    cli::finish(
-        "candidate-upload",
-        run(),
-        args.stage.json,
-        |r| r.render(),
-        |_| Exit::Ok,
-    )
+    cli::finish_report("candidate-upload", run(), args.stage.json)
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, HubArgs, StageArgs, UnitArgs};
+use pipeline::cli::{self, HubArgs, StageArgs, UnitArgs};
 use pipeline::fetch::{self, FetchOpts};
 use pipeline::plan::Plan;
 
@@ -44,11 +44,5 @@ fn main() -> ExitCode {
         };
         fetch::run(&plan, &opts)
     };
-    cli::finish(
-        "fetch",
-        run(),
-        args.stage.json,
-        |s| s.render(),
-        |_| Exit::Ok,
-    )
+    cli::finish_report("fetch", run(), args.stage.json)
 }

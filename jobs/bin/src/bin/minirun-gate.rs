@@ -42,5 +42,5 @@ fn main() -> ExitCode {
         };
         gate::run(&plan, &opts)
     };
-    cli::finish("gate", run(), args.stage.json, |r| r.render(), |r| r.exit())
+    cli::finish_report("gate", run(), args.stage.json)
 }

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, HubArgs, StageArgs};
+use pipeline::cli::{self, HubArgs, StageArgs};
 use pipeline::plan::Plan;
 use pipeline::promote::{self, PromoteOpts};
 
@@ -38,11 +38,5 @@ fn main() -> ExitCode {
         };
         promote::run(&plan, &opts)
     };
-    cli::finish(
-        "promote",
-        run(),
-        args.stage.json,
-        |r| r.render(),
-        |_| Exit::Ok,
-    )
+    cli::finish_report("promote", run(), args.stage.json)
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, StageArgs, UnitArgs};
+use pipeline::cli::{self, StageArgs, UnitArgs};
 use pipeline::plan::Plan;
 use pipeline::repack::{self, RepackOpts};
 
@@ -45,11 +45,5 @@ fn main() -> ExitCode {
         };
         repack::run(&plan, &opts)
     };
-    cli::finish(
-        "repack",
-        run(),
-        args.stage.json,
-        |s| s.render(),
-        |_| Exit::Ok,
-    )
+    cli::finish_report("repack", run(), args.stage.json)
 }

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, Exit, StageArgs};
+use pipeline::cli::{self, StageArgs};
 use pipeline::plan::Plan;
 use pipeline::stage::{self, StageOpts};
 
@@ -39,11 +39,5 @@ fn main() -> ExitCode {
         };
         stage::run(&plan, &opts)
     };
-    cli::finish(
-        "stage",
-        run(),
-        args.stage.json,
-        |r| r.render(),
-        |_| Exit::Ok,
-    )
+    cli::finish_report("stage", run(), args.stage.json)
 }

@@ -70,6 +70,12 @@ pub struct CandidateReport {
     pub new_repo: bool,
 }
 
+impl crate::cli::Report for CandidateReport {
+    fn text(&self) -> String {
+        self.render()
+    }
+}
+
 impl CandidateReport {
     /// A readable summary.
     pub fn render(&self) -> String {
@@ -175,15 +181,12 @@ impl crate::cli::Hint for CandidateError {
 pub(crate) fn client_and_runtime(
     plan: &Plan,
     endpoint: Option<&str>,
-) -> Result<(hub::client::HubClient, tokio::runtime::Runtime), CandidateError> {
+) -> Result<(hub::client::HubClient, &'static tokio::runtime::Runtime), CandidateError> {
     let endpoint = endpoint
         .map(str::to_owned)
         .or_else(|| plan.run.endpoint.clone());
     let client = hub::client::HubClient::from_env(endpoint.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CandidateError::Runtime)?;
+    let rt = crate::runtime().map_err(CandidateError::Runtime)?;
     Ok((client, rt))
 }
 

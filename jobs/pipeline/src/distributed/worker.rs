@@ -55,6 +55,12 @@ pub struct WorkerReport {
     pub dry_run: bool,
 }
 
+impl crate::cli::Report for WorkerReport {
+    fn text(&self) -> String {
+        self.render()
+    }
+}
+
 impl WorkerReport {
     /// A readable summary.
     pub fn render(&self) -> String {
@@ -96,7 +102,7 @@ fn staged_units(
     plan: &Plan,
     opts: &WorkerOpts,
 ) -> Result<(crate::work::WorkDir, Staged), CandidateError> {
-    let work = stage::work_of(plan, opts.work_dir.as_ref());
+    let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let staged = stage::staged_release(&work)?.ok_or(CandidateError::NotStaged)?;
     let units: Vec<String> = plan
         .select_units(Some(&opts.units))?

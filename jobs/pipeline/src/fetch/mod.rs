@@ -25,6 +25,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::plan::{Plan, PlanError};
+use crate::units::{self, UnitStatus};
 use crate::work::WorkDir;
 
 pub use crate::progress::ProgressMode;
@@ -163,7 +164,7 @@ pub struct UnitReport {
     /// The unit.
     pub unit: String,
     /// `already-done`, `fetched`, or `pending` (dry run).
-    pub status: &'static str,
+    pub status: UnitStatus,
     /// Why it is not done (dry run / before fetching).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -192,6 +193,12 @@ pub struct FetchSummary {
     pub bytes_fetched: u64,
     /// True when nothing was sent to the hub.
     pub no_requests: bool,
+}
+
+impl crate::cli::Report for FetchSummary {
+    fn text(&self) -> String {
+        self.render()
+    }
 }
 
 impl FetchSummary {
@@ -236,6 +243,14 @@ fn at_revision(revision: &str) -> String {
     }
 }
 
+/// A fetch error as the lock error of a unit another process holds (`Ok`), or as itself.
+fn held(e: FetchError) -> Result<ledger::LedgerError, FetchError> {
+    match e {
+        FetchError::Ledger(l) if crate::work::is_busy(&l) => Ok(l),
+        e => Err(e),
+    }
+}
+
 /// The reason of a unit that another process finished while this run waited for it.
 pub const DONE_BY_OTHER: &str = "finished by another process while this run waited for it";
 
@@ -248,11 +263,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     } else {
         plan.select_units(opts.units.as_deref())?
     };
-    let work = WorkDir::new(
-        opts.work_dir
-            .clone()
-            .unwrap_or_else(|| plan.run.work_dir.clone()),
-    );
+    let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let ledger_dir = work.ledger();
 
     let mut reports = Vec::new();
@@ -281,11 +292,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
             source,
         }
     })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(FetchError::Runtime)?;
+    let rt = crate::runtime().map_err(FetchError::Runtime)?;
     rt.block_on(async {
         let upstream = discover::discover(&client, plan, &work).await?;
         let resolution = plan.resolve(&upstream.tensors)?;
@@ -300,7 +307,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         for (i, report) in reports
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.status == "pending")
+            .filter(|(_, r)| r.status == UnitStatus::Pending)
         {
             let ru = resolution
                 .unit(&report.unit)
@@ -325,21 +332,13 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                 .buffer_unordered(in_flight)
                 .collect()
                 .await;
-        let mut first_err = None;
-        let mut busy = Vec::new();
-        for (i, r) in results {
-            match r {
-                Ok(rep) => reports[i] = rep,
-                Err(FetchError::Ledger(e)) if crate::work::is_busy(&e) => busy.push((i, e)),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
+        let busy = match crate::units::merge(results, &mut reports, held) {
+            Ok(busy) => busy,
+            Err(e) => {
+                sem.progress.finish();
+                return Err(e);
             }
-        }
-        if let Some(e) = first_err {
-            sem.progress.finish();
-            return Err(e);
-        }
+        };
         // Units another process was fetching: wait for each, then take its journal's word or
         // fetch what it left (a unit it finished is not fetched twice).
         for (i, mut why) in busy {
@@ -352,7 +351,11 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
                     crate::work::wait_for_unit(&ledger_dir, STAGE, &unit, &why, opts.progress)
                 })?;
                 if unit_done(&ledger_dir, &work, &unit, false, false, false)?.is_done() {
-                    break UnitReport::new(&unit, "already-done", Some(DONE_BY_OTHER.into()));
+                    break UnitReport::new(
+                        &unit,
+                        UnitStatus::AlreadyDone,
+                        Some(DONE_BY_OTHER.into()),
+                    );
                 }
                 match unit::fetch_unit(&client, plan, &work, &upstream, ru, &sem, false).await {
                     Err(FetchError::Ledger(e)) if crate::work::is_busy(&e) => why = e,
@@ -373,7 +376,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
 }
 
 impl UnitReport {
-    pub(crate) fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
+    pub(crate) fn new(unit: &str, status: UnitStatus, reason: Option<String>) -> Self {
         UnitReport {
             unit: unit.to_owned(),
             status,
@@ -409,15 +412,17 @@ impl UnitState {
     /// `already-done` with its note, or `pending` with its reason.
     fn report(&self, unit: &str) -> UnitReport {
         match self {
-            UnitState::Done => UnitReport::new(unit, "already-done", None),
+            UnitState::Done => UnitReport::new(unit, UnitStatus::AlreadyDone, None),
             UnitState::ByContent { files, bytes } => UnitReport::new(
                 unit,
-                "already-done",
+                UnitStatus::AlreadyDone,
                 Some(format!(
                     "accepted by content: {files} files were other filesystem objects than journaled (copied or moved), re-hashed {bytes} B against the journal"
                 )),
             ),
-            UnitState::Pending(why) => UnitReport::new(unit, "pending", Some(why.clone())),
+            UnitState::Pending(why) => {
+                UnitReport::new(unit, UnitStatus::Pending, Some(why.clone()))
+            }
         }
     }
 }
@@ -434,15 +439,13 @@ fn unit_done(
     held: bool,
     dry_run: bool,
 ) -> Result<UnitState, FetchError> {
-    let Some(journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
-        return Ok(UnitState::Pending("no journal".into()));
-    };
     let root = work.upstream_unit(unit);
-    let why = match journal.is_done(&root, verify)? {
-        ledger::DoneCheck::Done => return Ok(UnitState::Done),
-        ledger::DoneCheck::NotDone(why) => why,
+    let why = match units::journal_done(ledger_dir, STAGE, unit, &root, verify)? {
+        units::JournalDone::NoJournal => return Ok(UnitState::Pending(units::NO_JOURNAL.into())),
+        units::JournalDone::Done => return Ok(UnitState::Done),
+        units::JournalDone::NotDone(why) => why,
     };
-    let reason = crate::cli::join_limited(&why, 5);
+    let reason = units::not_done_reason(&why);
     if verify || !why.iter().all(ledger::NotDone::identity_only) {
         return Ok(UnitState::Pending(reason));
     }
@@ -463,7 +466,7 @@ fn unit_done(
     };
     // Re-read under the lock: another run may have changed the journal meanwhile.
     let Some(mut journal) = ledger::Journal::load(ledger_dir, STAGE, unit)? else {
-        return Ok(UnitState::Pending("no journal".into()));
+        return Ok(UnitState::Pending(units::NO_JOURNAL.into()));
     };
     let by = journal.accept_by_content(&root)?;
     Ok(match by.check {
@@ -475,6 +478,6 @@ fn unit_done(
                 bytes: by.bytes,
             }
         }
-        ledger::DoneCheck::NotDone(why) => UnitState::Pending(crate::cli::join_limited(&why, 5)),
+        ledger::DoneCheck::NotDone(why) => UnitState::Pending(units::not_done_reason(&why)),
     })
 }

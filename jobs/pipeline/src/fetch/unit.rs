@@ -24,6 +24,7 @@ use super::ranges::RangeSet;
 use super::{FetchError, UnitReport, STAGE};
 use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
 use crate::progress::{Progress, ProgressMode, UnitProgress};
+use crate::units::UnitStatus;
 use crate::work::WorkDir;
 
 /// The most bytes of one tensor the arrival check reads (whole rows from the start).
@@ -69,7 +70,7 @@ pub async fn fetch_unit(
     if recheck && super::unit_done(&ledger_dir, work, unit, false, true, false)?.is_done() {
         return Ok(UnitReport::new(
             unit,
-            "already-done",
+            UnitStatus::AlreadyDone,
             Some(super::DONE_BY_OTHER.into()),
         ));
     }
@@ -85,7 +86,7 @@ pub async fn fetch_unit(
         sem,
         up: &up,
     };
-    let mut report = UnitReport::new(unit, "fetched", None);
+    let mut report = UnitReport::new(unit, UnitStatus::Fetched, None);
     let mut record = UnitRecord {
         journal: Journal::new(STAGE, unit)?,
         ranges_json: serde_json::Map::new(),

@@ -153,6 +153,15 @@ pub enum GateError {
 
 impl crate::cli::Hint for GateError {}
 
+impl crate::cli::Report for GateReport {
+    fn text(&self) -> String {
+        self.render()
+    }
+    fn exit_code(&self) -> crate::cli::Exit {
+        self.exit()
+    }
+}
+
 impl GateReport {
     /// The process exit code of this report.
     pub fn exit(&self) -> Exit {
@@ -235,11 +244,7 @@ pub fn aggregate(checks: &[Check]) -> Verdict {
 /// Run the gate and write its report.
 pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     plan.ensure_runnable()?;
-    let work = WorkDir::new(
-        opts.work_dir
-            .clone()
-            .unwrap_or_else(|| plan.run.work_dir.clone()),
-    );
+    let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let units: Vec<String> = match opts.units.as_deref() {
         Some(s) if s.trim().is_empty() => Vec::new(),
         sel => plan

@@ -121,15 +121,12 @@ pub fn finish<T: serde::Serialize>(
 fn connect(
     plan: &Plan,
     endpoint: Option<&str>,
-) -> Result<(hub::HubClient, tokio::runtime::Runtime), PlanToolError> {
+) -> Result<(hub::HubClient, &'static tokio::runtime::Runtime), PlanToolError> {
     let endpoint = endpoint.or(plan.run.endpoint.as_deref());
     let client = hub::HubClient::from_env(endpoint).map_err(|source| PlanToolError::Hub {
         what: "failed to configure the hub client".into(),
         source: Box::new(source),
     })?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(PlanToolError::Runtime)?;
+    let rt = crate::runtime().map_err(PlanToolError::Runtime)?;
     Ok((client, rt))
 }

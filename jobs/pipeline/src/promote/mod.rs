@@ -78,6 +78,12 @@ pub struct PromoteReport {
     pub reread: reread::Reread,
 }
 
+impl crate::cli::Report for PromoteReport {
+    fn text(&self) -> String {
+        self.render()
+    }
+}
+
 impl PromoteReport {
     /// A readable summary.
     pub fn render(&self) -> String {
@@ -181,7 +187,7 @@ impl crate::cli::Hint for PromoteError {
 /// Run the promotion.
 pub fn run(plan: &Plan, opts: &PromoteOpts) -> Result<PromoteReport, PromoteError> {
     let repo = crate::candidate::target_repo(plan).map_err(PromoteError::Repo)?;
-    let work = crate::stage::work_of(plan, opts.work_dir.as_ref());
+    let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let ledger_dir = work.ledger();
     // The work directory's own candidate, when its upload finished there: it picks among several
     // candidates matching the plan. It never answers for the hub: the branch and the public head
@@ -198,10 +204,7 @@ pub fn run(plan: &Plan, opts: &PromoteOpts) -> Result<PromoteReport, PromoteErro
         });
     let endpoint = opts.endpoint.clone().or_else(|| plan.run.endpoint.clone());
     let client = HubClient::from_env(endpoint.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(PromoteError::Runtime)?;
+    let rt = crate::runtime().map_err(PromoteError::Runtime)?;
     rt.block_on(promote(plan, opts, own.as_deref(), &client, &repo))
 }
 

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::fetch::{self, FetchError};
 use crate::plan::{Plan, PlanError};
 use crate::progress::Counter;
+use crate::units::UnitStatus;
 use crate::work::WorkDir;
 
 pub(crate) use finalize::root_files;
@@ -138,7 +139,7 @@ pub struct UnitReport {
     /// The unit.
     pub unit: String,
     /// `already-done`, `repacked` or `pending` (dry run).
-    pub status: &'static str,
+    pub status: UnitStatus,
     /// Why it is not done (dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -159,6 +160,12 @@ pub struct RepackSummary {
     pub units: Vec<UnitReport>,
     /// Whether the release-wide files were (re)written and are current.
     pub finalized: bool,
+}
+
+impl crate::cli::Report for RepackSummary {
+    fn text(&self) -> String {
+        self.render()
+    }
 }
 
 impl RepackSummary {
@@ -209,7 +216,7 @@ fn repack_after_wait(
         if unit::done_reason(&work.ledger(), work, unit, false)?.is_none() {
             return Ok(UnitReport::new(
                 unit,
-                "already-done",
+                UnitStatus::AlreadyDone,
                 Some(fetch::DONE_BY_OTHER.into()),
             ));
         }
@@ -224,11 +231,7 @@ fn repack_after_wait(
 /// done, then waited for; both runs end with every unit done.
 pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError> {
     plan.ensure_runnable()?;
-    let work = WorkDir::new(
-        opts.work_dir
-            .clone()
-            .unwrap_or_else(|| plan.run.work_dir.clone()),
-    );
+    let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
     if opts.finalize_only {
         let written = match &opts.records {
             Some(dir) if !opts.dry_run => {
@@ -254,9 +257,9 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
     for u in &selected {
         let name = u.as_str();
         match unit::done_reason(&ledger_dir, &work, name, opts.verify)? {
-            None => reports.push(UnitReport::new(name, "already-done", None)),
+            None => reports.push(UnitReport::new(name, UnitStatus::AlreadyDone, None)),
             Some(why) => {
-                reports.push(UnitReport::new(name, "pending", Some(why)));
+                reports.push(UnitReport::new(name, UnitStatus::Pending, Some(why)));
                 pending.push(name.to_owned());
             }
         }
@@ -275,7 +278,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         for (i, report) in reports
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.status == "pending")
+            .filter(|(_, r)| r.status == UnitStatus::Pending)
         {
             let ru = resolution
                 .unit(&report.unit)
@@ -305,20 +308,11 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
                 (*i, r)
             });
         progress.finish();
-        let mut first_err = None;
-        let mut busy = Vec::new();
-        for (i, r) in results {
-            match r {
-                Ok(rep) => reports[i] = rep,
-                Err(RepackError::Ledger(e)) if crate::work::is_busy(&e) => busy.push((i, e)),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_err {
-            return Err(e);
-        }
+        let held = |e| match e {
+            RepackError::Ledger(l) if crate::work::is_busy(&l) => Ok(l),
+            e => Err(e),
+        };
+        let busy = crate::units::merge(results, &mut reports, held)?;
         for (i, why) in busy {
             let (_, ru) =
                 jobs[..]
@@ -352,7 +346,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
 }
 
 impl UnitReport {
-    fn new(unit: &str, status: &'static str, reason: Option<String>) -> Self {
+    fn new(unit: &str, status: UnitStatus, reason: Option<String>) -> Self {
         UnitReport {
             unit: unit.to_owned(),
             status,

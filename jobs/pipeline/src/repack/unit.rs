@@ -27,6 +27,7 @@ use crate::fetch::discover::Upstream;
 use crate::plan::{
     ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor,
 };
+use crate::units::{self, UnitStatus};
 use crate::work::WorkDir;
 
 pub use artifact::tensor_map::{TensorEntry, TensorMap, TENSORS_FILE};
@@ -40,23 +41,29 @@ pub fn done_reason(
     unit: &str,
     verify: bool,
 ) -> Result<Option<String>, RepackError> {
-    let Some(mut j) = Journal::load(ledger_dir, STAGE, unit)? else {
-        return Ok(Some("no journal".into()));
-    };
     let root = work.release().join(unit);
-    let check = if verify {
-        let by = j.accept_by_content(&root)?;
+    if verify {
+        // re-hash every file, accepting files that are other filesystem objects with the
+        // journaled bytes (a copied or moved work directory)
+        let Some(mut journal) = Journal::load(ledger_dir, STAGE, unit)? else {
+            return Ok(Some(units::NO_JOURNAL.into()));
+        };
+        let by = journal.accept_by_content(&root)?;
         if by.check.is_done() && by.rehashed > 0 {
-            j.store(ledger_dir)?;
+            journal.store(ledger_dir)?;
         }
-        by.check
-    } else {
-        j.is_done(&root, false)?
-    };
-    Ok(match check {
-        ledger::DoneCheck::Done => None,
-        ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
-    })
+        return Ok(match by.check {
+            ledger::DoneCheck::Done => None,
+            ledger::DoneCheck::NotDone(why) => Some(units::not_done_reason(&why)),
+        });
+    }
+    Ok(
+        match units::journal_done(ledger_dir, STAGE, unit, &root, false)? {
+            units::JournalDone::NoJournal => Some(units::NO_JOURNAL.into()),
+            units::JournalDone::Done => None,
+            units::JournalDone::NotDone(why) => Some(units::not_done_reason(&why)),
+        },
+    )
 }
 
 struct Ctx<'a> {
@@ -116,7 +123,7 @@ pub fn repack_unit(
     if recheck && done_reason(&ledger_dir, work, unit, false)?.is_none() {
         return Ok(UnitReport::new(
             unit,
-            "already-done",
+            UnitStatus::AlreadyDone,
             Some(crate::fetch::DONE_BY_OTHER.into()),
         ));
     }
@@ -145,7 +152,7 @@ pub fn repack_unit(
         upstream,
         journal,
         ledger_dir,
-        report: UnitReport::new(unit, "repacked", None),
+        report: UnitReport::new(unit, UnitStatus::Repacked, None),
         entries: Vec::new(),
         manifest_sources: BTreeMap::new(),
         unsynced: 0,

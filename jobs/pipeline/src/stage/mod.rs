@@ -102,6 +102,12 @@ pub struct StageReport {
     pub dry_run: bool,
 }
 
+impl crate::cli::Report for StageReport {
+    fn text(&self) -> String {
+        self.render()
+    }
+}
+
 impl StageReport {
     /// One readable summary (in the conditional under `--dry-run`).
     pub fn render(&self) -> String {
@@ -219,15 +225,6 @@ pub(crate) fn io_err(
     move |source| StageError::Io { what, path, source }
 }
 
-/// The work directory of `plan` under `work_dir` (else the plan's).
-pub fn work_of(plan: &Plan, work_dir: Option<&PathBuf>) -> WorkDir {
-    WorkDir::new(
-        work_dir
-            .cloned()
-            .unwrap_or_else(|| plan.run.work_dir.clone()),
-    )
-}
-
 /// Require `reports/gate.json` to say PASS (exit 0) for every one of `units`.
 pub(crate) fn require_gate(work: &WorkDir, units: &[String]) -> Result<(), StageError> {
     let path = work.reports().join("gate.json");
@@ -261,7 +258,7 @@ pub(crate) fn require_gate(work: &WorkDir, units: &[String]) -> Result<(), Stage
 
 /// Run the stage.
 pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
-    let work = work_of(plan, opts.work_dir.as_ref());
+    let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let scope = scope(plan, opts)?;
     match &scope {
         Scope::Release(units) | Scope::Slice(units) => require_gate(&work, units)?,

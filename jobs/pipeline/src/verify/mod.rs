@@ -231,9 +231,6 @@ pub fn list(endpoint: Option<&str>, owner: &str) -> Result<Vec<String>, VerifyEr
         .collect())
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, VerifyError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(VerifyError::Runtime)
+fn runtime() -> Result<&'static tokio::runtime::Runtime, VerifyError> {
+    crate::runtime().map_err(VerifyError::Runtime)
 }

@@ -77,11 +77,7 @@ pub fn pull(
 ) -> Result<VerifyReport, VerifyError> {
     let repo = RepoId::model(repo).map_err(VerifyError::Repo)?;
     let client = HubClient::from_env(endpoint)?.with_workers(opts.workers);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(VerifyError::Runtime)?;
+    let rt = crate::runtime().map_err(VerifyError::Runtime)?;
     let pinned = rt.block_on(pin(&client, &repo, rev))?;
     if !download {
         return Ok(verify_local(dir, &pinned, true, &Known::new())?.report);
