@@ -42,10 +42,10 @@ pub enum GgufError {
         err: std::io::Error,
     },
     /// The bytes are not a valid GGUF v3 file (malformed or hostile header).
-    #[error("gguf: `{file}`: {detail}")]
+    #[error("gguf: `{}`: {detail}", file.display())]
     Format {
-        /// The file (or `<memory>`).
-        file: String,
+        /// The file (or a label such as `<memory>`).
+        file: PathBuf,
         /// What is wrong, naming the field and the limit.
         detail: String,
     },

@@ -118,13 +118,13 @@ pub struct Header {
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
-    file: &'a str,
+    file: &'a Path,
 }
 
 impl<'a> Cursor<'a> {
     fn err(&self, detail: String) -> GgufError {
         GgufError::Format {
-            file: self.file.to_string(),
+            file: self.file.to_path_buf(),
             detail,
         }
     }
@@ -256,7 +256,8 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parse a GGUF v3 header from `buf` (the whole file). `file` names the source in errors.
-pub fn parse_header(buf: &[u8], file: &str) -> Result<Header, GgufError> {
+pub fn parse_header(buf: &[u8], file: impl AsRef<Path>) -> Result<Header, GgufError> {
+    let file = file.as_ref();
     let mut c = Cursor { buf, pos: 0, file };
     let magic = c.arr::<4>("magic")?;
     if &magic != MAGIC {
@@ -416,7 +417,6 @@ impl GgufFile {
             .metadata()
             .map_err(|e| GgufError::io("read", path, e))?
             .len();
-        let label = path.display().to_string();
         let map = if len == 0 {
             None
         } else {
@@ -424,7 +424,7 @@ impl GgufFile {
             // process truncating it while mapped (documented in docs/gguf.md).
             Some(unsafe { Mmap::map(&f) }.map_err(|e| GgufError::io("map", path, e))?)
         };
-        let header = parse_header(map.as_deref().unwrap_or(&[]), &label)?;
+        let header = parse_header(map.as_deref().unwrap_or(&[]), path)?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             map,
@@ -451,12 +451,12 @@ impl GgufFile {
                 self.bytes()
                     .get(s as usize..e as usize)
                     .ok_or_else(|| GgufError::Format {
-                        file: self.path.display().to_string(),
+                        file: self.path.clone(),
                         detail: format!("tensor `{}` lies outside the file", t.name),
                     })
             }
             _ => Err(GgufError::Format {
-                file: self.path.display().to_string(),
+                file: self.path.clone(),
                 detail: format!("tensor `{}` offset overflows", t.name),
             }),
         }
@@ -517,7 +517,7 @@ impl GgufModel {
                 file: self
                     .parts
                     .first()
-                    .map(|p| p.path.display().to_string())
+                    .map(|p| p.path.clone())
                     .unwrap_or_default(),
                 detail: format!("no tensor named `{name}`"),
             })?;

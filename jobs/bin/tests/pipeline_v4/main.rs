@@ -130,7 +130,8 @@ fn repack_before_fetch_names_the_missing_discovery_record() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("is missing: run minirun-fetch first"), "{err}");
+    assert!(err.contains("_discovery.json` is missing"), "{err}");
+    assert!(err.contains("hint: run minirun-fetch first"), "{err}");
     assert!(
         !err.contains("at ``") && !err.contains("upstream `deepseek-v4`"),
         "{err}"

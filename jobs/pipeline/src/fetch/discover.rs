@@ -347,12 +347,9 @@ impl Discovery {
 
 /// The upstream files and tensors as the last fetch recorded them: no network (repack, gate).
 pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
-    let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::WorkDir {
-        detail: format!(
-            "plan `{}`: `{}` is missing: run minirun-fetch first",
-            plan.name,
-            work.discovery().display()
-        ),
+    let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::NoDiscovery {
+        plan: plan.name.clone(),
+        path: work.discovery(),
     })?;
     let mut up = Upstream {
         files: BTreeMap::new(),

@@ -81,12 +81,37 @@ pub enum FetchError {
         /// What is wrong.
         detail: String,
     },
-    /// The work directory does not hold what this step needs (no discovery record yet), or the
-    /// plan and the discovery disagree about a unit.
-    #[error("{detail}")]
-    WorkDir {
-        /// What is missing or inconsistent, and what to run.
-        detail: String,
+    /// The work directory holds no discovery record yet (nothing was fetched).
+    #[error("plan `{plan}`: `{}` is missing", path.display())]
+    NoDiscovery {
+        /// The plan.
+        plan: String,
+        /// Where the record belongs.
+        path: PathBuf,
+    },
+    /// A selected unit holds no tensor of the resolved plan.
+    #[error("unit `{unit}` holds no tensor")]
+    EmptyUnit {
+        /// The unit.
+        unit: String,
+    },
+    /// The discovery record lacks a weight file a unit needs (it is older than the plan).
+    #[error("unit `{unit}` needs `{path}`, which is not a weight file of source `{source_name}` in the discovery record")]
+    NotDiscovered {
+        /// The unit.
+        unit: String,
+        /// The plan's source.
+        source_name: String,
+        /// The repository path.
+        path: String,
+    },
+    /// The discovery record names a source the plan does not have (the plan changed).
+    #[error("the discovery record names source `{source_name}` for `{path}`, which the plan does not have")]
+    UnknownSource {
+        /// The source the record names.
+        source_name: String,
+        /// The repository path.
+        path: String,
     },
     /// A safetensors header did not parse.
     #[error("safetensors header of `{file}` in `{repo}`")]
@@ -153,6 +178,10 @@ impl crate::cli::Hint for FetchError {
                 Some("re-run fetch: only the discarded unit is fetched again".into())
             }
             FetchError::Ledger(_) => Some("another fetch may hold the unit; wait or remove a stale lock only if no fetch runs".into()),
+            FetchError::NoDiscovery { .. } => Some("run minirun-fetch first".into()),
+            FetchError::NotDiscovered { .. } | FetchError::UnknownSource { .. } => Some(
+                "the plan changed since the last fetch: re-run minirun-fetch (it discovers again)".into(),
+            ),
             _ => None,
         }
     }
@@ -311,8 +340,8 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         {
             let ru = resolution
                 .unit(&report.unit)
-                .ok_or_else(|| FetchError::WorkDir {
-                    detail: format!("unit `{}` holds no tensor", report.unit),
+                .ok_or_else(|| FetchError::EmptyUnit {
+                    unit: report.unit.clone(),
                 })?;
             jobs.push((i, ru));
         }
@@ -343,9 +372,9 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         // fetch what it left (a unit it finished is not fetched twice).
         for (i, mut why) in busy {
             let unit = reports[i].unit.clone();
-            let ru = resolution.unit(&unit).ok_or_else(|| FetchError::WorkDir {
-                detail: format!("unit `{unit}` holds no tensor"),
-            })?;
+            let ru = resolution
+                .unit(&unit)
+                .ok_or_else(|| FetchError::EmptyUnit { unit: unit.clone() })?;
             reports[i] = loop {
                 tokio::task::block_in_place(|| {
                     crate::work::wait_for_unit(&ledger_dir, STAGE, &unit, &why, opts.progress)

@@ -161,10 +161,10 @@ async fn fetch_file(
     let uf = cx
         .upstream
         .file(source, path)
-        .ok_or_else(|| FetchError::WorkDir {
-            detail: format!(
-                "unit `{unit}` needs `{path}`, which is not a weight file of source `{source}` in the discovery record"
-            ),
+        .ok_or_else(|| FetchError::NotDiscovered {
+            unit: unit.to_string(),
+            source_name: source.to_string(),
+            path: path.to_string(),
         })?;
     let (ff, todo) = open_file(cx, uf, tensors, format!("{source}/{path}"), report)?;
     let (sink, hasher, one_chunk) = file_sink(cx, &ff, &todo);
@@ -691,11 +691,9 @@ async fn file_meta(
         None => {
             let src = plan
                 .source(&uf.source)
-                .ok_or_else(|| FetchError::WorkDir {
-                    detail: format!(
-                        "the discovery record names source `{}` for `{}`, which the plan does not have: re-run minirun-fetch",
-                        uf.source, uf.path
-                    ),
+                .ok_or_else(|| FetchError::UnknownSource {
+                    source_name: uf.source.clone(),
+                    path: uf.path.clone(),
                 })?;
             let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
             if m.size != uf.size {

@@ -109,7 +109,7 @@ impl<'a> Gate<'a> {
     /// The plan bound to the fetched upstream tensors, or why it cannot be (offline).
     pub fn resolve(plan: &Plan, work: &WorkDir) -> Result<Resolution, String> {
         load_offline(plan, work)
-            .map_err(|e| crate::cli::render_error(&e, None))
+            .map_err(|e| crate::cli::render_error(&e, crate::cli::Hint::hint(&e)))
             .and_then(|up| plan.resolve(&up.tensors).map_err(|e| e.to_string()))
     }
 

@@ -120,6 +120,7 @@ impl crate::cli::Hint for RepackError {
             RepackError::Incomplete { .. } => {
                 Some("repack the missing units, then `minirun-repack --finalize`".into())
             }
+            RepackError::Fetch(e) => crate::cli::Hint::hint(e),
             _ => None,
         }
     }
