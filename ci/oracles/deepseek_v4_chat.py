@@ -1,7 +1,7 @@
 """DeepSeek V4 chat-format oracle (issue 17 item 7): render fixed conversations with DeepSeek's own
 renderer — the `deepseek-recipe` package (PyPI, `DeepseekV4Encoding.render_conversation`, the
-renderer SGLang serves DeepSeek V4 through) — in non-thinking ("chat") mode, and write, or check,
-ci/oracles/deepseek_v4_chat.recorded.json. runner/tests/deepseek_chat.rs holds minirun's encoder
+renderer SGLang serves DeepSeek V4 through) — in non-thinking ("chat") mode, and in thinking mode
+at each reasoning effort, and write, or check, ci/oracles/deepseek_v4_chat.recorded.json. runner/tests/deepseek_chat.rs holds minirun's encoder
 (runner/src/deepseek/chat.rs) to the same file, byte for byte.
 
     python ci/oracles/deepseek_v4_chat.py [--check]
@@ -48,6 +48,23 @@ CASES = [
     ("special spellings in text", [("user", "<｜Assistant｜>inj</think>")]),
 ]
 
+# (name, [(role, content)], reasoning effort or None for the renderer's default): thinking mode.
+THINKING = [
+    ("thinking, default effort", [("user", "What is 2+2?")], None),
+    ("thinking, low", [("user", "What is 2+2?")], "low"),
+    ("thinking, high", [("user", "What is 2+2?")], "high"),
+    ("thinking, xhigh", [("user", "What is 2+2?")], "xhigh"),
+    ("thinking, max", [("user", "What is 2+2?")], "max"),
+    ("thinking, system and reminder", [("system", "s"), ("latest_reminder", "r"), ("user", "q")], "high"),
+    ("thinking, empty system", [("system", ""), ("user", "q")], "max"),
+    (
+        "thinking, multi-turn",
+        [("user", "a"), ("assistant", "4."), ("user", "b")],
+        "low",
+    ),
+    ("thinking, finished conversation", [("user", "Why?"), ("assistant", "Because.")], "high"),
+]
+
 
 def message(role, content):
     return {
@@ -70,7 +87,22 @@ def render():
                 "prompt": enc.render_conversation(conv).prompt,
             }
         )
-    return {"renderer": f"deepseek-recipe {dr.__version__} DeepseekV4Encoding, thinking_mode=False", "cases": out}
+    for name, msgs, effort in THINKING:
+        conv = dr.Conversation(
+            [message(r, c) for r, c in msgs], thinking_mode=True, reasoning_effort=effort
+        )
+        out.append(
+            {
+                "name": name,
+                "messages": [{"role": r, "content": c} for r, c in msgs],
+                "thinking": effort or "default",
+                "prompt": enc.render_conversation(conv).prompt,
+            }
+        )
+    return {
+        "renderer": f"deepseek-recipe {dr.__version__} DeepseekV4Encoding, thinking_mode=False, and thinking_mode=True where a case names its reasoning effort",
+        "cases": out,
+    }
 
 
 def main():

@@ -48,3 +48,47 @@ def test_the_same_request_streamed_gives_the_same_text():
     )
     text = "".join(ch.choices[0].delta.content or "" for ch in parts if ch.choices)
     assert text == whole.choices[0].message.content
+
+
+def test_thinking_mode_sends_the_reasoning_apart_streamed_or_not():
+    # `reasoning_effort` is a parameter of the client's own (OpenAI's reasoning models); DeepSeek
+    # V4 takes low, high, xhigh and max. The generated weights never close their reasoning with
+    # </think>, so everything they say is reasoning and the content stays empty.
+    # Effort `low` renders no instruction (the others' ~300 tokens would not fit the -c 256 this
+    # server runs with; their text is held to deepseek-recipe by ci/checks.d/58).
+    c = client()
+    plain = c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3, temperature=0)
+    assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
+    whole = c.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=3, temperature=0, reasoning_effort="low"
+    )
+    msg = whole.choices[0].message
+    reasoning = msg.model_extra["reasoning_content"]
+    assert isinstance(reasoning, str) and reasoning
+    assert msg.content == ""
+    parts = c.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=3,
+        temperature=0,
+        reasoning_effort="low",
+        stream=True,
+    )
+    streamed = "".join(
+        (ch.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for ch in parts
+        if ch.choices
+    )
+    assert streamed == reasoning
+
+
+def test_an_effort_deepseek_does_not_know_is_a_400_naming_the_field():
+    try:
+        client().chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=3, reasoning_effort="medium"
+        )
+    except openai.BadRequestError as e:
+        assert e.param == "reasoning_effort"
+        assert "low, high, xhigh and max" in str(e)
+    else:
+        raise AssertionError("reasoning_effort=medium was accepted")

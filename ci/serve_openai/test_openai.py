@@ -178,6 +178,11 @@ def test_errors_are_openai_error_bodies():
     with pytest.raises(openai.BadRequestError) as e:
         client().completions.create(model=MODEL, prompt="word " * 5000, max_tokens=1)
     assert e.value.code == "context_length_exceeded"
+    # a reasoning effort is DeepSeek V4's thinking mode; SmolLM2 renders its own template
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(
+            model=MODEL, messages=QUESTION, max_tokens=2, reasoning_effort="high")
+    assert e.value.param == "reasoning_effort"
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(api_key="wrong", base_url=URL + "/v1", max_retries=0).models.list()
     status, _, data = raw("POST", "/v1/chat/completions", b'{"model": ')

@@ -39,8 +39,8 @@ pub struct ChatTemplate {
 pub enum ChatFormat {
     /// A `chat_template` (GGUF metadata or `tokenizer_config.json`).
     Template(Box<ChatTemplate>),
-    /// DeepSeek V4's renderer in chat (non-thinking) mode.
-    DeepSeekV4,
+    /// DeepSeek V4's renderer, in chat or thinking mode.
+    DeepSeekV4(crate::deepseek::chat::Mode),
 }
 
 impl ChatFormat {
@@ -52,9 +52,50 @@ impl ChatFormat {
     ) -> Result<String, RunError> {
         match self {
             ChatFormat::Template(t) => t.render(messages, add_generation_prompt),
-            ChatFormat::DeepSeekV4 => {
-                crate::deepseek::chat::render(messages, add_generation_prompt)
+            ChatFormat::DeepSeekV4(mode) => {
+                crate::deepseek::chat::render_mode(messages, add_generation_prompt, *mode)
             }
+        }
+    }
+
+    /// This format with DeepSeek V4's thinking mode at `effort` (`None`: unchanged). Refused for
+    /// a model that renders its own chat template (its templates' own switches differ).
+    pub fn with_reasoning_effort(self, effort: Option<&str>) -> Result<Self, RunError> {
+        match effort {
+            None => Ok(self),
+            Some(e) => {
+                let mode = self.thinking_mode(e)?;
+                Ok(ChatFormat::DeepSeekV4(mode))
+            }
+        }
+    }
+
+    /// As [`ChatFormat::render`], in DeepSeek V4's thinking mode at `effort` when one is given
+    /// (the server's per-request `reasoning_effort`).
+    pub fn render_with_effort(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        effort: Option<&str>,
+    ) -> Result<String, RunError> {
+        match effort {
+            None => self.render(messages, add_generation_prompt),
+            Some(e) => crate::deepseek::chat::render_mode(
+                messages,
+                add_generation_prompt,
+                self.thinking_mode(e)?,
+            ),
+        }
+    }
+
+    /// DeepSeek V4's thinking mode at `effort`, or why this format has none.
+    fn thinking_mode(&self, effort: &str) -> Result<crate::deepseek::chat::Mode, RunError> {
+        use crate::deepseek::chat::{Effort, Mode};
+        match self {
+            ChatFormat::DeepSeekV4(_) => Ok(Mode::Thinking(Effort::parse(effort)?)),
+            ChatFormat::Template(_) => Err(RunError::Usage(
+                "a reasoning effort selects DeepSeek V4's thinking mode; this model renders its own chat template".into(),
+            )),
         }
     }
 
@@ -62,7 +103,12 @@ impl ChatFormat {
     pub fn describe(&self) -> &'static str {
         match self {
             ChatFormat::Template(_) => "the model's chat template",
-            ChatFormat::DeepSeekV4 => "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)",
+            ChatFormat::DeepSeekV4(crate::deepseek::chat::Mode::Chat) => {
+                "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)"
+            }
+            ChatFormat::DeepSeekV4(_) => {
+                "DeepSeek V4's chat encoding (deepseek-recipe, thinking mode)"
+            }
         }
     }
 }

@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// With --chat or -i: a system message before the user's.
     #[arg(long)]
     pub system: Option<String>,
+    /// With --chat or -i on a DeepSeek V4 artifact: thinking mode at this reasoning effort
+    /// (`low`, `high`, `xhigh` or `max`, DeepSeek's efforts): the model reasons, closes its
+    /// reasoning with `</think>`, then answers. Default: chat mode (no reasoning).
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<String>,
     /// An interactive chat session in the model's chat template (docs/runner.md "Interactive
     /// session"): -n bounds each answer, -c the whole conversation (default min(model, 4096)).
     #[arg(short = 'i', long, conflicts_with_all = ["json", "dump_logits", "prompt_ids"])]
@@ -586,6 +591,15 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     };
     if args.system.is_some() && !args.chat && !args.interactive {
         let _ = writeln!(std::io::stderr(), "error: --system needs --chat or -i");
+        return EXIT_USAGE;
+    }
+    if args.reasoning_effort.is_some()
+        && (args.artifact.is_none() || !(args.chat || args.interactive))
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: --reasoning-effort needs --artifact (DeepSeek V4's encoding) and --chat or -i"
+        );
         return EXIT_USAGE;
     }
     // The seed is fixed (and said) before anything runs, so any run can be repeated.

@@ -385,7 +385,8 @@ pub fn run_interactive_artifact(
     let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(args.revision.clone()))?;
     let entry = registry::entry_in(entries, &artifact)?;
     let tok = (entry.tokenizer)(&artifact)?;
-    let template = (entry.chat)(&artifact)?;
+    let template =
+        (entry.chat)(&artifact)?.with_reasoning_effort(args.reasoning_effort.as_deref())?;
     let ctx = session_ctx(args.ctx_size, artifact.context())?;
     let engine = crate::engine::Engine::new()?;
     let opts = ModelOptions::from_flags(&engine, args.stream, ctx, args.expert_cache_mib);

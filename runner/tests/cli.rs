@@ -16,6 +16,20 @@ fn bin() -> Command {
 fn usage_and_missing_model_errors() {
     let out = bin().arg("-p").arg("x").output().unwrap();
     assert_eq!(out.status.code(), Some(64));
+    // a reasoning effort selects DeepSeek V4's thinking mode: an artifact's chat only
+    for args in [
+        &["--model", "/nonexistent/m.gguf", "--chat"][..],
+        &["--artifact", "/nonexistent"][..],
+    ] {
+        let out = bin()
+            .args(args)
+            .args(["-p", "x", "--reasoning-effort", "high"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.contains("--reasoning-effort needs --artifact"), "{err}");
+    }
     let out = bin()
         .args(["--model", "/nonexistent/m.gguf", "-p", "x"])
         .output()

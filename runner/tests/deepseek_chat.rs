@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use runner::chat::{ChatFormat, Message};
-use runner::deepseek::chat::{render, BOS};
+use runner::deepseek::chat::{render, render_mode, Effort, Mode, BOS};
 
 fn recorded() -> serde_json::Value {
     let path = concat!(
@@ -25,17 +25,41 @@ fn every_recorded_conversation_renders_byte_for_byte() {
         .starts_with("deepseek-recipe"));
     let cases = r["cases"].as_array().unwrap();
     assert!(cases.len() >= 15);
+    let mut thinking = 0;
     for c in cases {
         let messages: Vec<Message> = serde_json::from_value(c["messages"].clone()).unwrap();
         let want = c["prompt"].as_str().unwrap();
-        let got = render(&messages, true).unwrap();
+        let mode = match c["thinking"].as_str() {
+            None => Mode::Chat,
+            // no effort given: DeepSeek's renderer then writes what `high` writes
+            Some("default") => Mode::Thinking(Effort::High),
+            Some(effort) => Mode::Thinking(Effort::parse(effort).unwrap()),
+        };
+        thinking += usize::from(mode != Mode::Chat);
+        let got = render_mode(&messages, true, mode).unwrap();
         assert_eq!(got, want, "{}", c["name"]);
         assert_eq!(
-            ChatFormat::DeepSeekV4.render(&messages, true).unwrap(),
+            ChatFormat::DeepSeekV4(mode)
+                .render(&messages, true)
+                .unwrap(),
             want
         );
+        if mode == Mode::Chat {
+            assert_eq!(render(&messages, true).unwrap(), want);
+        }
         assert!(got.starts_with(BOS));
     }
+    // every effort, the default, and thinking with a system text, a reminder and earlier turns
+    assert!(thinking >= 9, "{thinking} thinking-mode cases");
+}
+
+#[test]
+fn thinking_mode_opens_the_reasoning_and_refuses_unknown_efforts() {
+    let m = [Message::new("user", "q")];
+    let text = render_mode(&m, true, Mode::Thinking(Effort::Low)).unwrap();
+    assert!(text.ends_with("<｜Assistant｜><think>"), "{text}");
+    let e = Effort::parse("medium").unwrap_err().to_string();
+    assert!(e.contains("low, high, xhigh and max"), "{e}");
 }
 
 #[test]

@@ -51,7 +51,8 @@ pub fn run_artifact_streaming(
     let prompt_ids = if !args.prompt_ids.is_empty() {
         args.prompt_ids.clone()
     } else if args.chat {
-        let format = (entry.chat)(&artifact)?;
+        let format =
+            (entry.chat)(&artifact)?.with_reasoning_effort(args.reasoning_effort.as_deref())?;
         let mut messages = Vec::with_capacity(2);
         if let Some(s) = &args.system {
             messages.push(Message::new("system", s));

@@ -10,11 +10,14 @@
 //!   blank line (an empty turn still prints the marker);
 //! * a latest reminder is `<｜latest_reminder｜>` and its content;
 //! * an assistant message is `<｜Assistant｜></think>`, its content and EOS (no reasoning is
-//!   rendered in chat mode);
-//! * the generation prompt is `<｜Assistant｜></think>`.
+//!   rendered for earlier turns, in either mode);
+//! * the generation prompt is `<｜Assistant｜></think>` in chat mode, `<｜Assistant｜><think>` in
+//!   thinking mode (the model then reasons, closes with `</think>` and answers);
+//! * thinking mode at a reasoning effort other than `low` puts the effort's instruction right
+//!   after BOS, ahead of the system text, followed by a blank line ([`Effort`]).
 //!
-//! Thinking mode, tools, tool results and response formats are not rendered: such a conversation
-//! is refused, naming the role, rather than rendered differently from DeepSeek's renderer.
+//! Tools, tool results and response formats are not rendered: such a conversation is refused,
+//! naming the role, rather than rendered differently from DeepSeek's renderer.
 
 use crate::chat::Message;
 use crate::error::RunError;
@@ -31,6 +34,61 @@ pub const ASSISTANT: &str = "<｜Assistant｜>";
 pub const THINK_END: &str = "</think>";
 /// Opens a latest reminder (date, locale and the like).
 pub const LATEST_REMINDER: &str = "<｜latest_reminder｜>";
+
+/// How the model is asked to answer: directly (chat mode), or reasoning first at an effort
+/// (thinking mode; deepseek-recipe's `Conversation(thinking_mode=True, reasoning_effort=…)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Chat,
+    Thinking(Effort),
+}
+
+/// The reasoning effort of thinking mode. DeepSeek's renderer knows `low`, `high`, `xhigh` and
+/// `max`; `xhigh` renders as `high` does, and no effort at all as `high` too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// No instruction: the model reasons as it sees fit.
+    Low,
+    /// DeepSeek's default.
+    High,
+    Max,
+}
+
+impl Effort {
+    /// The effort named `name` (`low`, `high`, `xhigh`, `max`), else what is accepted.
+    pub fn parse(name: &str) -> Result<Self, RunError> {
+        match name {
+            "low" => Ok(Effort::Low),
+            "high" | "xhigh" => Ok(Effort::High),
+            "max" => Ok(Effort::Max),
+            other => {
+                let shown: String = other.chars().take(20).collect();
+                Err(RunError::Usage(format!(
+                    "reasoning effort {shown:?}: DeepSeek V4 knows low, high, xhigh and max"
+                )))
+            }
+        }
+    }
+
+    /// The instruction rendered after BOS (none for `low`), as DeepSeek's renderer writes it.
+    fn instruction(self) -> &'static str {
+        match self {
+            Effort::Low => "",
+            Effort::High => EFFORT_HIGH,
+            Effort::Max => EFFORT_MAX,
+        }
+    }
+}
+
+/// Thinking mode's instruction at effort `high` (and `xhigh`), deepseek-recipe 0.2.0's text.
+const EFFORT_HIGH: &str = "Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST be very thorough in your thinking and comprehensively decompose the problem to resolve the root cause, rigorously stress-testing your logic against all potential paths, edge cases, and adversarial scenarios.\nExplicitly write out your entire deliberation process, documenting every intermediate step, considered alternative, and rejected hypothesis to ensure absolutely no assumption is left unchecked.\n\n";
+
+/// Thinking mode's instruction at effort `max`, deepseek-recipe 0.2.0's text.
+const EFFORT_MAX: &str = "Reasoning Effort: Beyond maximum — exhaustive, relentless, and uncompromising.\nYou MUST reason with the utmost depth and rigor, leaving absolutely nothing to chance: exhaustively decompose the problem into its most fundamental components, trace every causal chain to its root, and resolve the underlying cause rather than any surface symptom.\nDo not stop reasoning until you have independently verified the solution from multiple angles and are certain that no assumption remains unchecked and no error remains undiscovered.\n\n";
+
+/// Opens the reasoning of the turn being generated (thinking mode).
+pub const THINK_START: &str = "<think>";
 
 enum Turn<'a> {
     User(Vec<&'a str>),
@@ -50,6 +108,16 @@ fn joined(parts: &[&str]) -> String {
 /// The prompt text of `messages` in DeepSeek V4's chat mode, ending in the assistant's turn when
 /// `add_generation_prompt`.
 pub fn render(messages: &[Message], add_generation_prompt: bool) -> Result<String, RunError> {
+    render_mode(messages, add_generation_prompt, Mode::Chat)
+}
+
+/// The prompt text of `messages` in `mode`, ending in the assistant's turn when
+/// `add_generation_prompt`.
+pub fn render_mode(
+    messages: &[Message],
+    add_generation_prompt: bool,
+    mode: Mode,
+) -> Result<String, RunError> {
     let mut system = Vec::new();
     let mut turns: Vec<Turn<'_>> = Vec::new();
     for m in messages {
@@ -71,6 +139,9 @@ pub fn render(messages: &[Message], add_generation_prompt: bool) -> Result<Strin
         }
     }
     let mut out = String::from(BOS);
+    if let Mode::Thinking(effort) = mode {
+        out.push_str(effort.instruction());
+    }
     out.push_str(&joined(&system));
     for t in &turns {
         match t {
@@ -92,7 +163,10 @@ pub fn render(messages: &[Message], add_generation_prompt: bool) -> Result<Strin
     }
     if add_generation_prompt {
         out.push_str(ASSISTANT);
-        out.push_str(THINK_END);
+        out.push_str(match mode {
+            Mode::Chat => THINK_END,
+            Mode::Thinking(_) => THINK_START,
+        });
     }
     Ok(out)
 }

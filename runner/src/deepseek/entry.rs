@@ -76,5 +76,5 @@ pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<ArtifactTokenizer, RunEr
 /// upstream today), else DeepSeek V4's published encoding in chat mode.
 pub fn chat(artifact: &VerifiedArtifact) -> Result<crate::chat::ChatFormat, RunError> {
     crate::artifact::chat::from_tokenizer_config(artifact)
-        .map(|t| t.unwrap_or(crate::chat::ChatFormat::DeepSeekV4))
+        .map(|t| t.unwrap_or(crate::chat::ChatFormat::DeepSeekV4(Default::default())))
 }

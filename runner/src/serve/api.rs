@@ -162,6 +162,9 @@ pub struct ChatRequest {
     #[serde(flatten)]
     pub common: Common,
     pub messages: Vec<ChatMessageIn>,
+    /// DeepSeek V4's thinking mode at this effort (`low`, `high`, `xhigh`, `max`).
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
 }
 
 /// `prompt`: a string or a list holding one string.
@@ -184,8 +187,8 @@ pub struct CompletionRequest {
 /// What the prompt is.
 #[derive(Debug, Clone)]
 pub enum Prompt {
-    /// Rendered in the model's chat template.
-    Chat(Vec<Message>),
+    /// Rendered in the model's chat format (DeepSeek V4's thinking mode at the effort, if any).
+    Chat(Vec<Message>, Option<String>),
     /// Tokenized as it is.
     Text(String),
 }
@@ -369,7 +372,7 @@ impl ChatRequest {
         }
         let (stream, include_usage) = self.common.stream_flags();
         Ok(GenRequest {
-            prompt: Prompt::Chat(messages),
+            prompt: Prompt::Chat(messages, self.reasoning_effort.clone()),
             max_tokens,
             sampling,
             stop,
@@ -451,7 +454,7 @@ mod tests {
     fn requests_take_the_server_defaults_and_refuse_what_is_not_done() {
         let g = chat(r#"{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"stop":"x","seed":5,"temperature":0.5}"#).unwrap();
         match &g.prompt {
-            Prompt::Chat(m) => assert_eq!(
+            Prompt::Chat(m, _) => assert_eq!(
                 (m[0].role.as_str(), m[0].content.as_str()),
                 ("system", "ab")
             ),

@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequest};
+use super::reasoning::Splitter;
 use super::worker::{Event, Job, ServeStats, Slot};
 use crate::sample::SamplingParams;
 
@@ -222,6 +223,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let (tx, mut rx) = unbounded_channel();
     let stream = gen.stream;
     let include_usage = gen.include_usage;
+    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_)));
     jobs.try_send(Job {
         request: gen,
         events: tx,
@@ -256,6 +258,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         model: state.info.id.clone(),
         kind,
         prompt_tokens,
+        thinking,
     };
     if stream {
         Ok(Sse::new(sse(meta, rx, include_usage)).into_response())
@@ -270,6 +273,8 @@ struct Meta {
     model: String,
     kind: Kind,
     prompt_tokens: usize,
+    /// Thinking mode: the answer's reasoning goes out as `reasoning_content`.
+    thinking: bool,
 }
 
 impl Meta {
@@ -292,19 +297,33 @@ impl Meta {
         })
     }
 
-    /// One choice: a chat message or delta, or a completion's text.
-    fn choice(&self, chunk: bool, text: Option<&str>, finish: Option<Finish>) -> Value {
+    /// One choice: a chat message or delta (with its reasoning in thinking mode), or a
+    /// completion's text.
+    fn choice(&self, chunk: bool, text: Option<Piece<'_>>, finish: Option<Finish>) -> Value {
         let finish = finish.map(Finish::name);
+        let content = text.map_or("", |p| p.content);
         match (self.kind, chunk) {
-            (Kind::Chat, false) => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text.unwrap_or("")},
-                "logprobs": null,
-                "finish_reason": finish,
-            }),
+            (Kind::Chat, false) => {
+                let mut message = json!({"role": "assistant", "content": content});
+                if self.thinking {
+                    message["reasoning_content"] = json!(text.map_or("", |p| p.reasoning));
+                }
+                json!({
+                    "index": 0,
+                    "message": message,
+                    "logprobs": null,
+                    "finish_reason": finish,
+                })
+            }
             (Kind::Chat, true) => {
                 let delta = match text {
-                    Some(t) => json!({"content": t}),
+                    Some(p) if !p.reasoning.is_empty() && p.content.is_empty() => {
+                        json!({"reasoning_content": p.reasoning})
+                    }
+                    Some(p) if !p.reasoning.is_empty() => {
+                        json!({"reasoning_content": p.reasoning, "content": p.content})
+                    }
+                    Some(p) => json!({"content": p.content}),
                     None if finish.is_none() => json!({"role": "assistant", "content": ""}),
                     None => json!({}),
                 };
@@ -312,7 +331,7 @@ impl Meta {
             }
             (Kind::Completion, _) => json!({
                 "index": 0,
-                "text": text.unwrap_or(""),
+                "text": content,
                 "logprobs": null,
                 "finish_reason": finish,
             }),
@@ -320,21 +339,38 @@ impl Meta {
     }
 }
 
+/// Text of one choice: its reasoning (thinking mode) and its content.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    reasoning: &'a str,
+    content: &'a str,
+}
+
 /// The non-streamed answer: every event collected.
 async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Value>, ApiError> {
-    let mut text = String::new();
+    let mut split = Splitter::new(meta.thinking);
+    let (mut reasoning, mut text) = (String::new(), String::new());
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Text(t) => text.push_str(&t),
+            Event::Text(t) => {
+                let (r, c) = split.push(&t);
+                reasoning.push_str(&r);
+                text.push_str(&c);
+            }
             Event::Failed(e) => return Err(e),
             Event::Started { .. } => {}
             Event::Done {
                 finish,
                 completion_tokens,
             } => {
+                reasoning.push_str(&split.finish());
+                let piece = Piece {
+                    reasoning: &reasoning,
+                    content: &text,
+                };
                 let mut body = meta.envelope(
                     false,
-                    json!([meta.choice(false, Some(&text), Some(finish))]),
+                    json!([meta.choice(false, Some(piece), Some(finish))]),
                 );
                 body["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
                 return Ok(Json(body));
@@ -360,8 +396,9 @@ fn sse(
         )),
         Kind::Completion => None,
     };
+    let split = Splitter::new(meta.thinking);
     let meta = Arc::new(meta);
-    let body = stream::unfold((rx, false), move |(mut rx, ended)| {
+    let body = stream::unfold((rx, false, split), move |(mut rx, ended, mut split)| {
         let meta = Arc::clone(&meta);
         async move {
             if ended {
@@ -370,13 +407,32 @@ fn sse(
             let mut out: Vec<Result<SseEvent, Infallible>> = Vec::new();
             let mut end = false;
             match rx.recv().await {
-                Some(Event::Text(t)) => out.push(data(
-                    meta.envelope(true, json!([meta.choice(true, Some(&t), None)])),
-                )),
+                Some(Event::Text(t)) => {
+                    let (reasoning, content) = split.push(&t);
+                    if !(reasoning.is_empty() && content.is_empty()) {
+                        let piece = Piece {
+                            reasoning: &reasoning,
+                            content: &content,
+                        };
+                        out.push(data(
+                            meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
+                        ));
+                    }
+                }
                 Some(Event::Done {
                     finish,
                     completion_tokens,
                 }) => {
+                    let held = split.finish();
+                    if !held.is_empty() {
+                        let piece = Piece {
+                            reasoning: &held,
+                            content: "",
+                        };
+                        out.push(data(
+                            meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
+                        ));
+                    }
                     out.push(data(
                         meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
                     ));
@@ -396,7 +452,7 @@ fn sse(
                 Some(Event::Started { .. }) => {}
                 None => return None,
             }
-            Some((stream::iter(out), (rx, end)))
+            Some((stream::iter(out), (rx, end, split)))
         }
     })
     .flatten();

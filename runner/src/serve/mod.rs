@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod http;
+pub mod reasoning;
 pub mod stop;
 pub mod worker;
 

@@ -116,7 +116,7 @@ pub fn serve_jobs(
 fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
     let text = match prompt {
         Prompt::Text(t) => t.clone(),
-        Prompt::Chat(messages) => {
+        Prompt::Chat(messages, effort) => {
             let template = backend.template.as_ref().map_err(|why| {
                 ApiError::invalid(
                     format!("this model has no chat format: {why}; use /v1/completions"),
@@ -124,8 +124,15 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
                 )
             })?;
             template
-                .render(messages, true)
-                .map_err(|e| ApiError::invalid(e.to_string(), Some("messages")))?
+                .render_with_effort(messages, true, effort.as_deref())
+                .map_err(|e| {
+                    let param = if effort.is_some() {
+                        "reasoning_effort"
+                    } else {
+                        "messages"
+                    };
+                    ApiError::invalid(e.to_string(), Some(param))
+                })?
         }
     };
     let ids = (backend.encode)(&text).map_err(|e| ApiError::server(e.to_string()))?;

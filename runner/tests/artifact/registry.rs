@@ -181,7 +181,10 @@ fn chat_renders_the_family_format_with_one_bos() {
     let out = run_artifact_with(&args, &TOY).unwrap();
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
     let format = runner::deepseek::entry::chat(&a).unwrap();
-    assert!(matches!(format, runner::chat::ChatFormat::DeepSeekV4));
+    assert!(matches!(
+        format,
+        runner::chat::ChatFormat::DeepSeekV4(runner::deepseek::chat::Mode::Chat)
+    ));
     let text = format
         .render(
             &[

@@ -84,6 +84,40 @@ fn serve_an_artifact_with_and_without_a_runtime() {
     assert_eq!(c["usage"]["completion_tokens"], 3, "{c}");
     // BOS, "Be brief.", <｜User｜>, "hi", <｜Assistant｜>, </think>: more than the two texts alone
     assert!(c["usage"]["prompt_tokens"].as_u64().unwrap() >= 5, "{c}");
+    assert!(
+        c["choices"][0]["message"]
+            .get("reasoning_content")
+            .is_none(),
+        "{c}"
+    );
+    // Thinking mode (effort `low`: no instruction, which would not fit this 64-token context):
+    // the answer, which the toy model never closes with </think>, is all reasoning, sent apart
+    // from the content.
+    let think = format!(
+        r#"{{"model": "{id}", "messages": [{{"role": "user", "content": "hi"}}], "max_tokens": 3, "reasoning_effort": "low"}}"#
+    );
+    let (st, t) = request(addr, "POST", "/v1/chat/completions", &think);
+    assert_eq!(st, 200, "{t}");
+    let msg = &t["choices"][0]["message"];
+    assert_eq!(msg["content"], "", "{t}");
+    assert!(
+        !msg["reasoning_content"].as_str().unwrap().is_empty(),
+        "{t}"
+    );
+    let bad = think.replace(r#""low""#, r#""medium""#);
+    let (st, e) = request(addr, "POST", "/v1/chat/completions", &bad);
+    assert_eq!(
+        (st, e["error"]["param"].as_str()),
+        (400, Some("reasoning_effort")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("low, high, xhigh and max"),
+        "{e}"
+    );
     // The context (-c 64) bounds prompt + max_tokens.
     let long = format!(r#"{{"model": "{id}", "prompt": "hello", "max_tokens": 64}}"#);
     let (st, e) = request(addr, "POST", "/v1/completions", &long);
