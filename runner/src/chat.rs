@@ -70,26 +70,22 @@ impl ChatFormat {
         }
     }
 
-    /// As [`ChatFormat::render`], in DeepSeek V4's thinking mode at `effort` when one is given
-    /// (the server's per-request `reasoning_effort`).
-    pub fn render_with_effort(
+    /// As [`ChatFormat::render`], in `thinking` mode when one is given (the server's
+    /// per-request `reasoning_effort`, made by [`ChatFormat::thinking_mode`]).
+    pub fn render_in(
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
-        effort: Option<&str>,
+        thinking: Option<crate::deepseek::chat::Mode>,
     ) -> Result<String, RunError> {
-        match effort {
+        match thinking {
             None => self.render(messages, add_generation_prompt),
-            Some(e) => crate::deepseek::chat::render_mode(
-                messages,
-                add_generation_prompt,
-                self.thinking_mode(e)?,
-            ),
+            Some(mode) => crate::deepseek::chat::render_mode(messages, add_generation_prompt, mode),
         }
     }
 
     /// DeepSeek V4's thinking mode at `effort`, or why this format has none.
-    fn thinking_mode(&self, effort: &str) -> Result<crate::deepseek::chat::Mode, RunError> {
+    pub fn thinking_mode(&self, effort: &str) -> Result<crate::deepseek::chat::Mode, RunError> {
         use crate::deepseek::chat::{Effort, Mode};
         match self {
             ChatFormat::DeepSeekV4(_) => Ok(Mode::Thinking(Effort::parse(effort)?)),

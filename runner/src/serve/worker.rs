@@ -123,16 +123,14 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
                     Some("messages"),
                 )
             })?;
+            let thinking = effort
+                .as_deref()
+                .map(|e| template.thinking_mode(e))
+                .transpose()
+                .map_err(|e| ApiError::invalid(e.to_string(), Some("reasoning_effort")))?;
             template
-                .render_with_effort(messages, true, effort.as_deref())
-                .map_err(|e| {
-                    let param = if effort.is_some() {
-                        "reasoning_effort"
-                    } else {
-                        "messages"
-                    };
-                    ApiError::invalid(e.to_string(), Some(param))
-                })?
+                .render_in(messages, true, thinking)
+                .map_err(|e| ApiError::invalid(e.to_string(), Some("messages")))?
         }
     };
     let ids = (backend.encode)(&text).map_err(|e| ApiError::server(e.to_string()))?;
