@@ -31,6 +31,7 @@ for f in "$golden"/index-*.json; do add index_json "$f"; done
 for f in "$golden"/mega/single/*.mega "$golden"/mega/sharded/*.mega; do add mega "$f" 0; done
 add mega "$golden/mega/sharded/model.mega.index.json" 1
 add mega "$golden/megakv/tiny.megakv" 2
+add mega "$golden/megakv/sections.megakv" 2
 for f in "$root"/plans/*.toml; do add plan "$f"; done
 
 "$demo_bin" --work-dir "$work/demo" --generate 0 > "$work/demo.log" 2>&1

@@ -7,18 +7,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use artifact::mega::kv::{read_kv, write_kv, KvHeader, KvLayout, KvModel};
+use artifact::mega::kv::{read_kv, write_kv, KvHeader, KvHeads, KvLayout, KvModel};
 use sha2::{Digest, Sha256};
 
 use crate::error::RunError;
 use crate::llama::Runner;
-
-/// A prompt-cache file for one model.
-pub struct PromptCache {
-    path: PathBuf,
-    model: KvModel,
-    layout: KvLayout,
-}
 
 fn cache_err(path: &Path, detail: impl std::fmt::Display) -> RunError {
     RunError::Model {
@@ -52,30 +45,102 @@ pub fn gguf_identity(gguf: &Path) -> Result<KvModel, RunError> {
     })
 }
 
+/// The identity of a verified artifact: its repository and verified commit (from the evidence it
+/// was opened under) and its tokenizer's SHA-256.
+pub fn artifact_identity(a: &crate::artifact::VerifiedArtifact) -> Result<KvModel, RunError> {
+    let auth = a.authority().ok_or_else(|| {
+        RunError::Usage(
+            "--prompt-cache binds the file to a verified commit; this artifact was opened without evidence".into(),
+        )
+    })?;
+    Ok(KvModel::Artifact {
+        repo: auth.repo.clone(),
+        commit: auth.commit.clone(),
+        tokenizer_sha256: hex::encode(Sha256::digest(a.tokenizer_json())),
+    })
+}
+
+/// A model whose decode state a prompt cache can hold: the Llama runner (keys and values per
+/// position, any prefix can be saved) and the artifact adapters (DeepSeek V4: the whole state,
+/// saved at positions the adapter holds).
+pub trait KvState {
+    /// The layout a state of `positions` positions has.
+    fn kv_layout(&self, positions: usize) -> Result<KvLayout, RunError>;
+    /// Positions fed so far.
+    fn kv_position(&self) -> usize;
+    /// Positions the model's context holds.
+    fn kv_capacity(&self) -> usize;
+    /// The payload of the first `n` positions (`n` ≤ [`KvState::kv_position`]).
+    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError>;
+    /// Replaces the state with `positions` positions laid out as `layout` (already checked to be
+    /// this model's) from `payload`.
+    fn kv_restore(
+        &mut self,
+        positions: usize,
+        layout: &KvLayout,
+        payload: &[u8],
+    ) -> Result<(), RunError>;
+    /// Keeps at most `n` positions; returns how many are kept.
+    fn kv_rewind(&mut self, n: usize) -> usize;
+}
+
+impl KvState for Runner<'_> {
+    fn kv_layout(&self, _positions: usize) -> Result<KvLayout, RunError> {
+        let c = self.config();
+        Ok(KvLayout::Heads(KvHeads {
+            layers: c.n_layers as u32,
+            kv_heads: c.n_kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            dtype: "f32".into(),
+        }))
+    }
+
+    fn kv_position(&self) -> usize {
+        self.position()
+    }
+
+    fn kv_capacity(&self) -> usize {
+        self.capacity()
+    }
+
+    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
+        Runner::kv_payload(self, n)
+    }
+
+    fn kv_restore(&mut self, n: usize, _: &KvLayout, payload: &[u8]) -> Result<(), RunError> {
+        Runner::kv_restore(self, n, payload)
+    }
+
+    fn kv_rewind(&mut self, n: usize) -> usize {
+        self.rewind(n);
+        self.position()
+    }
+}
+
+/// A prompt-cache file for one model.
+pub struct PromptCache {
+    path: PathBuf,
+    model: KvModel,
+}
+
 impl PromptCache {
-    /// The cache at `path` for `runner`'s model, identified by `model`.
-    pub fn new(path: &Path, model: KvModel, runner: &Runner<'_>) -> Self {
-        let c = runner.config();
+    /// The cache at `path` for the model identified by `model`.
+    pub fn new(path: &Path, model: KvModel) -> Self {
         Self {
             path: path.to_owned(),
             model,
-            layout: KvLayout {
-                layers: c.n_layers as u32,
-                kv_heads: c.n_kv_heads as u32,
-                head_dim: c.head_dim as u32,
-                dtype: "f32".into(),
-            },
         }
     }
 
-    /// Loads the file into `runner` and keeps the positions its tokens share with `prompt` (at
-    /// most all but the last prompt token); returns those tokens, or `None` when there is no file.
+    /// Loads the file into `state` and keeps the positions its tokens share with `prompt` (at
+    /// most all but the last prompt token, and only what the model can keep); returns those
+    /// tokens, or `None` when there is no file.
     pub fn load(
         &self,
-        runner: &mut Runner<'_>,
+        state: &mut dyn KvState,
         prompt: &[u32],
     ) -> Result<Option<Vec<u32>>, RunError> {
-        let Some(tokens) = self.load_all(runner)? else {
+        let Some(tokens) = self.load_all(state)? else {
             return Ok(None);
         };
         let common = tokens
@@ -84,13 +149,13 @@ impl PromptCache {
             .take_while(|(a, b)| a == b)
             .count()
             .min(prompt.len().saturating_sub(1));
-        runner.rewind(common);
-        Ok(Some(tokens[..common].to_vec()))
+        let kept = state.kv_rewind(common);
+        Ok(Some(tokens[..kept].to_vec()))
     }
 
-    /// Loads every position of the file into `runner` (a session or a server then keeps what
+    /// Loads every position of the file into `state` (a session or a server then keeps what
     /// the next prompt shares); returns the file's tokens, or `None` when there is no file.
-    pub fn load_all(&self, runner: &mut Runner<'_>) -> Result<Option<Vec<u32>>, RunError> {
+    pub fn load_all(&self, state: &mut dyn KvState) -> Result<Option<Vec<u32>>, RunError> {
         let bytes = match std::fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -113,38 +178,48 @@ impl PromptCache {
                 ),
             ));
         }
-        if header.layout != self.layout {
+        let positions = header.tokens.len();
+        if positions > state.kv_capacity() {
             return Err(cache_err(
                 &self.path,
                 format!(
-                    "its KV layout {:?} is not this model's {:?}",
-                    header.layout, self.layout
+                    "it holds {positions} positions, more than the context of {} (-c)",
+                    state.kv_capacity()
                 ),
             ));
         }
-        if header.tokens.len() > runner.capacity() {
-            return Err(cache_err(
-                &self.path,
-                format!(
-                    "it holds {} positions, more than the context of {} (-c)",
-                    header.tokens.len(),
-                    runner.capacity()
-                ),
-            ));
+        match (&header.layout, state.kv_layout(positions)?) {
+            (KvLayout::Heads(have), KvLayout::Heads(want)) if have != &want => {
+                return Err(cache_err(
+                    &self.path,
+                    format!("its KV layout {have:?} is not this model's {want:?}"),
+                ))
+            }
+            (KvLayout::Heads(_), KvLayout::Sections(_)) | (KvLayout::Sections(_), KvLayout::Heads(_)) => {
+                return Err(cache_err(
+                    &self.path,
+                    "its KV layout is of another kind than this model's (per-position keys and values against a whole decode state)",
+                ))
+            }
+            // a sections layout is compared array by array by the model, which names the first
+            // that differs
+            _ => {}
         }
-        runner.kv_restore(header.tokens.len(), payload)?;
+        state
+            .kv_restore(positions, &header.layout, payload)
+            .map_err(|e| cache_err(&self.path, e))?;
         Ok(Some(header.tokens))
     }
 
-    /// Writes the KV state of `tokens` (the first `tokens.len()` positions the runner holds)
+    /// Writes the state of `tokens` (the first `tokens.len()` positions the model holds)
     /// atomically: a temporary file in the same directory, renamed over the target.
-    pub fn save(&self, runner: &Runner<'_>, tokens: &[u32]) -> Result<(), RunError> {
-        let n = tokens.len().min(runner.position());
-        let payload = runner.kv_payload(n)?;
+    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<(), RunError> {
+        let n = tokens.len().min(state.kv_position());
+        let payload = state.kv_payload(n)?;
         let header = KvHeader {
             format: "megakv".into(),
             model: self.model.clone(),
-            layout: self.layout.clone(),
+            layout: state.kv_layout(n)?,
             tokens: tokens[..n].to_vec(),
             payload_sha256: String::new(),
         };

@@ -17,6 +17,8 @@ use crate::artifact::{ArtifactError, ArtifactTokenizer, VerifiedArtifact};
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
+use artifact::mega::kv::KvLayout;
+
 use crate::run::Decoder;
 
 /// Where an adapter keeps its matrices.
@@ -76,13 +78,43 @@ pub trait ArtifactModel {
     fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
         None
     }
-    /// Keeps the first `n` positions fed so far and forgets the rest; `None` when the adapter
-    /// cannot (every adapter can at least start a new sequence with `n = 0`).
-    fn rewind(&mut self, n: usize) -> Option<()>;
+    /// Keeps at most the first `n` positions fed so far and forgets the rest; returns how many
+    /// it kept (an adapter whose state cannot be cut anywhere goes back to a snapshot it holds at
+    /// or before `n`, or to 0); `None` when it cannot even start a new sequence.
+    fn rewind(&mut self, n: usize) -> Option<usize>;
+    /// The `.megakv` layout of the decode state after `positions` positions; `None` when the
+    /// adapter cannot save its state (docs/runner.md "Prompt cache").
+    fn state_layout(&self, _positions: usize) -> Option<KvLayout> {
+        None
+    }
+    /// Positions fed so far.
+    fn position(&self) -> usize {
+        0
+    }
+    /// The decode state of the first `n` positions as a `.megakv` payload.
+    fn save_state(&self, _n: usize) -> Result<Vec<u8>, RunError> {
+        Err(no_state())
+    }
+    /// Replaces the decode state with `positions` positions laid out as `layout`.
+    fn load_state(
+        &mut self,
+        _positions: usize,
+        _layout: &KvLayout,
+        _payload: &[u8],
+    ) -> Result<(), RunError> {
+        Err(no_state())
+    }
 }
 
-/// An [`ArtifactModel`] as the generation loop's [`Decoder`] (logits read back each step).
-pub struct ArtifactDecoder<'a>(pub Box<dyn ArtifactModel + 'a>);
+fn no_state() -> RunError {
+    RunError::Usage(
+        "this model's adapter cannot save or load its decode state (--prompt-cache)".into(),
+    )
+}
+
+/// An [`ArtifactModel`] as the generation loop's [`Decoder`] (logits read back each step), with
+/// the context it was opened for.
+pub struct ArtifactDecoder<'a>(pub Box<dyn ArtifactModel + 'a>, pub usize);
 
 impl Decoder for ArtifactDecoder<'_> {
     fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
@@ -93,8 +125,39 @@ impl Decoder for ArtifactDecoder<'_> {
         })
     }
 
-    fn rewind(&mut self, n: usize) -> Option<()> {
+    fn rewind(&mut self, n: usize) -> Option<usize> {
         self.0.rewind(n)
+    }
+}
+
+impl crate::prompt_cache::KvState for ArtifactDecoder<'_> {
+    fn kv_layout(&self, positions: usize) -> Result<KvLayout, RunError> {
+        self.0.state_layout(positions).ok_or_else(no_state)
+    }
+
+    fn kv_position(&self) -> usize {
+        self.0.position()
+    }
+
+    fn kv_capacity(&self) -> usize {
+        self.1
+    }
+
+    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
+        self.0.save_state(n)
+    }
+
+    fn kv_restore(
+        &mut self,
+        positions: usize,
+        layout: &KvLayout,
+        payload: &[u8],
+    ) -> Result<(), RunError> {
+        self.0.load_state(positions, layout, payload)
+    }
+
+    fn kv_rewind(&mut self, n: usize) -> usize {
+        self.0.rewind(n).unwrap_or(0)
     }
 }
 

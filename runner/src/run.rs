@@ -142,8 +142,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// A `.megakv` prefix cache (docs/runner.md "Prompt cache"): its KV state is loaded and the
-    /// positions it shares with the prompt are not fed again; after the run it holds the prompt.
-    #[arg(long, value_name = "FILE", conflicts_with = "artifact")]
+    /// positions it shares with the prompt are not fed again; after the run it holds the prompt
+    /// (with --artifact: all but its last token, the whole decode state of DeepSeek V4).
+    #[arg(long, value_name = "FILE")]
     pub prompt_cache: Option<PathBuf>,
     /// With --prompt-cache: read the file, never rewrite it.
     #[arg(long, requires = "prompt_cache")]
@@ -306,7 +307,7 @@ pub fn run_streaming(
     let capacity = prompt_ids.len() + args.n;
     let mut runner = Runner::new(engine, &model, mode, capacity)?;
     let cache = match &args.prompt_cache {
-        Some(p) => Some(PromptCache::new(p, gguf_identity(path)?, &runner)),
+        Some(p) => Some(PromptCache::new(p, gguf_identity(path)?)),
         None => None,
     };
     let reused = match &cache {
@@ -323,11 +324,14 @@ pub fn run_streaming(
         sink,
         &|| true,
     )?;
+    let mut prefill_s = g.prefill_s;
     if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
         if reused + 1 < prompt_ids.len() {
             if args.n == 0 {
                 // Nothing was generated, so the prompt was not fed: feed it for the cache.
+                let t0 = std::time::Instant::now();
                 runner.forward_argmax(&prompt_ids[reused..])?;
+                prefill_s = t0.elapsed().as_secs_f64();
             }
             c.save(&runner, &prompt_ids)?;
         }
@@ -337,7 +341,7 @@ pub fn run_streaming(
         prompt_ids,
         tokens: g.tokens,
         logits: g.logits,
-        prefill_s: g.prefill_s,
+        prefill_s,
         decode_s: g.decode_s,
         tile_reads: runner.tile_reads(),
         steps: g.steps,
@@ -427,9 +431,11 @@ pub trait Decoder {
         None
     }
 
-    /// Keeps the first `n` positions fed so far and forgets the rest (a chat session reuses the
-    /// conversation's prefix); `None` when the decoder cannot.
-    fn rewind(&mut self, _n: usize) -> Option<()> {
+    /// Keeps at most the first `n` positions fed so far and forgets the rest (a chat session
+    /// reuses the conversation's prefix); returns how many it kept, which may be fewer than `n`
+    /// for a decoder that can go back only to positions it holds a snapshot of; `None` when the
+    /// decoder cannot rewind at all.
+    fn rewind(&mut self, _n: usize) -> Option<usize> {
         None
     }
 }
@@ -461,9 +467,9 @@ impl Decoder for Runner<'_> {
         Some(Runner::stats(self))
     }
 
-    fn rewind(&mut self, n: usize) -> Option<()> {
+    fn rewind(&mut self, n: usize) -> Option<usize> {
         Runner::rewind(self, n);
-        Some(())
+        Some(self.position())
     }
 }
 
@@ -707,6 +713,8 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             out.prompt_ids.len()
         );
     }
+    // the prompt tokens a prompt cache did not hold
+    let fed = out.prompt_ids.len() - out.prompt_cache_reused;
     let reads = if args.stream {
         format!("; {} tile reads", out.tile_reads)
     } else {
@@ -714,10 +722,9 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     };
     let _ = writeln!(
         std::io::stderr(),
-        "prefill {} tokens in {:.3} s ({:.2} tokens/s); decode {} tokens in {:.3} s ({:.2} tokens/s){reads}",
-        out.prompt_ids.len(),
+        "prefill {fed} tokens in {:.3} s ({:.2} tokens/s); decode {} tokens in {:.3} s ({:.2} tokens/s){reads}",
         out.prefill_s,
-        out.prompt_ids.len() as f64 / out.prefill_s.max(1e-9),
+        fed as f64 / out.prefill_s.max(1e-9),
         decode_steps,
         out.decode_s,
         decode_steps as f64 / out.decode_s.max(1e-9),

@@ -65,24 +65,25 @@ impl CachedPrefix {
     /// last id: one is always fed) and returns its length; a decoder that cannot keep a prefix is
     /// rewound to 0, one that cannot even do that is an error.
     pub fn reuse(&mut self, model: &mut dyn Decoder, ids: &[u32]) -> Result<usize, RunError> {
-        let mut common = self
+        let common = self
             .tokens
             .iter()
             .zip(ids)
             .take_while(|(a, b)| a == b)
             .count()
             .min(ids.len().saturating_sub(1));
-        if model.rewind(common).is_none() {
-            common = 0;
-            if !self.tokens.is_empty() && model.rewind(0).is_none() {
+        let kept = match model.rewind(common) {
+            Some(kept) => kept.min(common),
+            None if self.tokens.is_empty() => 0,
+            None => {
                 return Err(RunError::Model {
                     path: String::new(),
                     detail: "this model cannot forget its context; it runs one prompt only".into(),
-                });
+                })
             }
-        }
-        self.tokens.truncate(common);
-        Ok(common)
+        };
+        self.tokens.truncate(kept);
+        Ok(kept)
     }
 
     /// Takes `tokens` as what the cache holds (a prompt cache was just loaded into the model).
@@ -337,11 +338,8 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     let mut runner = Runner::new(&engine, &model, mode, ctx)?;
     let loaded = match &args.prompt_cache {
         Some(p) => {
-            let cache = crate::prompt_cache::PromptCache::new(
-                p,
-                crate::prompt_cache::gguf_identity(path)?,
-                &runner,
-            );
+            let cache =
+                crate::prompt_cache::PromptCache::new(p, crate::prompt_cache::gguf_identity(path)?);
             cache.load_all(&mut runner)?
         }
         None => None,
@@ -368,10 +366,10 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     repl(&mut session, first)
 }
 
-/// `minirun-run -i --artifact DIR`: the verified artifact's family adapter and chat format, then
-/// the REPL. An adapter that cannot rewind to a turn boundary (DeepSeek V4 keeps compressor state
-/// per sequence, not per position) is fed the whole conversation again each turn; the turn's
-/// stats line says how much was reused.
+/// `minirun-run -i --artifact DIR`: the verified artifact's family adapter and chat format (and a
+/// `--prompt-cache` state loaded first), then the REPL. An adapter that cannot cut its state at
+/// any position (DeepSeek V4) goes back to the latest snapshot it holds before where the new
+/// rendering parts; the turn's stats line says how much was reused.
 pub fn run_interactive_artifact(
     args: &crate::run::RunArgs,
     entries: &[crate::registry::Entry],
@@ -390,7 +388,15 @@ pub fn run_interactive_artifact(
     let ctx = session_ctx(args.ctx_size, artifact.context())?;
     let engine = crate::engine::Engine::new()?;
     let opts = ModelOptions::from_flags(&engine, args.stream, ctx, args.expert_cache_mib);
-    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
+    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
+    let loaded = match &args.prompt_cache {
+        Some(p) => crate::prompt_cache::PromptCache::new(
+            p,
+            crate::prompt_cache::artifact_identity(&artifact)?,
+        )
+        .load_all(&mut decoder)?,
+        None => None,
+    };
     let sampler = Sampler::new(args.sampling()?);
     let mut session = Session::new(
         &mut decoder,
@@ -401,6 +407,14 @@ pub fn run_interactive_artifact(
         ctx,
         args.n,
     )?;
+    if let Some(tokens) = loaded {
+        let _ = writeln!(
+            std::io::stderr(),
+            "prompt cache: {} tokens loaded (the first turn reuses them if it starts with them)",
+            tokens.len()
+        );
+        session.assume_cached(tokens);
+    }
     let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
     repl(&mut session, first)
 }

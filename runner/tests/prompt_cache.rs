@@ -41,7 +41,7 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
     let after_prompt = a.forward(&prompt, Logits::Last).unwrap();
     let next = common::top2(&after_prompt).0 as u32;
     let after_next = a.forward(&[next], Logits::Last).unwrap();
-    let cache = PromptCache::new(&file, id.clone(), &a);
+    let cache = PromptCache::new(&file, id.clone());
     cache.save(&a, &prompt).unwrap();
 
     // A longer prompt reuses every cached position and feeds only the new token.
@@ -85,7 +85,6 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
             sha256: "0".repeat(64),
             bytes: 1,
         },
-        &c,
     );
     let err = foreign.load(&mut c, &prompt).unwrap_err().to_string();
     assert!(err.contains("made for another model"), "{err}");
@@ -156,7 +155,7 @@ fn a_session_reuses_a_loaded_prompt_cache() {
     let file = dir.path().join("turn.megakv");
     let mut a = Runner::new(e, &model, WeightMode::Resident, 256).unwrap();
     a.forward_argmax(&ids).unwrap();
-    let cache = PromptCache::new(&file, gguf_identity(&path).unwrap(), &a);
+    let cache = PromptCache::new(&file, gguf_identity(&path).unwrap());
     cache.save(&a, &ids).unwrap();
 
     let mut b = Runner::new(e, &model, WeightMode::Resident, 256).unwrap();

@@ -11,8 +11,9 @@ use crate::chat::Message;
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
-use crate::registry::{self, Entry, ModelOptions};
-use crate::run::{check_context, generate_text, LogitsFn, RunArgs, RunOutput, TextSink};
+use crate::prompt_cache::{artifact_identity, PromptCache};
+use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions};
+use crate::run::{check_context, generate_text, RunArgs, RunOutput, TextSink};
 use crate::sample::Sampler;
 
 /// Runs `args` (with `args.artifact` set) with the registered families and returns what
@@ -83,21 +84,41 @@ pub fn run_artifact_streaming(
         prompt_ids.len() + args.n,
         args.expert_cache_mib,
     );
-    let mut model = (entry.open)(&artifact, &opts)?;
-    let mut decoder = LogitsFn(|ids: &[u32]| {
-        let mut rows = model.forward(ids, Logits::Last)?;
-        Ok(rows.pop().unwrap_or_default())
-    });
+    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, opts.capacity);
+    let cache = match &args.prompt_cache {
+        Some(p) => Some(PromptCache::new(p, artifact_identity(&artifact)?)),
+        None => None,
+    };
+    let reused = match &cache {
+        Some(c) => c.load(&mut decoder, &prompt_ids)?.map_or(0, |t| t.len()),
+        None => 0,
+    };
     let mut sampler = Sampler::new(sampling);
     let (g, text, dropped) = generate_text(
         &mut decoder,
-        &prompt_ids,
+        &prompt_ids[reused..],
         &args.gen_opts(),
         &mut sampler,
         &tok,
         sink,
         &|| true,
     )?;
+    let mut prefill_s = g.prefill_s;
+    if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
+        // All but the last prompt token: the position a prefill keeps a snapshot of, so an
+        // adapter that saves only the positions it holds (DeepSeek V4) can save it.
+        let keep = prompt_ids.len() - 1;
+        if reused < keep {
+            if args.n == 0 {
+                // Nothing was generated, so the prompt was not fed: feed it for the cache.
+                let t0 = std::time::Instant::now();
+                decoder.0.forward(&prompt_ids[reused..], Logits::Last)?;
+                prefill_s = t0.elapsed().as_secs_f64();
+            }
+            c.save(&decoder, &prompt_ids[..keep])?;
+        }
+    }
+    let model = &decoder.0;
     Ok(RunOutput {
         text,
         sampling,
@@ -105,11 +126,11 @@ pub fn run_artifact_streaming(
         prompt_ids,
         tokens: g.tokens,
         logits: g.logits,
-        prefill_s: g.prefill_s,
+        prefill_s,
         decode_s: g.decode_s,
         tile_reads: model.tile_reads(),
         steps: g.steps,
-        prompt_cache_reused: 0,
+        prompt_cache_reused: reused,
         expert_cache: model.expert_cache(),
     })
 }

@@ -39,6 +39,32 @@ pub struct AttnCache {
     pub idx: CompCache,
 }
 
+impl AttnCache {
+    /// The sliding window's keys, oldest first (consecutive positions ending at the last fed).
+    pub(super) fn window_keys(&self) -> Vec<Vec<f32>> {
+        self.window.iter().map(|(_, k)| k.clone()).collect()
+    }
+
+    /// A state whose window holds `keys` for the positions ending at `positions - 1`.
+    pub(super) fn from_parts(
+        positions: usize,
+        keys: Vec<Vec<f32>>,
+        comp: CompCache,
+        idx: CompCache,
+    ) -> Self {
+        let first = positions.saturating_sub(keys.len());
+        Self {
+            window: keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (first + i, k))
+                .collect(),
+            comp,
+            idx,
+        }
+    }
+}
+
 /// What the hard paths did (so tests can assert they ran).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PathStats {

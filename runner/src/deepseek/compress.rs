@@ -43,6 +43,60 @@ impl CompCache {
     pub fn buffered(&self) -> usize {
         self.buf_kv.len()
     }
+
+    /// The state's arrays, named as in `.megakv` (docs/mega.md §12.2), in [`state_shapes`]'s
+    /// order: buffered kv rows, buffered gate rows, the previous window's first series (ratio-4
+    /// compressors), emitted entries.
+    pub(super) fn arrays(&self, p: &CompParams) -> Vec<(&'static str, &[Vec<f32>])> {
+        let mut out = vec![
+            ("buffer_kv", self.buf_kv.as_slice()),
+            ("buffer_gate", self.buf_gate.as_slice()),
+        ];
+        if p.coff == 2 {
+            let (kv, gate) = self
+                .overlap
+                .as_ref()
+                .map_or((&[][..], &[][..]), |(k, g)| (k.as_slice(), g.as_slice()));
+            out.push(("overlap_kv", kv));
+            out.push(("overlap_gate", gate));
+        }
+        out.push(("entries", self.entries.as_slice()));
+        out
+    }
+
+    /// The inverse of [`CompCache::arrays`]: `arrays` in the same order.
+    pub(super) fn from_arrays(p: &CompParams, arrays: Vec<Vec<Vec<f32>>>) -> Self {
+        let mut it = arrays.into_iter();
+        let mut next = || it.next().unwrap_or_default();
+        let (buf_kv, buf_gate) = (next(), next());
+        let overlap = if p.coff == 2 {
+            let (kv, gate) = (next(), next());
+            (!kv.is_empty()).then_some((kv, gate))
+        } else {
+            None
+        };
+        Self {
+            buf_kv,
+            buf_gate,
+            overlap,
+            entries: next(),
+        }
+    }
+}
+
+/// The shape (name, rows, columns) of each of [`CompCache::arrays`] after `positions` tokens: a
+/// function of the compressor and the count alone, since every window of `ratio` tokens emits.
+pub(super) fn state_shapes(p: &CompParams, positions: usize) -> Vec<(&'static str, usize, usize)> {
+    let (r, w) = (p.ratio.max(1), p.coff * p.dim);
+    let buffered = positions % r;
+    let mut out = vec![("buffer_kv", buffered, w), ("buffer_gate", buffered, w)];
+    if p.coff == 2 {
+        let rows = if positions >= r { r } else { 0 };
+        out.push(("overlap_kv", rows, p.dim));
+        out.push(("overlap_gate", rows, p.dim));
+    }
+    out.push(("entries", positions / r, p.dim));
+    out
 }
 
 fn emit(p: &CompParams, cache: &mut CompCache, inv_freq: &[f32], eps: f64) {

@@ -8,16 +8,50 @@
 
 use std::sync::Arc;
 
+use artifact::mega::kv::KvLayout;
+
 use super::model::{Mode, V4Model};
+use super::state::Snapshot;
 use crate::artifact::source::VerifiedSource;
 use crate::artifact::{ArtifactTokenizer, VerifiedArtifact};
 use crate::error::RunError;
 use crate::llama::Logits;
 use crate::registry::{ArtifactModel, ModelOptions, Residency};
 
+/// Snapshots of the decode state an adapter keeps (each is a copy of every layer's window and
+/// compressor state; a session needs the latest prompt's).
+const SNAPSHOTS: usize = 2;
+
 /// The adapter behind the registry's [`ArtifactModel`].
 pub struct V4Artifact {
     model: V4Model,
+    /// Copies of the state taken during prefills, oldest first: where a chat session or the
+    /// server can go back to (the state cannot be cut at an arbitrary position).
+    snapshots: Vec<Snapshot>,
+}
+
+impl V4Artifact {
+    fn snapshot(&mut self) {
+        if self.snapshots.len() == SNAPSHOTS {
+            self.snapshots.remove(0);
+        }
+        self.snapshots.push(self.model.snapshot());
+    }
+
+    /// Feeds a prefill as all but its last token, a snapshot there, then the last token (bit for
+    /// bit the logits of feeding them at once): the snapshot is where the next turn of a chat
+    /// parts from this one at the latest (its rendering of this turn's answer may differ from
+    /// what was generated, as thinking mode's does, from the first token after the prompt).
+    fn prefill(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        let (last, head) = ids
+            .split_last()
+            .ok_or_else(|| RunError::Usage("no token ids to run".into()))?;
+        if !head.is_empty() {
+            self.model.forward(head)?;
+            self.snapshot();
+        }
+        Ok(self.model.forward(&[*last])?)
+    }
 }
 
 impl ArtifactModel for V4Artifact {
@@ -27,7 +61,7 @@ impl ArtifactModel for V4Artifact {
 
     fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError> {
         match logits {
-            Logits::Last => Ok(vec![self.model.forward(ids)?]),
+            Logits::Last => Ok(vec![self.prefill(ids)?]),
             // One row per id: decode steps give the prefill's logits bit for bit (tested in
             // runner/tests/deepseek_reference.rs), so feeding them one at a time is exact.
             Logits::All => ids
@@ -45,9 +79,63 @@ impl ArtifactModel for V4Artifact {
         self.model.expert_cache()
     }
 
-    /// Only a new sequence: the compressor and indexer states are not kept per position.
-    fn rewind(&mut self, n: usize) -> Option<()> {
-        (n == 0).then(|| self.model.reset())
+    /// The whole state when `n` covers it, else the latest snapshot at or before `n`, else a
+    /// new sequence: the window and compressor state cannot be cut at an arbitrary position.
+    fn rewind(&mut self, n: usize) -> Option<usize> {
+        if n >= self.model.position() {
+            return Some(self.model.position());
+        }
+        self.snapshots.retain(|s| s.position() <= n);
+        match self.snapshots.last() {
+            Some(s) if s.position() > 0 => self.model.restore(s),
+            _ => self.model.reset(),
+        }
+        Some(self.model.position())
+    }
+
+    fn position(&self) -> usize {
+        self.model.position()
+    }
+
+    fn state_layout(&self, positions: usize) -> Option<KvLayout> {
+        Some(KvLayout::Sections(self.model.state_layout(positions)))
+    }
+
+    /// The state at the current position or at a snapshot's.
+    fn save_state(&self, n: usize) -> Result<Vec<u8>, RunError> {
+        if n == self.model.position() {
+            return Ok(self.model.save_state()?.1);
+        }
+        let snap = self
+            .snapshots
+            .iter()
+            .find(|s| s.position() == n)
+            .ok_or_else(|| {
+                RunError::Usage(format!(
+                    "the DeepSeek V4 state can be saved at position {} or at a prefill's last prompt token, not at {n}",
+                    self.model.position()
+                ))
+            })?;
+        Ok(self.model.save_state_of(snap)?.1)
+    }
+
+    fn load_state(
+        &mut self,
+        positions: usize,
+        layout: &KvLayout,
+        payload: &[u8],
+    ) -> Result<(), RunError> {
+        let KvLayout::Sections(sections) = layout else {
+            return Err(RunError::Usage(
+                "a per-position KV layout is not a DeepSeek V4 decode state".into(),
+            ));
+        };
+        self.model.load_state(positions, sections, payload)?;
+        // the loaded state is where a prompt that parts from the file's tokens after them, or
+        // a chat whose first answer re-renders differently, goes back to
+        self.snapshots.clear();
+        self.snapshot();
+        Ok(())
     }
 }
 
@@ -62,7 +150,10 @@ pub fn open_artifact<'a>(
         expert_cache_bytes: opts.expert_cache_bytes,
     };
     let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
-    Ok(Box::new(V4Artifact { model }))
+    Ok(Box::new(V4Artifact {
+        model,
+        snapshots: Vec::new(),
+    }))
 }
 
 /// The family's text pipeline: the verified tokenizer with BOS prepended.

@@ -10,6 +10,7 @@
 //! * [`gpu`]: matrices through the wgpu kernels, resident or streamed;
 //! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`);
 //! * [`chat`]: the conversation format (DeepSeek's own renderer, chat mode).
+//! * [`state`]: the decode state as `.megakv` sections and in-memory snapshots.
 
 pub mod attention;
 pub mod chat;
@@ -24,6 +25,7 @@ pub mod model;
 pub mod moe;
 pub mod ops;
 pub mod source;
+pub mod state;
 
 pub use config::V4Config;
 pub use error::V4Error;

@@ -35,7 +35,7 @@ pub enum Mode {
     },
 }
 
-struct Layer {
+pub(super) struct Layer {
     attn_norm: Vec<f32>,
     ffn_norm: Vec<f32>,
     hc_attn: HcParams,
@@ -44,16 +44,22 @@ struct Layer {
     moe: MoeParams,
 }
 
+impl Layer {
+    pub(super) fn attn(&self) -> &AttnParams {
+        &self.attn
+    }
+}
+
 /// An opened V4 model with its decode state.
 pub struct V4Model {
     pub config: V4Config,
     lin: Box<dyn Linears>,
     embed: Vec<f32>,
-    layers: Vec<Layer>,
+    pub(super) layers: Vec<Layer>,
     norm: Vec<f32>,
     hc_head: HcParams,
-    cache: Vec<AttnCache>,
-    pos: usize,
+    pub(super) cache: Vec<AttnCache>,
+    pub(super) pos: usize,
     /// What the compressed / sparse paths did since the last [`V4Model::reset`].
     pub stats: PathStats,
 }

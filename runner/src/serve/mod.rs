@@ -25,7 +25,7 @@ use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
-use crate::prompt_cache::{gguf_identity, PromptCache};
+use crate::prompt_cache::{artifact_identity, gguf_identity, PromptCache};
 use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions};
 use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
@@ -116,9 +116,10 @@ pub struct ServeArgs {
     /// Row mapping of the matmul kernels (default: by the adapter's type).
     #[arg(long, value_enum)]
     pub matvec_shape: Option<ShapeArg>,
-    /// A `.megakv` prompt cache to load at start (GGUF only; read, never written): requests
-    /// whose prompt starts like its tokens do not feed them again.
-    #[arg(long, value_name = "FILE", conflicts_with = "artifact")]
+    /// A `.megakv` prompt cache to load at start (read, never written; made by `minirun-run
+    /// --prompt-cache` for the same model): requests whose prompt starts like its tokens do not
+    /// feed them again.
+    #[arg(long, value_name = "FILE")]
     pub prompt_cache: Option<PathBuf>,
     /// Check the arguments and say what would be served, without loading the model.
     #[arg(long)]
@@ -396,7 +397,7 @@ fn run_gguf(
     };
     let mut runner = Runner::new(&engine, &model, mode, ctx)?;
     let preloaded = match &a.prompt_cache {
-        Some(p) => PromptCache::new(p, gguf_identity(path)?, &runner)
+        Some(p) => PromptCache::new(p, gguf_identity(path)?)
             .load_all(&mut runner)?
             .unwrap_or_default(),
         None => Vec::new(),
@@ -471,7 +472,13 @@ fn run_artifact(
     let tok = (entry.tokenizer)(&artifact)?;
     let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
     let opts = ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib);
-    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?);
+    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
+    let preloaded = match &a.prompt_cache {
+        Some(p) => PromptCache::new(p, artifact_identity(&artifact)?)
+            .load_all(&mut decoder)?
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
     let template = (entry.chat)(&artifact).map_err(|e| e.to_string());
     let info = ModelInfo {
         id,
@@ -499,7 +506,7 @@ fn run_artifact(
         detok: &tok,
         template,
         ctx,
-        preloaded: Vec::new(),
+        preloaded,
     };
     worker::serve_jobs(&mut backend, jobs, stats);
     Ok(())

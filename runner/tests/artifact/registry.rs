@@ -64,8 +64,8 @@ impl ArtifactModel for Bigram<'_> {
         Ok(rows)
     }
     /// A bigram keeps no state between positions.
-    fn rewind(&mut self, _n: usize) -> Option<()> {
-        Some(())
+    fn rewind(&mut self, n: usize) -> Option<usize> {
+        Some(n)
     }
 }
 
@@ -212,9 +212,9 @@ fn chat_renders_the_family_format_with_one_bos() {
 }
 
 /// `minirun-run -i --artifact` (issue 17 item 4 for artifacts): a session over an artifact
-/// adapter in the family's chat format. An adapter that can only rewind to the start (DeepSeek V4
-/// keeps compressor state per sequence) is fed the whole conversation again on the next turn; one
-/// that can rewind reuses the previous turns from its cache.
+/// adapter in the family's chat format. An adapter that can only rewind to the start is fed the
+/// whole conversation again on the next turn; one that can rewind reuses the previous turns from
+/// its cache (the V4 adapter's snapshots: `prompt_cache.rs`).
 #[test]
 fn an_artifact_session_talks_in_the_family_format() {
     use runner::run::Decoder;
@@ -227,8 +227,8 @@ fn an_artifact_session_talks_in_the_family_format() {
         fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
             self.0.logits(ids)
         }
-        fn rewind(&mut self, n: usize) -> Option<()> {
-            (n == 0).then(|| self.0.rewind(0)).flatten()
+        fn rewind(&mut self, _n: usize) -> Option<usize> {
+            self.0.rewind(0)
         }
     }
     let fx = fixture();
@@ -249,7 +249,7 @@ fn an_artifact_session_talks_in_the_family_format() {
         })
     };
     for start_only in [false, true] {
-        let inner = runner::registry::ArtifactDecoder(open_bigram(&a, &opts).unwrap());
+        let inner = runner::registry::ArtifactDecoder(open_bigram(&a, &opts).unwrap(), 256);
         let mut d: Box<dyn Decoder> = if start_only {
             Box::new(StartOnly(inner))
         } else {

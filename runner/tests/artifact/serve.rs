@@ -17,7 +17,7 @@ use super::registry::TOY;
 use super::{engine, fixture};
 
 /// One HTTP/1.1 request; (status, JSON body).
-fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+pub(super) fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,

@@ -1,6 +1,7 @@
 //! `.megakv`: MEGA's KV-cache sidecar (seed `004`: "for prompt or prefix cache reuse"; the byte
 //! layout is `docs/mega.md` §12, frozen by `tests/golden/megakv/`). A file holds the attention
-//! keys and values a model computed for a token prefix, bound to the exact model (GGUF file digest
+//! keys and values a model computed for a token prefix (or, for a model whose state is more than
+//! that, its whole decode state as named arrays), bound to the exact model (GGUF file digest
 //! or verified artifact commit), the KV layout and the tokens; it records the SHA-256 of its
 //! payload and of everything after the fixed header, so a truncated, altered or foreign file is
 //! refused before any byte of it reaches a model.
@@ -33,10 +34,20 @@ pub enum KvModel {
     },
 }
 
-/// How the payload is laid out.
+/// How the payload is laid out: attention keys and values per layer ([`KvHeads`], a Llama-family
+/// cache), or a model's decode state as named arrays ([`KvSections`], DeepSeek V4's sliding
+/// window, compressor buffers and entries). The JSON tells them apart by their fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KvLayout {
+    Heads(KvHeads),
+    Sections(KvSections),
+}
+
+/// Per layer, K then V, each `[positions, kv_heads, head_dim]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KvLayout {
+pub struct KvHeads {
     pub layers: u32,
     pub kv_heads: u32,
     pub head_dim: u32,
@@ -44,15 +55,79 @@ pub struct KvLayout {
     pub dtype: String,
 }
 
-impl KvLayout {
+/// A decode state as named row-major arrays, back to back in the listed order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvSections {
+    /// The model family whose state this is (`deepseek-v4`).
+    pub family: String,
+    /// `f32` (little-endian), the only one written.
+    pub dtype: String,
+    pub sections: Vec<KvSection>,
+}
+
+/// One array of a [`KvSections`] state: `rows × cols` values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvSection {
+    pub name: String,
+    pub rows: u64,
+    pub cols: u64,
+}
+
+impl KvSection {
+    /// Bytes of the section (saturating: a crafted header cannot overflow the size check).
+    pub fn bytes(&self) -> u64 {
+        self.rows.saturating_mul(self.cols).saturating_mul(4)
+    }
+}
+
+impl KvHeads {
     /// Bytes of one position of one layer's K (or V).
     pub fn row_bytes(&self) -> u64 {
         u64::from(self.kv_heads) * u64::from(self.head_dim) * 4
     }
+}
 
-    /// Payload bytes for `positions`: per layer, K then V, each `[positions, kv_heads, head_dim]`.
+impl KvLayout {
+    /// The element type's name.
+    pub fn dtype(&self) -> &str {
+        match self {
+            Self::Heads(h) => &h.dtype,
+            Self::Sections(s) => &s.dtype,
+        }
+    }
+
+    /// Payload bytes for `positions`: per layer, K then V, each `[positions, kv_heads, head_dim]`;
+    /// or the sections' sizes summed (they already count the positions).
     pub fn payload_bytes(&self, positions: usize) -> u64 {
-        2 * u64::from(self.layers) * positions as u64 * self.row_bytes()
+        match self {
+            Self::Heads(h) => (2 * u64::from(h.layers))
+                .saturating_mul(positions as u64)
+                .saturating_mul(h.row_bytes()),
+            Self::Sections(s) => s
+                .sections
+                .iter()
+                .fold(0u64, |a, x| a.saturating_add(x.bytes())),
+        }
+    }
+
+    /// A sections layout whose names are empty or repeated is not a state anyone wrote.
+    fn check(&self) -> Result<(), KvError> {
+        if let Self::Sections(s) = self {
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(bad) = s
+                .sections
+                .iter()
+                .find(|x| x.name.is_empty() || !seen.insert(x.name.as_str()))
+            {
+                return Err(KvError::Header(format!(
+                    "section name `{}` is empty or repeated",
+                    bad.name
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -106,6 +181,7 @@ fn align_up(x: usize) -> usize {
 pub fn write_kv(header: &KvHeader, payload: &[u8]) -> Result<Vec<u8>, KvError> {
     let mut h = header.clone();
     h.payload_sha256 = hex::encode(Sha256::digest(payload));
+    h.layout.check()?;
     let want = h.layout.payload_bytes(h.tokens.len());
     if payload.len() as u64 != want {
         return Err(KvError::PayloadSize {
@@ -186,12 +262,14 @@ pub fn read_kv(bytes: &[u8]) -> Result<(KvHeader, &[u8]), KvError> {
     }
     let header: KvHeader = serde_json::from_slice(&bytes[KV_FIXED..KV_FIXED + json_len])
         .map_err(|e| KvError::Header(e.to_string()))?;
-    if header.format != "megakv" || header.layout.dtype != "f32" {
+    if header.format != "megakv" || header.layout.dtype() != "f32" {
         return Err(KvError::Header(format!(
             "format `{}` with dtype `{}` (want `megakv`, `f32`)",
-            header.format, header.layout.dtype
+            header.format,
+            header.layout.dtype()
         )));
     }
+    header.layout.check()?;
     let payload = &bytes[payload_at as usize..];
     let need = header.layout.payload_bytes(header.tokens.len());
     if payload.len() as u64 != need {

@@ -6,7 +6,10 @@
 
 use std::path::Path;
 
-use artifact::mega::kv::{read_kv, write_kv, KvError, KvHeader, KvLayout, KvModel, KV_FIXED};
+use artifact::mega::kv::{
+    read_kv, write_kv, KvError, KvHeader, KvHeads, KvLayout, KvModel, KvSection, KvSections,
+    KV_FIXED,
+};
 
 fn tiny() -> (KvHeader, Vec<u8>) {
     let header = KvHeader {
@@ -15,12 +18,12 @@ fn tiny() -> (KvHeader, Vec<u8>) {
             sha256: "ab".repeat(32),
             bytes: 123_456,
         },
-        layout: KvLayout {
+        layout: KvLayout::Heads(KvHeads {
             layers: 2,
             kv_heads: 1,
             head_dim: 2,
             dtype: "f32".into(),
-        },
+        }),
         tokens: vec![1, 17, 300],
         payload_sha256: String::new(),
     };
@@ -85,6 +88,94 @@ fn megakv_refuses_every_altered_byte_truncation_and_extension() {
     // The writer refuses a payload that does not match its layout and tokens.
     assert!(matches!(
         write_kv(&h, &p[..p.len() - 4]),
+        Err(KvError::PayloadSize { .. })
+    ));
+}
+
+/// A two-section decode state (the shape DeepSeek V4's adapter writes, docs/mega.md §12.2).
+fn tiny_sections() -> (KvHeader, Vec<u8>) {
+    let header = KvHeader {
+        format: "megakv".into(),
+        model: KvModel::Artifact {
+            repo: "org/tiny-minirun".into(),
+            commit: "c0".repeat(20),
+            tokenizer_sha256: "cd".repeat(32),
+        },
+        layout: KvLayout::Sections(KvSections {
+            family: "deepseek-v4".into(),
+            dtype: "f32".into(),
+            sections: vec![
+                KvSection {
+                    name: "layers.0.window".into(),
+                    rows: 2,
+                    cols: 3,
+                },
+                KvSection {
+                    name: "layers.0.compressor.entries".into(),
+                    rows: 0,
+                    cols: 3,
+                },
+                KvSection {
+                    name: "layers.1.window".into(),
+                    rows: 1,
+                    cols: 3,
+                },
+            ],
+        }),
+        tokens: vec![0, 5],
+        payload_sha256: String::new(),
+    };
+    let payload: Vec<u8> = (0..9u16)
+        .flat_map(|i| (f32::from(i) - 2.5).to_le_bytes())
+        .collect();
+    (header, payload)
+}
+
+#[test]
+fn megakv_sections_golden_is_byte_identical_and_refuses_bad_layouts() {
+    let (h, p) = tiny_sections();
+    let bytes = write_kv(&h, &p).unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/megakv/sections.megakv");
+    if std::env::var_os("MEGA_BLESS").is_some() {
+        std::fs::write(&golden, &bytes).unwrap();
+    }
+    assert_eq!(
+        bytes,
+        std::fs::read(&golden).unwrap(),
+        "writer output drifted from the golden"
+    );
+    let (got, payload) = read_kv(&bytes).unwrap();
+    assert_eq!(got.layout, h.layout);
+    assert_eq!(payload, &p[..]);
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0x01;
+        assert!(
+            read_kv(&b).is_err(),
+            "a flipped bit at byte {i} was accepted"
+        );
+    }
+    // The payload's size is the sections' sum, whatever the token count.
+    assert!(matches!(
+        write_kv(&h, &p[..p.len() - 4]),
+        Err(KvError::PayloadSize { .. })
+    ));
+    // A repeated or empty name is refused by the writer (and so never read back).
+    for bad in ["layers.0.window", ""] {
+        let mut h2 = h.clone();
+        if let KvLayout::Sections(s) = &mut h2.layout {
+            s.sections[2].name = bad.into();
+        }
+        let err = write_kv(&h2, &p).unwrap_err().to_string();
+        assert!(err.contains("empty or repeated"), "{err}");
+    }
+    // Sizes that would overflow saturate and are refused as a size mismatch, never wrap.
+    let mut huge = h.clone();
+    if let KvLayout::Sections(s) = &mut huge.layout {
+        s.sections[0].rows = u64::MAX;
+    }
+    assert!(matches!(
+        write_kv(&huge, &p),
         Err(KvError::PayloadSize { .. })
     ));
 }
