@@ -183,6 +183,12 @@ def test_errors_are_openai_error_bodies():
         client().chat.completions.create(
             model=MODEL, messages=QUESTION, max_tokens=2, reasoning_effort="high")
     assert e.value.param == "reasoning_effort"
+    # tools are rendered in DeepSeek V4's format; SmolLM2's template is its own
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(
+            model=MODEL, messages=QUESTION, max_tokens=2,
+            tools=[{"type": "function", "function": {"name": "f"}}])
+    assert e.value.param == "tools"
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(api_key="wrong", base_url=URL + "/v1", max_retries=0).models.list()
     status, _, data = raw("POST", "/v1/chat/completions", b'{"model": ')

@@ -16,6 +16,13 @@ use crate::error::RunError;
 pub struct Message {
     pub role: String,
     pub content: String,
+    /// An assistant message's reasoning (DeepSeek V4 renders it when tools are given). Absent
+    /// from what a Jinja template sees unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// An assistant message's tool calls (absent from what a template sees unless set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl Message {
@@ -23,8 +30,29 @@ impl Message {
         Self {
             role: role.to_owned(),
             content: content.to_owned(),
+            reasoning_content: None,
+            tool_calls: Vec::new(),
         }
     }
+}
+
+/// A tool call an assistant made: OpenAI's `{id, type: "function", function: {name, arguments}}`
+/// with `arguments` the JSON text the model (or client) wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A function the model may call: OpenAI's `tools[].function`.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ToolDef {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub parameters: Option<serde_json::Value>,
 }
 
 /// A compiled chat template with the special-token texts it may print.
@@ -82,6 +110,35 @@ impl ChatFormat {
             None => self.render(messages, add_generation_prompt),
             Some(mode) => crate::deepseek::chat::render_mode(messages, add_generation_prompt, mode),
         }
+    }
+
+    /// As [`ChatFormat::render_in`] with `tools` offered (only DeepSeek V4's format renders them:
+    /// [`ChatFormat::renders_tools`]).
+    pub fn render_tools(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        thinking: Option<crate::deepseek::chat::Mode>,
+        tools: &[ToolDef],
+    ) -> Result<String, RunError> {
+        let mode = match (self, thinking) {
+            (_, Some(m)) => m,
+            (ChatFormat::DeepSeekV4(m), None) => *m,
+            (ChatFormat::Template(t), None) if tools.is_empty() => {
+                return t.render(messages, add_generation_prompt)
+            }
+            (ChatFormat::Template(_), None) => {
+                return Err(RunError::Usage(
+                    "tools are rendered in DeepSeek V4's chat format only".into(),
+                ))
+            }
+        };
+        crate::deepseek::chat::render_conversation(messages, add_generation_prompt, mode, tools)
+    }
+
+    /// Whether the format renders tools and tool calls.
+    pub fn renders_tools(&self) -> bool {
+        matches!(self, ChatFormat::DeepSeekV4(_))
     }
 
     /// DeepSeek V4's thinking mode at `effort`, or why this format has none.

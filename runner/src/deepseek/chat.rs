@@ -14,12 +14,17 @@
 //! * the generation prompt is `<｜Assistant｜></think>` in chat mode, `<｜Assistant｜><think>` in
 //!   thinking mode (the model then reasons, closes with `</think>` and answers);
 //! * thinking mode at a reasoning effort other than `low` puts the effort's instruction right
-//!   after BOS, ahead of the system text, followed by a blank line ([`Effort`]).
+//!   after BOS, ahead of the system text, followed by a blank line ([`Effort`]);
+//! * with tools ([`super::tools`]): the tools section follows the system text after a blank line;
+//!   an assistant message's reasoning is rendered (`<think>…</think>` in place of `</think>`),
+//!   and its tool calls follow its content after a blank line as a DSML block; a tool result is
+//!   `<tool_result>…</tool_result>`, a part of a user turn that starts at the first result after
+//!   anything else and takes the results and user messages that follow.
 //!
-//! Tools, tool results and response formats are not rendered: such a conversation is refused,
-//! naming the role, rather than rendered differently from DeepSeek's renderer.
+//! Response formats and images are not rendered; a role other than these is refused, naming it.
 
-use crate::chat::Message;
+use super::tools;
+use crate::chat::{Message, ToolDef};
 use crate::error::RunError;
 
 /// The sequence's first token.
@@ -91,16 +96,17 @@ const EFFORT_MAX: &str = "Reasoning Effort: Beyond maximum — exhaustive, relen
 pub const THINK_START: &str = "<think>";
 
 enum Turn<'a> {
-    User(Vec<&'a str>),
+    /// Parts joined by blank lines; whether the turn holds tool results.
+    User(Vec<String>, bool),
     Reminder(&'a str),
-    Assistant(&'a str),
+    Assistant(&'a Message),
 }
 
-fn joined(parts: &[&str]) -> String {
+fn joined<S: AsRef<str>>(parts: &[S]) -> String {
     parts
         .iter()
+        .map(AsRef::as_ref)
         .filter(|p| !p.is_empty())
-        .copied()
         .collect::<Vec<_>>()
         .join("\n\n")
 }
@@ -118,6 +124,11 @@ pub fn render_mode(
     add_generation_prompt: bool,
     mode: Mode,
 ) -> Result<String, RunError> {
+    render_conversation(messages, add_generation_prompt, mode, &[])
+}
+
+/// The turns of `messages` and their system text.
+fn turns(messages: &[Message]) -> Result<(Vec<&str>, Vec<Turn<'_>>), RunError> {
     let mut system = Vec::new();
     let mut turns: Vec<Turn<'_>> = Vec::new();
     for m in messages {
@@ -125,27 +136,69 @@ pub fn render_mode(
         match m.role.as_str() {
             "system" => system.push(c),
             "user" => match turns.last_mut() {
-                Some(Turn::User(parts)) => parts.push(c),
-                _ => turns.push(Turn::User(vec![c])),
+                Some(Turn::User(parts, _)) => parts.push(c.to_owned()),
+                _ => turns.push(Turn::User(vec![c.to_owned()], false)),
             },
+            "tool" => {
+                let part = format!("<tool_result>{c}</tool_result>");
+                match turns.last_mut() {
+                    Some(Turn::User(parts, true)) => parts.push(part),
+                    _ => turns.push(Turn::User(vec![part], true)),
+                }
+            }
             "latest_reminder" => turns.push(Turn::Reminder(c)),
-            "assistant" => turns.push(Turn::Assistant(c)),
+            "assistant" => turns.push(Turn::Assistant(m)),
             other => {
                 let shown: String = other.chars().take(40).collect();
                 return Err(RunError::Template(format!(
-                    "DeepSeek V4's chat format is rendered for the roles system, user, assistant and latest_reminder; the role {shown:?} (tools, tool results) is not rendered here"
+                    "DeepSeek V4's chat format is rendered for the roles system, user, assistant, tool and latest_reminder; not for {shown:?}"
                 )));
             }
         }
     }
+    Ok((system, turns))
+}
+
+/// An assistant turn: its reasoning where tools are given, content, tool calls, EOS.
+fn assistant(out: &mut String, m: &Message, with_tools: bool) {
+    out.push_str(ASSISTANT);
+    match m.reasoning_content.as_deref() {
+        Some(r) if with_tools => {
+            out.push_str(THINK_START);
+            out.push_str(r);
+        }
+        _ => {}
+    }
+    out.push_str(THINK_END);
+    out.push_str(&m.content);
+    if !m.tool_calls.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(&tools::calls_block(&m.tool_calls));
+    }
+    out.push_str(EOS);
+}
+
+/// The prompt text of `messages` in `mode` with `tools` offered (none: the plain format),
+/// ending in the assistant's turn when `add_generation_prompt`.
+pub fn render_conversation(
+    messages: &[Message],
+    add_generation_prompt: bool,
+    mode: Mode,
+    tools: &[ToolDef],
+) -> Result<String, RunError> {
+    let (system, turns) = turns(messages)?;
     let mut out = String::from(BOS);
     if let Mode::Thinking(effort) = mode {
         out.push_str(effort.instruction());
     }
     out.push_str(&joined(&system));
+    if !tools.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(&tools::tools_section(tools));
+    }
     for t in &turns {
         match t {
-            Turn::User(parts) => {
+            Turn::User(parts, _) => {
                 out.push_str(USER);
                 out.push_str(&joined(parts));
             }
@@ -153,12 +206,7 @@ pub fn render_mode(
                 out.push_str(LATEST_REMINDER);
                 out.push_str(c);
             }
-            Turn::Assistant(c) => {
-                out.push_str(ASSISTANT);
-                out.push_str(THINK_END);
-                out.push_str(c);
-                out.push_str(EOS);
-            }
+            Turn::Assistant(m) => assistant(&mut out, m, !tools.is_empty()),
         }
     }
     if add_generation_prompt {

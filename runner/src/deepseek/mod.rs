@@ -11,6 +11,7 @@
 //! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`);
 //! * [`chat`]: the conversation format (DeepSeek's own renderer, chat mode).
 //! * [`state`]: the decode state as `.megakv` sections and in-memory snapshots.
+//! * [`tools`]: tool calls (DSML) rendered and parsed.
 
 pub mod attention;
 pub mod chat;
@@ -26,6 +27,7 @@ pub mod moe;
 pub mod ops;
 pub mod source;
 pub mod state;
+pub mod tools;
 
 pub use config::V4Config;
 pub use error::V4Error;

@@ -115,6 +115,14 @@ pub struct ChatMessageIn {
     pub role: String,
     #[serde(default)]
     pub content: Option<Content>,
+    /// An assistant's reasoning, handed back (DeepSeek V4 renders it when tools are offered).
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<super::tools::ToolCallIn>>,
+    /// A tool result's call (not rendered by DeepSeek V4's format; accepted).
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,6 +173,8 @@ pub struct ChatRequest {
     /// DeepSeek V4's thinking mode at this effort (`low`, `high`, `xhigh`, `max`).
     #[serde(default)]
     pub reasoning_effort: Option<String>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// `prompt`: a string or a list holding one string.
@@ -187,8 +197,9 @@ pub struct CompletionRequest {
 /// What the prompt is.
 #[derive(Debug, Clone)]
 pub enum Prompt {
-    /// Rendered in the model's chat format (DeepSeek V4's thinking mode at the effort, if any).
-    Chat(Vec<Message>, Option<String>),
+    /// Rendered in the model's chat format (DeepSeek V4's thinking mode at the effort, if any),
+    /// with the functions offered.
+    Chat(Vec<Message>, Option<String>, Vec<crate::chat::ToolDef>),
     /// Tokenized as it is.
     Text(String),
 }
@@ -260,12 +271,6 @@ impl Common {
             return Err(ApiError::invalid(
                 "logprobs are not supported",
                 Some("logprobs"),
-            ));
-        }
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::invalid(
-                "tools (function calling) are not supported",
-                Some("tools"),
             ));
         }
         if self
@@ -360,19 +365,30 @@ impl ChatRequest {
                 }
             };
             let role = m.role.as_str();
-            if !matches!(role, "system" | "developer" | "user" | "assistant") {
+            if !matches!(role, "system" | "developer" | "user" | "assistant" | "tool") {
                 return Err(ApiError::invalid(
-                    format!("message role `{role}` is not supported (system, developer, user, assistant)"),
+                    format!("message role `{role}` is not supported (system, developer, user, assistant, tool)"),
                     Some("messages"),
                 ));
             }
             // `developer` is the newer name of `system`; chat templates know `system`.
             let role = if role == "developer" { "system" } else { role };
-            messages.push(Message::new(role, &content));
+            let mut msg = Message::new(role, &content);
+            if role == "assistant" {
+                // As DeepSeek's request conversion: handed-back reasoning counts in thinking
+                // mode only, where a missing one is empty.
+                msg.reasoning_content = self
+                    .reasoning_effort
+                    .is_some()
+                    .then(|| m.reasoning_content.clone().unwrap_or_default());
+                msg.tool_calls = super::tools::calls(m.tool_calls.as_deref().unwrap_or(&[]))?;
+            }
+            messages.push(msg);
         }
+        let tools = super::tools::offered(self.common.tools.as_deref(), self.tool_choice.as_ref())?;
         let (stream, include_usage) = self.common.stream_flags();
         Ok(GenRequest {
-            prompt: Prompt::Chat(messages, self.reasoning_effort.clone()),
+            prompt: Prompt::Chat(messages, self.reasoning_effort.clone(), tools),
             max_tokens,
             sampling,
             stop,
@@ -389,6 +405,12 @@ impl CompletionRequest {
                 .settings(served, defaults, Some(COMPLETIONS_DEFAULT_MAX_TOKENS))?;
         if self.echo == Some(true) {
             return Err(ApiError::invalid("echo is not supported", Some("echo")));
+        }
+        if self.common.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(ApiError::invalid(
+                "tools are offered on /v1/chat/completions, not on /v1/completions",
+                Some("tools"),
+            ));
         }
         let text = match self.prompt {
             PromptField::One(s) => s,
@@ -454,7 +476,7 @@ mod tests {
     fn requests_take_the_server_defaults_and_refuse_what_is_not_done() {
         let g = chat(r#"{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"stop":"x","seed":5,"temperature":0.5}"#).unwrap();
         match &g.prompt {
-            Prompt::Chat(m, _) => assert_eq!(
+            Prompt::Chat(m, _, _) => assert_eq!(
                 (m[0].role.as_str(), m[0].content.as_str()),
                 ("system", "ab")
             ),
@@ -501,8 +523,16 @@ mod tests {
             "max_tokens",
         );
         refused(
-            r#"{"model":"m","messages":[{"role":"tool","content":"a"}]}"#,
+            r#"{"model":"m","messages":[{"role":"function","content":"a"}]}"#,
             "messages",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}"#,
+            "tool_choice",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"web_search"}]}"#,
+            "tools",
         );
         refused(
             r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,

@@ -23,7 +23,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequest};
 use super::reasoning::Splitter;
+use super::tools::{call_json, CallStage};
 use super::worker::{Event, Job, ServeStats, Slot};
+use crate::chat::ToolCall;
 use crate::sample::SamplingParams;
 
 /// What `/v1/models` says of the served model.
@@ -223,7 +225,8 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let (tx, mut rx) = unbounded_channel();
     let stream = gen.stream;
     let include_usage = gen.include_usage;
-    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_)));
+    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_), _));
+    let tools = matches!(&gen.prompt, api::Prompt::Chat(_, _, t) if !t.is_empty());
     jobs.try_send(Job {
         request: gen,
         events: tx,
@@ -259,6 +262,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         kind,
         prompt_tokens,
         thinking,
+        tools,
     };
     if stream {
         Ok(Sse::new(sse(meta, rx, include_usage)).into_response())
@@ -275,6 +279,17 @@ struct Meta {
     prompt_tokens: usize,
     /// Thinking mode: the answer's reasoning goes out as `reasoning_content`.
     thinking: bool,
+    /// Tools were offered: a tool-call block in the answer goes out as `tool_calls`.
+    tools: bool,
+}
+
+/// The finish reason: `tool_calls` when the answer called tools.
+fn finish_name(finish: Finish, calls: &[ToolCall]) -> &'static str {
+    if calls.is_empty() {
+        finish.name()
+    } else {
+        "tool_calls"
+    }
 }
 
 impl Meta {
@@ -299,14 +314,18 @@ impl Meta {
 
     /// One choice: a chat message or delta (with its reasoning in thinking mode), or a
     /// completion's text.
-    fn choice(&self, chunk: bool, text: Option<Piece<'_>>, finish: Option<Finish>) -> Value {
-        let finish = finish.map(Finish::name);
+    fn choice(&self, chunk: bool, text: Option<Piece<'_>>, finish: Option<&str>) -> Value {
         let content = text.map_or("", |p| p.content);
+        let calls = text.map_or(&[][..], |p| p.calls);
         match (self.kind, chunk) {
             (Kind::Chat, false) => {
                 let mut message = json!({"role": "assistant", "content": content});
                 if self.thinking {
                     message["reasoning_content"] = json!(text.map_or("", |p| p.reasoning));
+                }
+                if !calls.is_empty() {
+                    let calls: Vec<Value> = calls.iter().map(|c| call_json(c, None)).collect();
+                    message["tool_calls"] = json!(calls);
                 }
                 json!({
                     "index": 0,
@@ -314,6 +333,15 @@ impl Meta {
                     "logprobs": null,
                     "finish_reason": finish,
                 })
+            }
+            (Kind::Chat, true) if !calls.is_empty() => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| call_json(c, Some(i)))
+                    .collect();
+                let delta = json!({"tool_calls": calls});
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
             }
             (Kind::Chat, true) => {
                 let delta = match text {
@@ -339,23 +367,25 @@ impl Meta {
     }
 }
 
-/// Text of one choice: its reasoning (thinking mode) and its content.
+/// Text of one choice: its reasoning (thinking mode), its content and the tools it called.
 #[derive(Clone, Copy)]
 struct Piece<'a> {
     reasoning: &'a str,
     content: &'a str,
+    calls: &'a [ToolCall],
 }
 
 /// The non-streamed answer: every event collected.
 async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Value>, ApiError> {
     let mut split = Splitter::new(meta.thinking);
+    let mut stage = CallStage::new(meta.tools);
     let (mut reasoning, mut text) = (String::new(), String::new());
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => {
                 let (r, c) = split.push(&t);
                 reasoning.push_str(&r);
-                text.push_str(&c);
+                text.push_str(&stage.push(&c));
             }
             Event::Failed(e) => return Err(e),
             Event::Started { .. } => {}
@@ -364,10 +394,14 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
                 completion_tokens,
             } => {
                 reasoning.push_str(&split.finish());
+                let (rest, calls) = stage.finish();
+                text.push_str(&rest);
                 let piece = Piece {
                     reasoning: &reasoning,
                     content: &text,
+                    calls: &calls,
                 };
+                let finish = finish_name(finish, &calls);
                 let mut body = meta.envelope(
                     false,
                     json!([meta.choice(false, Some(piece), Some(finish))]),
@@ -396,7 +430,7 @@ fn sse(
         )),
         Kind::Completion => None,
     };
-    let split = Splitter::new(meta.thinking);
+    let split = (Splitter::new(meta.thinking), CallStage::new(meta.tools));
     let meta = Arc::new(meta);
     let body = stream::unfold((rx, false, split), move |(mut rx, ended, mut split)| {
         let meta = Arc::clone(&meta);
@@ -408,11 +442,13 @@ fn sse(
             let mut end = false;
             match rx.recv().await {
                 Some(Event::Text(t)) => {
-                    let (reasoning, content) = split.push(&t);
+                    let (reasoning, content) = split.0.push(&t);
+                    let content = split.1.push(&content);
                     if !(reasoning.is_empty() && content.is_empty()) {
                         let piece = Piece {
                             reasoning: &reasoning,
                             content: &content,
+                            calls: &[],
                         };
                         out.push(data(
                             meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
@@ -423,16 +459,30 @@ fn sse(
                     finish,
                     completion_tokens,
                 }) => {
-                    let held = split.finish();
-                    if !held.is_empty() {
-                        let piece = Piece {
+                    let held = split.0.finish();
+                    let (rest, calls) = split.1.finish();
+                    for piece in [
+                        Piece {
                             reasoning: &held,
+                            content: &rest,
+                            calls: &[],
+                        },
+                        Piece {
+                            reasoning: "",
                             content: "",
-                        };
-                        out.push(data(
-                            meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
-                        ));
+                            calls: &calls,
+                        },
+                    ] {
+                        if !(piece.reasoning.is_empty()
+                            && piece.content.is_empty()
+                            && piece.calls.is_empty())
+                        {
+                            out.push(data(
+                                meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
+                            ));
+                        }
                     }
+                    let finish = finish_name(finish, &calls);
                     out.push(data(
                         meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
                     ));
@@ -457,4 +507,90 @@ fn sse(
     })
     .flatten();
     stream::iter(first).chain(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(tools: bool) -> Meta {
+        Meta {
+            id: "x".into(),
+            created: 0,
+            model: "m".into(),
+            kind: Kind::Chat,
+            prompt_tokens: 3,
+            thinking: false,
+            tools,
+        }
+    }
+
+    /// The answer one character at a time, as the worker may send it.
+    fn events(text: &str) -> UnboundedReceiver<Event> {
+        let (tx, rx) = unbounded_channel();
+        for ch in text.chars() {
+            let _ = tx.send(Event::Text(ch.to_string()));
+        }
+        let _ = tx.send(Event::Done {
+            finish: Finish::Stop,
+            completion_tokens: 9,
+        });
+        rx
+    }
+
+    const ANSWER: &str = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+
+    #[test]
+    fn a_tool_call_answer_goes_out_as_tool_calls_whole_and_streamed() -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let Json(body) = whole(meta(true), &mut events(ANSWER))
+                .await
+                .map_err(|e| e.message)?;
+            let choice = &body["choices"][0];
+            assert_eq!(choice["finish_reason"], "tool_calls");
+            assert_eq!(choice["message"]["content"], "Let me check.");
+            let call = &choice["message"]["tool_calls"][0];
+            assert_eq!(call["type"], "function");
+            assert_eq!(call["function"]["name"], "f");
+            assert_eq!(call["function"]["arguments"], r#"{"city": "Paris"}"#);
+            // no tools offered: the block is text
+            let Json(body) = whole(meta(false), &mut events(ANSWER))
+                .await
+                .map_err(|e| e.message)?;
+            assert_eq!(body["choices"][0]["message"]["content"], ANSWER);
+            assert_eq!(body["choices"][0]["finish_reason"], "stop");
+            // streamed: the content, then one delta with the call, then the finish reason
+            let resp = Sse::new(sse(meta(true), events(ANSWER), false)).into_response();
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?;
+            let chunks: Vec<Value> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter(|d| *d != "[DONE]")
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .collect();
+            let delta = |c: &Value| c["choices"][0]["delta"].clone();
+            let content: String = chunks
+                .iter()
+                .filter_map(|c| delta(c)["content"].as_str().map(str::to_owned))
+                .collect();
+            assert_eq!(content, "Let me check.");
+            let calls: Vec<Value> = chunks
+                .iter()
+                .filter_map(|c| delta(c).get("tool_calls").cloned())
+                .collect();
+            assert_eq!(calls.len(), 1, "{text}");
+            assert_eq!(calls[0][0]["index"], 0);
+            assert_eq!(calls[0][0]["function"]["arguments"], r#"{"city": "Paris"}"#);
+            let last = chunks.last().ok_or("no chunks")?;
+            assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+            Ok(())
+        })
+    }
 }

@@ -8,6 +8,7 @@ pub mod api;
 pub mod http;
 pub mod reasoning;
 pub mod stop;
+pub mod tools;
 pub mod worker;
 
 use std::io::Write;

@@ -116,7 +116,7 @@ pub fn serve_jobs(
 fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
     let text = match prompt {
         Prompt::Text(t) => t.clone(),
-        Prompt::Chat(messages, effort) => {
+        Prompt::Chat(messages, effort, tools) => {
             let template = backend.template.as_ref().map_err(|why| {
                 ApiError::invalid(
                     format!("this model has no chat format: {why}; use /v1/completions"),
@@ -128,8 +128,14 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
                 .map(|e| template.thinking_mode(e))
                 .transpose()
                 .map_err(|e| ApiError::invalid(e.to_string(), Some("reasoning_effort")))?;
+            if !tools.is_empty() && !template.renders_tools() {
+                return Err(ApiError::invalid(
+                    "tools are rendered in DeepSeek V4's chat format only; this model renders its own chat template",
+                    Some("tools"),
+                ));
+            }
             template
-                .render_in(messages, true, thinking)
+                .render_tools(messages, true, thinking, tools)
                 .map_err(|e| ApiError::invalid(e.to_string(), Some("messages")))?
         }
     };

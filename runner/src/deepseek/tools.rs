@@ -1,0 +1,238 @@
+//! DeepSeek V4's tool calls (DSML), as deepseek-recipe 0.2.0 renders and parses them
+//! (docs/runner-deepseek-v4.md "Chat"; held to it by `ci/oracles/deepseek_v4_chat.py`):
+//!
+//! * the tools are described after the system text: a blank line, `## Tools`, DeepSeek's
+//!   instructions, and one JSON line `{"name": …, "description": …, "parameters": …}` per tool;
+//! * an assistant's calls follow its content after a blank line as a `<｜DSML｜tool_calls>` block:
+//!   one `invoke` per call, one `parameter` per argument — a string as it is (`string="true"`),
+//!   any other value as JSON (`string="false"`); arguments that are not a JSON object are one
+//!   string parameter named `arguments`;
+//! * JSON is written as Python's `json.dumps` writes it (`", "` and `": "`, characters unescaped,
+//!   exponents as `1e+20`), which is what DeepSeek's renderer does.
+//!
+//! [`parse`] is the inverse on the model's output: the text before the block is the content (its
+//! trailing white space dropped), each `invoke` a [`ToolCall`] whose arguments are its parameters
+//! written as a JSON object, values other than strings as the model wrote them.
+
+use serde_json::Value;
+
+use crate::chat::{ToolCall, ToolDef};
+
+/// Opens the block of tool calls.
+pub const CALLS_START: &str = "<｜DSML｜tool_calls>";
+const CALLS_END: &str = "</｜DSML｜tool_calls>";
+const INVOKE_END: &str = "</｜DSML｜invoke>";
+const PARAM_END: &str = "</｜DSML｜parameter>";
+
+const PREAMBLE: &str = "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing a \"<｜DSML｜tool_calls>\" block like the following:\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"$TOOL_NAME\">\n<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n...\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"$TOOL_NAME2\">\n...\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n\nString parameters should be specified as is and set `string=\"true\"`. For all other types (numbers, booleans, arrays, objects), pass the value in JSON format and set `string=\"false\"`.\n\nIf thinking_mode is enabled (triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\nOtherwise, output directly after </think> with tool calls or final response.\n\n### Available Tool Schemas\n\n";
+
+const POSTAMBLE: &str =
+    "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n";
+
+/// JSON as Python's `json.dumps(v, ensure_ascii=False)` writes it.
+pub fn py_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_py(&mut out, v);
+    out
+}
+
+fn write_py(out: &mut String, v: &Value) {
+    match v {
+        Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&v.to_string()),
+        Value::Number(n) => out.push_str(&py_number(n)),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_py(out, x);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, x)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(": ");
+                write_py(out, x);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A number as Python prints it: integers as they are, floats with a signed exponent of at
+/// least two digits (`1e+20`, `1e-07`) where serde_json may write `1e20` or `1e-7`.
+fn py_number(n: &serde_json::Number) -> String {
+    let s = n.to_string();
+    match s.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ("-", d),
+                None => ("+", exp.trim_start_matches('+')),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}
+
+/// The tools section of the system text (without the blank line that precedes it).
+pub fn tools_section(tools: &[ToolDef]) -> String {
+    let schemas: Vec<String> = tools
+        .iter()
+        .map(|t| {
+            let mut o = serde_json::Map::new();
+            o.insert("name".into(), Value::String(t.name.clone()));
+            o.insert(
+                "description".into(),
+                Value::String(t.description.clone().unwrap_or_default()),
+            );
+            o.insert(
+                "parameters".into(),
+                t.parameters.clone().unwrap_or(Value::Null),
+            );
+            py_json(&Value::Object(o))
+        })
+        .collect();
+    format!("{PREAMBLE}{}{POSTAMBLE}", schemas.join("\n"))
+}
+
+/// The `<｜DSML｜tool_calls>` block of `calls`.
+pub fn calls_block(calls: &[ToolCall]) -> String {
+    let mut out = format!("{CALLS_START}\n");
+    for c in calls {
+        out.push_str(&format!("<｜DSML｜invoke name=\"{}\">\n", c.name));
+        let params: Vec<(String, bool, String)> = match serde_json::from_str::<Value>(&c.arguments)
+        {
+            Ok(Value::Object(map)) => map
+                .into_iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => (k, true, s),
+                    other => (k, false, py_json(&other)),
+                })
+                .collect(),
+            _ => vec![("arguments".into(), true, c.arguments.clone())],
+        };
+        for (name, string, value) in params {
+            out.push_str(&format!(
+                "<｜DSML｜parameter name=\"{name}\" string=\"{string}\">{value}{PARAM_END}\n"
+            ));
+        }
+        out.push_str(INVOKE_END);
+        out.push('\n');
+    }
+    out.push_str(CALLS_END);
+    out
+}
+
+/// The value of attribute `name` in an opening tag's text (`name="…"`).
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let at = tag.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = tag[at..].find('"')?;
+    Some(&tag[at..at + len])
+}
+
+/// One `invoke` body: its parameters as the text of a JSON object, as DeepSeek's parser writes
+/// it: `{"name": value, …}` with a string parameter as a JSON string and any other value as the
+/// model wrote it (not re-formatted, nor checked).
+fn parse_params(mut body: &str) -> String {
+    let mut args = Vec::new();
+    while let Some(open) = body.find("<｜DSML｜parameter ") {
+        let rest = &body[open..];
+        let Some(gt) = rest.find('>') else { break };
+        let tag = &rest[..gt];
+        let after = &rest[gt + 1..];
+        let Some(end) = after.find(PARAM_END) else {
+            break;
+        };
+        let raw = &after[..end];
+        if let Some(name) = attr(tag, "name") {
+            let value = if attr(tag, "string") == Some("true") {
+                Value::String(raw.to_owned()).to_string()
+            } else {
+                raw.to_owned()
+            };
+            args.push(format!("{}: {value}", Value::String(name.to_owned())));
+        }
+        body = &after[end + PARAM_END.len()..];
+    }
+    format!("{{{}}}", args.join(", "))
+}
+
+/// The model's answer split into its content and its tool calls (ids `call_0`, `call_1`, … in
+/// order); `None` when it holds no `<｜DSML｜tool_calls>` block. Calls are read up to the block's
+/// end or the end of the text (an answer cut by `max_tokens` keeps the complete calls).
+pub fn parse(text: &str) -> Option<(String, Vec<ToolCall>)> {
+    let at = text.find(CALLS_START)?;
+    let content = text[..at].trim_end().to_owned();
+    let mut block = &text[at + CALLS_START.len()..];
+    if let Some(end) = block.find(CALLS_END) {
+        block = &block[..end];
+    }
+    let mut calls = Vec::new();
+    while let Some(open) = block.find("<｜DSML｜invoke ") {
+        let rest = &block[open..];
+        let Some(gt) = rest.find('>') else { break };
+        let Some(end) = rest.find(INVOKE_END) else {
+            break;
+        };
+        if let Some(name) = attr(&rest[..gt], "name") {
+            calls.push(ToolCall {
+                id: format!("call_{}", calls.len()),
+                name: name.to_owned(),
+                arguments: parse_params(&rest[gt + 1..end]),
+            });
+        }
+        block = &rest[end + INVOKE_END.len()..];
+    }
+    Some((content, calls))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_written_as_python_writes_it() {
+        let v: Value = serde_json::from_str(
+            r#"{"z": [1, {"é": "ü\n"}], "f": 1.5, "e": 1e20, "s": 1e-7, "n": null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            py_json(&v),
+            r#"{"z": [1, {"é": "ü\n"}], "f": 1.5, "e": 1e+20, "s": 1e-07, "n": null}"#
+        );
+    }
+
+    #[test]
+    fn calls_render_and_parse_back() {
+        let calls = vec![
+            ToolCall {
+                id: "a".into(),
+                name: "f".into(),
+                arguments: r#"{"city": "Paris", "days": 2, "tags": ["x"]}"#.into(),
+            },
+            ToolCall {
+                id: "b".into(),
+                name: "g".into(),
+                arguments: "{}".into(),
+            },
+        ];
+        let text = format!("Checking.\n\n{}", calls_block(&calls));
+        let (content, back) = parse(&text).unwrap();
+        assert_eq!(content, "Checking.");
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].name, "f");
+        assert_eq!(back[0].arguments, calls[0].arguments);
+        assert_eq!(back[1].arguments, "{}");
+        assert!(parse("no calls here").is_none());
+        // cut before the block closes: the complete invoke is kept
+        let cut = &text[..text.find("<｜DSML｜invoke name=\"g\"").unwrap()];
+        assert_eq!(parse(cut).unwrap().1.len(), 1);
+    }
+}

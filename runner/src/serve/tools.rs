@@ -1,0 +1,198 @@
+//! Function calling on `/v1/chat/completions` (docs/runner.md "minirun-serve"): the request's
+//! `tools`, `tool_choice`, assistant `tool_calls` and `tool` messages in OpenAI's shapes, turned
+//! into what the chat format renders (DeepSeek V4's DSML, [`crate::deepseek::tools`]).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::api::ApiError;
+use crate::chat::{ToolCall, ToolDef};
+use crate::deepseek::tools::CALLS_START;
+
+/// `tools[]`: `{"type": "function", "function": {name, description, parameters}}`.
+#[derive(Debug, Deserialize)]
+struct ToolIn {
+    #[serde(rename = "type")]
+    kind: String,
+    function: Option<ToolDef>,
+}
+
+/// An assistant message's `tool_calls[]`.
+#[derive(Debug, Deserialize)]
+pub struct ToolCallIn {
+    #[serde(default)]
+    id: String,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    function: FunctionIn,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionIn {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+/// The functions offered, or the 400 naming what is wrong. `tool_choice` `none` offers none;
+/// `auto` (the default) lets the model choose; forcing a call is not supported.
+pub fn offered(tools: Option<&[Value]>, choice: Option<&Value>) -> Result<Vec<ToolDef>, ApiError> {
+    match choice {
+        None => {}
+        Some(Value::String(s)) if s == "auto" => {}
+        Some(Value::String(s)) if s == "none" => return Ok(Vec::new()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "tool_choice: `auto` or `none` (forcing a call is not supported)",
+                Some("tool_choice"),
+            ))
+        }
+    }
+    let Some(tools) = tools else {
+        return Ok(Vec::new());
+    };
+    tools
+        .iter()
+        .map(|t| {
+            let t: ToolIn = serde_json::from_value(t.clone()).map_err(|e| {
+                ApiError::invalid(format!("tools: not a tool ({e})"), Some("tools"))
+            })?;
+            match (t.kind.as_str(), t.function) {
+                // as DeepSeek's request conversion: no parameters are an empty object
+                ("function", Some(mut f)) if !f.name.is_empty() => {
+                    f.parameters
+                        .get_or_insert_with(|| Value::Object(serde_json::Map::new()));
+                    Ok(f)
+                }
+                (kind, _) => Err(ApiError::invalid(
+                    format!(
+                        "tools: type `{kind}` with a named function expected (type `function`)"
+                    ),
+                    Some("tools"),
+                )),
+            }
+        })
+        .collect()
+}
+
+/// An assistant message's calls as the chat format takes them.
+pub fn calls(calls: &[ToolCallIn]) -> Result<Vec<ToolCall>, ApiError> {
+    calls
+        .iter()
+        .map(|c| match c.kind.as_deref() {
+            None | Some("function") => Ok(ToolCall {
+                id: c.id.clone(),
+                name: c.function.name.clone(),
+                arguments: c.function.arguments.clone(),
+            }),
+            Some(other) => Err(ApiError::invalid(
+                format!("tool_calls: type `{other}` (only `function`)"),
+                Some("messages"),
+            )),
+        })
+        .collect()
+}
+
+/// A call as OpenAI returns it (`index` in streamed deltas).
+pub fn call_json(c: &ToolCall, index: Option<usize>) -> Value {
+    let mut v = serde_json::json!({
+        "id": c.id,
+        "type": "function",
+        "function": {"name": c.name, "arguments": c.arguments},
+    });
+    if let Some(i) = index {
+        v["index"] = i.into();
+    }
+    v
+}
+
+/// The content of an answer to a request that offered tools, as it streams: what may begin a
+/// tool-call block (trailing white space, a prefix of `<｜DSML｜tool_calls>`) is held back, and
+/// the block itself is kept to the end, where [`CallStage::finish`] parses it into calls.
+#[derive(Debug)]
+pub struct CallStage {
+    on: bool,
+    in_block: bool,
+    held: String,
+}
+
+impl CallStage {
+    /// A stage that parses tool calls (`on`: tools were offered) or passes content through.
+    pub fn new(on: bool) -> Self {
+        Self {
+            on,
+            in_block: false,
+            held: String::new(),
+        }
+    }
+
+    /// The content ready to send after `piece`.
+    pub fn push(&mut self, piece: &str) -> String {
+        if !self.on {
+            return piece.to_owned();
+        }
+        self.held.push_str(piece);
+        if self.in_block {
+            return String::new();
+        }
+        if let Some(at) = self.held.find(CALLS_START) {
+            let send = self.held[..at].trim_end().to_owned();
+            self.held.drain(..at);
+            self.in_block = true;
+            return send;
+        }
+        let cut = hold_from(&self.held);
+        let send = self.held[..cut].to_owned();
+        self.held.drain(..cut);
+        send
+    }
+
+    /// The content still held and the calls of the block, if one began.
+    pub fn finish(&mut self) -> (String, Vec<ToolCall>) {
+        let held = std::mem::take(&mut self.held);
+        if !self.in_block {
+            return (held, Vec::new());
+        }
+        crate::deepseek::tools::parse(&held)
+            .map_or((held, Vec::new()), |(_, calls)| (String::new(), calls))
+    }
+}
+
+/// Where the tail that may begin a block starts: a prefix of the marker at the very end, and the
+/// white space before it.
+fn hold_from(text: &str) -> usize {
+    let marker = (1..CALLS_START.len())
+        .rev()
+        .filter_map(|n| text.len().checked_sub(n))
+        .find(|&at| text.get(at..).is_some_and(|t| CALLS_START.starts_with(t)))
+        .unwrap_or(text.len());
+    text[..marker].trim_end().len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_is_held_and_parsed_wherever_the_pieces_break() {
+        let text = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"true\">a b</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+        for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+            let mut s = CallStage::new(true);
+            let mut sent = s.push(&text[..cut]);
+            sent.push_str(&s.push(&text[cut..]));
+            let (rest, calls) = s.finish();
+            sent.push_str(&rest);
+            assert_eq!(sent, "Let me check.", "cut at {cut}");
+            assert_eq!(calls.len(), 1);
+            assert_eq!(calls[0].arguments, r#"{"x": "a b"}"#);
+        }
+        // no block: everything is sent, white space included
+        let mut s = CallStage::new(true);
+        let mut sent = s.push("plain  \n");
+        sent.push_str(&s.finish().0);
+        assert_eq!(sent, "plain  \n");
+        // not offered: passed through
+        let mut s = CallStage::new(false);
+        assert_eq!(s.push("<｜DSML｜tool_calls>"), "<｜DSML｜tool_calls>");
+    }
+}
