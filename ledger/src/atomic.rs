@@ -18,6 +18,12 @@ use crate::{LedgerError, Result};
 /// `.<target name>.minirun-tmp-<pid>-<n>`.
 pub const TEMP_MARKER: &str = ".minirun-tmp-";
 
+/// Whether `name` (a file name, no directory) is a temp file of an atomic write that has not
+/// finished — a crash left it, or a writer is still at work: never a file of the tree it sits in.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(TEMP_MARKER)
+}
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 const MAX_TEMP_ATTEMPTS: u32 = 10_000;
 
@@ -106,6 +112,22 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("j.json")]);
+    }
+
+    #[test]
+    fn the_temp_files_it_makes_are_recognised_and_nothing_else_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tmp, _) = create_temp(dir.path(), "LICENSE").unwrap();
+        let name = tmp.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(is_temp_name(&name), "{name}");
+        for other in [
+            "LICENSE",
+            ".gitattributes",
+            "minirun-tmp-1-0",
+            "a.minirun-tmp-1-0",
+        ] {
+            assert!(!is_temp_name(other), "{other}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod journal;
 mod lock;
 mod names;
 
-pub use atomic::{write_atomic, TEMP_MARKER};
+pub use atomic::{is_temp_name, write_atomic, TEMP_MARKER};
 pub use chunk_log::{ChunkLog, ChunkRecord, ResumeReport, CHUNK_LOG_HEADER};
 pub use error::LedgerError;
 pub use file_identity::FileIdentity;

@@ -245,7 +245,7 @@ pub fn load_all(plan: &Plan, dir: &Path) -> Result<BTreeMap<String, UnitRecord>,
     for entry in std::fs::read_dir(dir).map_err(io("list"))? {
         let entry = entry.map_err(io("list"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(ledger::TEMP_MARKER) {
+        if ledger::is_temp_name(&name) {
             continue; // a writer's temporary file
         }
         let unit = name.strip_suffix(".json").unwrap_or("");

@@ -87,10 +87,14 @@ impl Write for Compare {
     }
 }
 
+/// The files under `dir`, but the temp files of unfinished atomic writes (never a release's).
 fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) -> std::io::Result<()> {
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
+        if ledger::is_temp_name(&name) {
+            continue;
+        }
         let rel = if prefix.is_empty() {
             name.clone()
         } else {

@@ -106,6 +106,9 @@ pub(super) fn root_files(plan: &Plan, work: &WorkDir, whole_release: bool) -> (V
         Ok(entries) => {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
+                if ledger::is_temp_name(&name) {
+                    continue; // an unfinished atomic write's temp file: never the release's
+                }
                 let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
                 let expected = if is_dir {
                     units.contains(name.as_str())

@@ -12,7 +12,10 @@ use crate::progress::{Counter, ProgressMode};
 use crate::work::WorkDir;
 
 /// Every regular file under `root`, by `/`-separated relative path. Anything else is refused when
-/// `strict`, or listed in `others` (to be removed) otherwise.
+/// `strict`, or listed in `others` (to be removed) otherwise. With `strict` (the release tree),
+/// the temp files of unfinished atomic writes (a killed finalize leaves one) are not the
+/// release's and are passed over; in the staging tree they are files like any other not in the
+/// release, and removed.
 pub(crate) fn walk(
     root: &Path,
     strict: bool,
@@ -34,6 +37,9 @@ pub(crate) fn walk(
                 format!("{prefix}/{name}")
             };
             let ft = e.file_type().map_err(io_err("stat", &p))?;
+            if strict && ledger::is_temp_name(&e.file_name().to_string_lossy()) {
+                continue;
+            }
             if ft.is_dir() {
                 stack.push((p, rel));
             } else if ft.is_file() {
@@ -369,4 +375,32 @@ fn remove_empty_dirs(dir: &Path, root: &Path) -> Result<bool, StageError> {
         std::fs::remove_dir(dir).map_err(io_err("remove", dir))?;
     }
     Ok(empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed atomic write (a finalize killed between its temp file and the rename) leaves a
+    /// temp file in the release: never staged (found by the distributed SIGKILL test).
+    #[test]
+    fn the_release_walk_passes_over_unfinished_atomic_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("u")).unwrap();
+        for f in [
+            "LICENSE",
+            ".LICENSE.minirun-tmp-3394-0",
+            "u/a.til",
+            "u/.a.til.minirun-tmp-1-2",
+        ] {
+            std::fs::write(root.join(f), b"x").unwrap();
+        }
+        let release = walk(root, true, &mut Vec::new()).unwrap();
+        let names: Vec<&str> = release.keys().map(String::as_str).collect();
+        assert_eq!(names, ["LICENSE", "u/a.til"]);
+        // in the staging tree they are files like any other (removed when not the release's)
+        let staged = walk(root, false, &mut Vec::new()).unwrap();
+        assert_eq!(staged.len(), 4);
+    }
 }
