@@ -9,11 +9,11 @@ use std::process::Command;
 
 use artifact::mega::kv::{read_kv, write_kv, KvModel};
 use runner::artifact::{ArtifactTokenizer, OpenOptions, VerifiedArtifact};
-use runner::error::RunError;
 use runner::prompt_cache::{artifact_identity, PromptCache};
 use runner::registry::{ArtifactDecoder, ModelOptions, Residency};
 use runner::run::Decoder;
 
+use super::registry::StartOnly;
 use super::{deepseek_common, engine, fixture};
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -27,20 +27,28 @@ fn open<'a>(a: &'a VerifiedArtifact, opts: &ModelOptions<'a>) -> ArtifactDecoder
     )
 }
 
+/// The demo artifact opened under its evidence (a prompt cache binds to the verified commit).
+fn verified() -> VerifiedArtifact {
+    VerifiedArtifact::open(&fixture().consumer, &OpenOptions::verified(None)).unwrap()
+}
+
+fn resident(engine: &runner::engine::Engine, capacity: usize) -> ModelOptions<'_> {
+    ModelOptions {
+        engine,
+        residency: Residency::Resident,
+        capacity,
+        expert_cache_bytes: 0,
+    }
+}
+
 #[test]
 fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
     let Some(_) = engine("v4_state_from_megakv") else {
         return;
     };
-    let fx = fixture();
-    let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::verified(None)).unwrap();
+    let a = verified();
     let e = runner::engine::Engine::new().unwrap();
-    let opts = ModelOptions {
-        engine: &e,
-        residency: Residency::Resident,
-        capacity: 256,
-        expert_cache_bytes: 0,
-    };
+    let opts = resident(&e, 256);
     // Long enough to close HCA-free CSA windows (ratio 4) and to slide past the window.
     let prompt: Vec<u32> = deepseek_common::fixture().prompt[..40].to_vec();
     let keep = prompt.len() - 1;
@@ -155,33 +163,15 @@ fn minirun_run_artifact_writes_the_v4_state_then_reuses_it() {
     assert_eq!(first["tokens"], second["tokens"]);
 }
 
-/// A decoder that can only start again: the conversation is fed whole each turn.
-struct StartOnly<D>(D);
-
-impl<D: Decoder> Decoder for StartOnly<D> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        self.0.logits(ids)
-    }
-    fn rewind(&mut self, _n: usize) -> Option<usize> {
-        self.0.rewind(0)
-    }
-}
-
 #[test]
 fn a_v4_chat_session_reuses_its_turns_with_the_same_answers() {
     use runner::session::{Session, TurnStats};
     if engine("a_v4_chat_session_reuses_its_turns").is_none() {
         return;
     }
-    let fx = fixture();
-    let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::verified(None)).unwrap();
+    let a = verified();
     let e = runner::engine::Engine::new().unwrap();
-    let opts = ModelOptions {
-        engine: &e,
-        residency: Residency::Resident,
-        capacity: 512,
-        expert_cache_bytes: 0,
-    };
+    let opts = resident(&e, 512);
     let tok: ArtifactTokenizer = runner::deepseek::entry::tokenizer(&a).unwrap();
     let run = |reuse: bool, effort: Option<&str>| -> (Vec<String>, Vec<TurnStats>) {
         let inner = open(&a, &opts);

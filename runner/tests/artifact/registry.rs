@@ -215,21 +215,24 @@ fn chat_renders_the_family_format_with_one_bos() {
 /// adapter in the family's chat format. An adapter that can only rewind to the start is fed the
 /// whole conversation again on the next turn; one that can rewind reuses the previous turns from
 /// its cache (the V4 adapter's snapshots: `prompt_cache.rs`).
+/// A decoder that can only start again: the conversation is fed whole each turn.
+pub(super) struct StartOnly<D>(pub(super) D);
+
+impl<D: runner::run::Decoder> runner::run::Decoder for StartOnly<D> {
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        self.0.logits(ids)
+    }
+    fn rewind(&mut self, _n: usize) -> Option<usize> {
+        self.0.rewind(0)
+    }
+}
+
 #[test]
 fn an_artifact_session_talks_in_the_family_format() {
     use runner::run::Decoder;
     use runner::session::Session;
     if engine("an_artifact_session_talks_in_the_family_format").is_none() {
         return;
-    }
-    struct StartOnly<D>(D);
-    impl<D: Decoder> Decoder for StartOnly<D> {
-        fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-            self.0.logits(ids)
-        }
-        fn rewind(&mut self, _n: usize) -> Option<usize> {
-            self.0.rewind(0)
-        }
     }
     let fx = fixture();
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();

@@ -34,20 +34,27 @@ fn tiny() -> (KvHeader, Vec<u8>) {
     (header, payload)
 }
 
-#[test]
-fn megakv_golden_is_byte_identical_and_reads_back() {
-    let (h, p) = tiny();
-    let bytes = write_kv(&h, &p).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/megakv/tiny.megakv");
+/// `bytes` equal `tests/golden/megakv/NAME` (written there under `MEGA_BLESS=1`).
+fn assert_golden(name: &str, bytes: &[u8]) {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/megakv")
+        .join(name);
     if std::env::var_os("MEGA_BLESS").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(&golden, &bytes).unwrap();
+        std::fs::write(&golden, bytes).unwrap();
     }
     assert_eq!(
         bytes,
         std::fs::read(&golden).unwrap(),
-        "writer output drifted from the golden"
+        "writer output drifted from the golden {name}"
     );
+}
+
+#[test]
+fn megakv_golden_is_byte_identical_and_reads_back() {
+    let (h, p) = tiny();
+    let bytes = write_kv(&h, &p).unwrap();
+    assert_golden("tiny.megakv", &bytes);
     let (got, payload) = read_kv(&bytes).unwrap();
     assert_eq!(payload, &p[..]);
     assert_eq!(got.tokens, h.tokens);
@@ -135,15 +142,7 @@ fn tiny_sections() -> (KvHeader, Vec<u8>) {
 fn megakv_sections_golden_is_byte_identical_and_refuses_bad_layouts() {
     let (h, p) = tiny_sections();
     let bytes = write_kv(&h, &p).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/megakv/sections.megakv");
-    if std::env::var_os("MEGA_BLESS").is_some() {
-        std::fs::write(&golden, &bytes).unwrap();
-    }
-    assert_eq!(
-        bytes,
-        std::fs::read(&golden).unwrap(),
-        "writer output drifted from the golden"
-    );
+    assert_golden("sections.megakv", &bytes);
     let (got, payload) = read_kv(&bytes).unwrap();
     assert_eq!(got.layout, h.layout);
     assert_eq!(payload, &p[..]);
