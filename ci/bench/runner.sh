@@ -114,6 +114,8 @@ lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:
           "K = 4096, ~32 MiB of weights, median of 5 submits of 8 dispatches), both row mappings, the "
           "uniform-input form and the unrolled module (— where the format has none):", ""]
 lines += bw.splitlines()[3:]
+lines += ["", "The DeepSeek V4 part (the demo's verified artifact, resident and streamed at two expert-cache "
+          "sizes): `ci/bench/runner_v4.sh` → docs/bench/runner-v4.md."]
 open(out, "w").write("\n".join(lines) + "\n")
 print(open(out).read())
 PY

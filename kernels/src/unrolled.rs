@@ -38,13 +38,20 @@ const WORDS_BINDING: u32 = 15;
 /// Partial groups of four (`LANES` / 4 in the WGSL body).
 const GROUPS: usize = crate::LANES as usize / 4;
 
-/// How a format's 32-element blocks are laid out for `block_dot(words…, k, acc)`.
+/// How a format's blocks are laid out for `block_dot(words…, k, acc)`: a block of `elems`
+/// elements updates one group of four lane partials (for 32-element GGUF and mxfp4 blocks the 4
+/// chunks of 8; for `fp8-e4m3-block`, whose chunks are single elements, one word of 4).
 #[derive(Debug, Clone, Copy)]
 struct BlockForm {
     /// Bytes per block (blocks are back to back, rows are whole blocks).
     bytes: usize,
     /// Words `block_dot` takes, starting at the block's first byte.
     words: usize,
+    /// Elements per block.
+    elems: usize,
+    /// The format's scales live outside the rows (`fp8-e4m3-block`'s grid): `block_dot` reads
+    /// the row from the private `unrolled_row`, which the code sets before each row.
+    row_scoped: bool,
 }
 
 fn block_form(kernel: Kernel) -> Option<BlockForm> {
@@ -52,17 +59,44 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
     let (format, words) = match kernel {
         Kernel::MatvecQ4_1 => (crate::WeightFormat::Q4_1, 5),
         Kernel::MatvecQ8_0 => (crate::WeightFormat::Q8_0, 9),
+        Kernel::MatvecFp8Block => {
+            return Some(BlockForm {
+                bytes: 4,
+                words: 1,
+                elems: 4,
+                row_scoped: true,
+            })
+        }
+        // 32 elements in 16 bytes of E2M1 codes; the E8M0 scales are a grid of their own
+        Kernel::MatvecMxfp4 => {
+            return Some(BlockForm {
+                bytes: 16,
+                words: 4,
+                elems: 32,
+                row_scoped: true,
+            })
+        }
         _ => return None,
     };
     let (_, bytes) = format.block()?;
-    Some(BlockForm { bytes, words })
+    Some(BlockForm {
+        bytes,
+        words,
+        elems: 32,
+        row_scoped: false,
+    })
+}
+
+/// Bytes of one row of `k` elements.
+fn row_bytes_of(form: BlockForm, k: usize) -> usize {
+    k / form.elems * form.bytes
 }
 
 /// Rows each invocation of the matvec of [`source`] computes (1, 2 or 4: enough consecutive
 /// rows that their bytes start on a 16-byte boundary, up to 2 rows; else 8-byte `vec2` words).
 /// The grid has `ceil(rows / this / workgroup_size)` workgroups ([`launch`]).
 pub fn rows_per_invocation(kernel: Kernel, k: usize) -> usize {
-    block_form(kernel).map_or(1, |f| plan(k / 32 * f.bytes).0)
+    block_form(kernel).map_or(1, |f| plan(row_bytes_of(f, k)).0)
 }
 
 /// Workgroups a matvec should at least have so that a CPU adapter's thread pool shares it
@@ -115,7 +149,7 @@ fn single_width(row_bytes: usize) -> usize {
 /// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
 pub fn source(kernel: Kernel, k: usize, n_rows: usize, layout: Layout) -> Option<Generated> {
     let (mut out, form) = module_head(kernel, k, None)?;
-    let row_bytes = k / 32 * form.bytes;
+    let row_bytes = row_bytes_of(form, k);
     let (rows, mut width) = plan(row_bytes);
     if layout == Layout::Interleaved {
         width = 4;
@@ -134,21 +168,22 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
 ",
         r1 = rows - 1,
     );
-    let names: Vec<String> = (0..rows).map(|i| format!("t{i}")).collect();
+    let names: Vec<(String, String)> = (0..rows)
+        .map(|i| (format!("t{i}"), format!("{rows}u * g + {i}u")))
+        .collect();
     match layout {
         Layout::Rows => {
             let base = format!("g * {}u", rows * row_bytes / (4 * width));
             emit_rows(&mut out, form, k, &base, width, 1, "v", &names);
         }
         Layout::Interleaved => {
-            for (i, name) in names.iter().enumerate() {
-                let row = format!("{rows}u * g + {i}u");
-                emit_interleaved_row(&mut out, form, k, &row, &format!("v{i}_"), name);
+            for (i, (name, row)) in names.iter().enumerate() {
+                emit_interleaved_row(&mut out, form, k, row, &format!("v{i}_"), name);
             }
         }
     }
     out.push_str("    if (g0 < ng) {\n");
-    for (i, t) in names.iter().enumerate() {
+    for (i, (t, _)) in names.iter().enumerate() {
         let _ = writeln!(
             out,
             "        if ({rows}u * g + {i}u < p.rows) {{\n            store(p.y_offset + {rows}u * g + {i}u, {t});\n        }}"
@@ -225,12 +260,13 @@ fn emit_interleaved_row(
     tag: &str,
     name: &str,
 ) {
-    let p = interleaved_row_words(k / 32 * form.bytes);
+    let p = interleaved_row_words(row_bytes_of(form, k));
     let base = format!(
         "(({row}) / {INTERLEAVE}u) * {}u + ({row}) % {INTERLEAVE}u",
         INTERLEAVE * p
     );
-    emit_rows(out, form, k, &base, 4, INTERLEAVE, tag, &[name.to_string()]);
+    let names = [(name.to_string(), row.to_string())];
+    emit_rows(out, form, k, &base, 4, INTERLEAVE, tag, &names);
 }
 
 /// The rows of a fused Q/K/V projection: one weight buffer holding Q's `n_q` rows, then K's
@@ -261,8 +297,11 @@ pub fn qkv_rope(
         return None;
     }
     let (mut out, form) = module_head(kernel, k, norm)?;
+    if form.row_scoped {
+        return None;
+    }
     let (lane, prologue, suffix) = norm_parts(norm);
-    let row_bytes = k / 32 * form.bytes;
+    let row_bytes = row_bytes_of(form, k);
     let half = hd / 2;
     let (nq, nk) = (l.n_q, l.n_kv);
     let pair = l.rope == crate::RopeMode::Interleaved;
@@ -286,7 +325,10 @@ fn qkv_rope(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let i = u % {half}u;
 "
     );
-    let names = ["ta".to_string(), "tb".to_string()];
+    let names = [
+        ("ta".to_string(), "ra".to_string()),
+        ("tb".to_string(), "rb".to_string()),
+    ];
     if pair {
         out.push_str("    let ra = 2u * u;\n    let rb = ra + 1u;\n");
     } else {
@@ -369,8 +411,11 @@ pub fn gate_up(
     layout: Layout,
 ) -> Option<Generated> {
     let (mut out, form) = module_head(kernel, k, norm)?;
+    if form.row_scoped {
+        return None;
+    }
     let (lane, prologue, suffix) = norm_parts(norm);
-    let row_bytes = k / 32 * form.bytes;
+    let row_bytes = row_bytes_of(form, k);
     let width = match layout {
         Layout::Rows => single_width(row_bytes),
         Layout::Interleaved => 4,
@@ -392,8 +437,12 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
         Layout::Rows => {
             let unit = row_bytes / (4 * width);
             let (g, up) = (format!("u * {unit}u"), format!("(u + {ffn}u) * {unit}u"));
-            emit_rows(&mut out, form, k, &g, width, 1, "vg", &["tg".into()]);
-            emit_rows(&mut out, form, k, &up, width, 1, "vu", &["tu".into()]);
+            let (tg, tu) = (
+                ("tg".into(), "u".into()),
+                ("tu".into(), format!("u + {ffn}u")),
+            );
+            emit_rows(&mut out, form, k, &g, width, 1, "vg", &[tg]);
+            emit_rows(&mut out, form, k, &up, width, 1, "vu", &[tu]);
         }
         Layout::Interleaved => {
             emit_interleaved_row(&mut out, form, k, "u", "vg", "tg");
@@ -440,13 +489,17 @@ fn words_binding(out: &mut String, width: usize) {
     );
 }
 
+/// The largest K [`source`] generates a module for (0 where the kernel has no unrolled form):
+/// [`MAX_BLOCKS`] blocks, within the uniform window (`fp8-e4m3-block`, 4 elements a block: 2048).
+pub fn max_k(kernel: Kernel) -> usize {
+    block_form(kernel).map_or(0, |f| (f.elems * MAX_BLOCKS).min(UNIFORM_X_ELEMENTS))
+}
+
 /// Whether [`source`] has a module for `kernel` and `k` (without generating it).
 pub fn available(kernel: Kernel, k: usize) -> bool {
-    block_form(kernel).is_some()
+    block_form(kernel).is_some_and(|f| k % f.elems == 0 && k / f.elems <= MAX_BLOCKS)
         && k > 0
-        && k % 32 == 0
         && k <= UNIFORM_X_ELEMENTS
-        && k / 32 <= MAX_BLOCKS
         && kernel
             .matmul_parts()
             .is_some_and(|(prefix, _)| prefix.contains("fn block_dot("))
@@ -604,9 +657,9 @@ fn emit_rows(
     width: usize,
     stride: usize,
     tag: &str,
-    names: &[String],
+    names: &[(String, String)],
 ) {
-    let blocks = k / 32;
+    let blocks = k / form.elems;
     let row_bytes = blocks * form.bytes;
     let group_words = (names.len() * row_bytes).div_ceil(4);
     let mut loaded = 0; // vectors loaded so far (they are loaded in order)
@@ -626,7 +679,10 @@ fn emit_rows(
             format!("{tag}{}.{}", i / width, ["x", "y", "z", "w"][i % width])
         }
     };
-    for (row, name) in names.iter().enumerate() {
+    for (row, (name, index)) in names.iter().enumerate() {
+        if form.row_scoped {
+            let _ = writeln!(out, "    unrolled_row = {index};");
+        }
         for j in 0..GROUPS {
             let _ = writeln!(out, "    var {name}_{j} = vec4<f32>(0.0);");
         }
@@ -653,7 +709,7 @@ fn emit_rows(
                 out,
                 "    {name}_{j} = block_dot({}, {}u, {name}_{j});",
                 args.join(", "),
-                32 * b
+                form.elems * b
             );
         }
         let _ = writeln!(out, "    var {name} = hold({name}_0.x);");

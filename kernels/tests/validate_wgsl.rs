@@ -186,15 +186,16 @@ fn unrolled_modules_validate() {
                 None => assert!(
                     kernel.entry_point() != "matvec"
                         || !kernel.source().contains("fn block_dot(")
-                        || k / 32 > kernels::unrolled::MAX_BLOCKS,
+                        || k > kernels::unrolled::max_k(*kernel),
                     "{} K={k}: no unrolled form",
                     kernel.name()
                 ),
             }
         }
     }
-    // Q4_1 and Q8_0 (SmolLM2's formats) at every K, in both layouts
-    assert!(made >= 2 * 5 * 2, "{made} modules");
+    // Q4_1 and Q8_0 (SmolLM2's formats) at every K, in both layouts; mxfp4 at every K and
+    // fp8-e4m3-block up to 2048 too
+    assert!(made >= 2 * 5 * 2 + 5 * 2 + 2 * 2, "{made} modules");
 }
 
 /// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and

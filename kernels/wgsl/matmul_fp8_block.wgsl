@@ -49,6 +49,22 @@ fn weight(r: u32, k: u32) -> f32 {
     return e4m3(code) * e8m0(e);
 }
 
+// The unrolled one-token module (kernels/src/unrolled.rs) reads each row's bytes a word at a time
+// and sets `unrolled_row` before each row: the four elements k .. k + 3 of word `w0` update lane
+// partials k .. k + 3 mod LANES with the same `fma(weight, x, acc)` as `chunk_dot`.
+var<private> unrolled_row: u32;
+
+fn block_dot(w0: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
+    let cols = (p.k + p.group - 1u) / p.group;
+    let s = e8m0(scale_byte((unrolled_row / p.block_rows) * cols + k / p.group));
+    return vec4<f32>(
+        fma(e4m3(w0 & 0xffu) * s, xv(k), acc.x),
+        fma(e4m3((w0 >> 8u) & 0xffu) * s, xv(k + 1u), acc.y),
+        fma(e4m3((w0 >> 16u) & 0xffu) * s, xv(k + 2u), acc.z),
+        fma(e4m3(w0 >> 24u) * s, xv(k + 3u), acc.w),
+    );
+}
+
 // One chunk = one element: lane l visits k = l, l + LANES, … in increasing k.
 fn chunk_count() -> u32 {
     return p.k;

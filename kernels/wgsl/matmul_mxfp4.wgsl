@@ -47,6 +47,29 @@ fn weight(r: u32, k: u32) -> f32 {
     return e2m1(code) * e8m0(e);
 }
 
+// The unrolled one-token module (kernels/src/unrolled.rs) hands a 32-element group's four words to
+// `block_dot` and sets `unrolled_row` before each row: word i is chunk k/8 + i, added to lane
+// partial acc[i] exactly as `chunk_dot` adds it.
+var<private> unrolled_row: u32;
+
+fn word_dot(w: u32, s: f32, k0: u32, acc_in: f32) -> f32 {
+    var acc = acc_in;
+    for (var i = 0u; i < 8u; i++) {
+        acc = fma(e2m1((w >> (4u * i)) & 0xfu) * s, xv(k0 + i), acc);
+    }
+    return acc;
+}
+
+fn block_dot(w0: u32, w1: u32, w2: u32, w3: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
+    let s = e8m0(scale_byte(unrolled_row * (p.k / MX_GROUP) + k / MX_GROUP));
+    return vec4<f32>(
+        word_dot(w0, s, k, acc.x),
+        word_dot(w1, s, k + 8u, acc.y),
+        word_dot(w2, s, k + 16u, acc.z),
+        word_dot(w3, s, k + 24u, acc.w),
+    );
+}
+
 // One chunk = one packed u32 word = 8 consecutive elements 8c .. 8c+7 (codes LSB-first, i.e. the
 // low nibble of each byte first), all under one scale (a group of 32 is 4 words); K/8 chunks.
 fn chunk_count() -> u32 {

@@ -17,9 +17,15 @@
 //! The kernels' accumulation order depends only on the row and K (docs/kernels.md), so a streamed
 //! run produces the resident run's logits bit for bit.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
+
+use kernels::generated::Generated;
+use kernels::gpu::{Bind, Gpu, MatvecShape};
+use kernels::unrolled::{self, Layout};
+use kernels::{Kernel, KernelError};
 
 use crate::engine::{Engine, ResidentMatrix};
 
@@ -41,6 +47,13 @@ pub struct GpuLinears {
     /// A matrix not admitted to the cache, held for the product that needed it.
     transient: Option<(String, ResidentMatrix, u64)>,
     cache: ExpertCacheStats,
+    /// The one-token products' unrolled modules (a CPU adapter), by kernel, K and rows.
+    unrolled: HashMap<(Kernel, usize, usize), Generated>,
+    /// The 64 KiB uniform window their input is written into (made at the first use).
+    x_window: Option<wgpu::Buffer>,
+    /// A resident matrix's one-token product, ready to run (made at its first use): nothing is
+    /// allocated per product after that.
+    prepared: HashMap<String, Prepared>,
 }
 
 impl GpuLinears {
@@ -65,7 +78,57 @@ impl GpuLinears {
                 budget_bytes: expert_cache_bytes,
                 ..ExpertCacheStats::default()
             },
+            unrolled: HashMap::new(),
+            x_window: None,
+            prepared: HashMap::new(),
         })
+    }
+
+    /// `m · x` for one input vector through the unrolled one-token module
+    /// (`kernels::unrolled`: straight-line code in the looped kernel's accumulation order, so the
+    /// same bits) where the adapter is a CPU one (the `Rows` mapping, as the Llama path decides),
+    /// the matrix one part, and the format and K have one; `None` otherwise.
+    fn matvec_unrolled(&mut self, stem: &str, x: &[f32]) -> Option<Result<Vec<f32>, V4Error>> {
+        let g = self.engine.gpu();
+        let m = self.resident.get(stem).or_else(|| {
+            self.experts
+                .iter()
+                .chain(&self.transient)
+                .find(|(n, _, _)| n == stem)
+                .map(|(_, m, _)| m)
+        })?;
+        let kernel = m.format.matvec_kernel();
+        let [part] = m.parts.as_slice() else {
+            return None;
+        };
+        if g.matvec_shape() != MatvecShape::Rows || !unrolled::available(kernel, m.k) {
+            return None;
+        }
+        let key = (kernel, m.k, m.rows);
+        let module = match self.unrolled.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(unrolled::source(kernel, m.k, m.rows, Layout::Rows)?),
+        };
+        let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
+        let xw = self
+            .x_window
+            .get_or_insert_with(|| g.uniform("x window", &vec![0u8; window as usize]));
+        if !self.resident.contains_key(stem) {
+            // a streamed expert's buffers come and go with the cache: prepared for this product
+            return Some(
+                Prepared::new(g, module, m, part, xw)
+                    .and_then(|p| p.run(g, xw, x))
+                    .map_err(V4Error::from),
+            );
+        }
+        let p = match self.prepared.entry(stem.to_owned()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => match Prepared::new(g, module, m, part, xw) {
+                Ok(p) => e.insert(p),
+                Err(err) => return Some(Err(err.into())),
+            },
+        };
+        Some(p.run(g, xw, x).map_err(V4Error::from))
     }
 
     fn upload(&self, stem: &str, rows: usize, k: usize) -> Result<(ResidentMatrix, u64), V4Error> {
@@ -190,11 +253,20 @@ impl Linears for GpuLinears {
         let m = self.get(stem)?;
         let (n, k) = (m.rows, m.k);
         check_product(stem, &rows, n, k, x, tokens)?;
-        let g = self.engine.gpu();
-        let xb = g.upload_f32("x", x)?;
-        let yb = g.zeros("y", (tokens * n * 4) as u64)?;
-        self.engine.matmul(m, &xb, &yb, tokens)?;
-        let y = self.engine.gpu().read_f32(&yb, tokens * n)?;
+        let y = match (tokens == 1)
+            .then(|| self.matvec_unrolled(stem, x))
+            .flatten()
+        {
+            Some(y) => y?,
+            None => {
+                let m = self.get(stem)?;
+                let g = self.engine.gpu();
+                let xb = g.upload_f32("x", x)?;
+                let yb = g.zeros("y", (tokens * n * 4) as u64)?;
+                self.engine.matmul(m, &xb, &yb, tokens)?;
+                self.engine.gpu().read_f32(&yb, tokens * n)?
+            }
+        };
         if rows.start == 0 && rows.end == n {
             return Ok(y);
         }
@@ -211,5 +283,74 @@ impl Linears for GpuLinears {
     }
     fn expert_cache(&self) -> Option<ExpertCacheStats> {
         self.streamed.then_some(self.cache)
+    }
+}
+
+/// One matrix's unrolled one-token product: its pipeline, bind group, output and read-back
+/// buffers.
+struct Prepared {
+    compiled: Arc<kernels::gpu::Compiled>,
+    group: wgpu::BindGroup,
+    groups: (u32, u32, u32),
+    y: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    rows: usize,
+}
+
+impl Prepared {
+    fn new(
+        g: &Gpu,
+        module: &Generated,
+        m: &ResidentMatrix,
+        part: &crate::engine::ResidentPart,
+        x_window: &wgpu::Buffer,
+    ) -> Result<Self, KernelError> {
+        let kernel = m.format.matvec_kernel();
+        let y = g.zeros("y", (m.rows * 4) as u64)?;
+        let mut params = m
+            .format
+            .params(m.rows as u32, m.k as u32, 1, m.rows as u32, 0);
+        let groups = unrolled::launch(kernel, m.k, &mut params);
+        let ub = g.uniform("params", bytemuck::bytes_of(&params));
+        let w = part.row_buffers();
+        let window = Bind {
+            buffer: x_window,
+            offset: 0,
+            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
+        };
+        let mut binds = vec![Bind::from(&ub), window, Bind::from(&y), w.packed];
+        binds.extend(w.scales);
+        binds.extend(w.biases);
+        binds.push(w.packed);
+        let compiled = g.compiled_generated(module);
+        let group = g.bind_group_generated(&compiled, module, &binds)?;
+        let staging = g.staging("y readback", (m.rows * 4) as u64);
+        Ok(Self {
+            compiled,
+            group,
+            groups,
+            y,
+            staging,
+            rows: m.rows,
+        })
+    }
+
+    /// `x` written into the window, one submit (the product and the copy back), one map.
+    fn run(&self, g: &Gpu, x_window: &wgpu::Buffer, x: &[f32]) -> Result<Vec<f32>, KernelError> {
+        g.write(x_window, 0, bytemuck::cast_slice(x));
+        let bytes = (self.rows * 4) as u64;
+        let mut enc = g.encoder("v4 unrolled matvec");
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            g.dispatch_in(&mut pass, &self.compiled, &self.group, self.groups);
+        }
+        enc.copy_buffer_to_buffer(&self.y, 0, &self.staging, 0, bytes.div_ceil(4) * 4);
+        g.submit(enc.finish());
+        let mut out = Vec::with_capacity(bytes as usize);
+        g.read_staging(&self.staging, bytes, &mut out)?;
+        Ok(out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
 }
