@@ -64,21 +64,10 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
     );
 
     // Refusals: truncated, one byte altered, another model, no file at all.
-    let good = std::fs::read(&file).unwrap();
     let mut c = Runner::new(e, &model, WeightMode::Resident, 64).unwrap();
-    std::fs::write(&file, &good[..good.len() - 1]).unwrap();
-    let err = cache.load(&mut c, &prompt).unwrap_err().to_string();
-    assert!(
-        err.contains("prompt cache") && err.contains("truncated"),
-        "{err}"
-    );
-    let mut altered = good.clone();
-    let at = good.len() - 10;
-    altered[at] ^= 0x40;
-    std::fs::write(&file, &altered).unwrap();
-    let err = cache.load(&mut c, &prompt).unwrap_err().to_string();
-    assert!(err.contains("digest mismatch"), "{err}");
-    std::fs::write(&file, &good).unwrap();
+    common::cache_refuses_truncated_and_altered(&file, || {
+        cache.load(&mut c, &prompt).unwrap_err().to_string()
+    });
     let foreign = PromptCache::new(
         &file,
         KvModel::Gguf {

@@ -84,3 +84,32 @@ pub fn top2(v: &[f32]) -> (usize, f32) {
     }
     (best.0, best.1 - second)
 }
+
+/// A prompt-cache `file` (holding a good `.megakv`) cut by one byte, then with one byte altered,
+/// is refused by `load` (which returns the error's text), naming why; the good bytes are put back.
+pub fn cache_refuses_truncated_and_altered(
+    file: &std::path::Path,
+    mut load: impl FnMut() -> String,
+) {
+    let write = |bytes: &[u8]| {
+        if let Err(e) = std::fs::write(file, bytes) {
+            panic!("write {}: {e}", file.display());
+        }
+    };
+    let good = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => panic!("read {}: {e}", file.display()),
+    };
+    write(&good[..good.len() - 1]);
+    let err = load();
+    assert!(
+        err.contains("prompt cache") && err.contains("truncated"),
+        "{err}"
+    );
+    let mut altered = good.clone();
+    altered[good.len() - 10] ^= 0x40;
+    write(&altered);
+    let err = load();
+    assert!(err.contains("digest mismatch"), "{err}");
+    write(&good);
+}
