@@ -1,7 +1,7 @@
 // ---- shared by every dequantize-and-multiply module: the parameters, bindings 0-2 and the decode
 // ---- helpers. kernels/src/kernel.rs builds each matmul family as format prefix + this file +
 // ---- wgsl/matmul_body.wgsl (the entry points and their accumulation order), and
-// ---- kernels/src/unrolled.rs builds the unrolled one-token matvec as format prefix + this file +
+// ---- kernels/src/unrolled/mod.rs builds the unrolled one-token matvec as format prefix + this file +
 // ---- a generated entry point performing the same order.
 
 struct Params {

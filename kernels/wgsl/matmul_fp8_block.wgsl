@@ -49,7 +49,7 @@ fn weight(r: u32, k: u32) -> f32 {
     return e4m3(code) * e8m0(e);
 }
 
-// The unrolled one-token module (kernels/src/unrolled.rs) reads each row's bytes a word at a time
+// The unrolled one-token module (kernels/src/unrolled/mod.rs) reads each row's bytes a word at a time
 // and sets `unrolled_row` before each row: the four elements k .. k + 3 of word `w0` update lane
 // partials k .. k + 3 mod LANES with the same `fma(weight, x, acc)` as `chunk_dot`.
 var<private> unrolled_row: u32;

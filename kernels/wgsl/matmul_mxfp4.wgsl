@@ -47,7 +47,7 @@ fn weight(r: u32, k: u32) -> f32 {
     return e2m1(code) * e8m0(e);
 }
 
-// The unrolled one-token module (kernels/src/unrolled.rs) hands a 32-element group's four words to
+// The unrolled one-token module (kernels/src/unrolled/mod.rs) hands a 32-element group's four words to
 // `block_dot` and sets `unrolled_row` before each row: word i is chunk k/8 + i, added to lane
 // partial acc[i] exactly as `chunk_dot` adds it.
 var<private> unrolled_row: u32;

@@ -23,7 +23,7 @@ fn chunk_count() -> u32 {
 
 // One qs word of a block: elements k .. k+3 (low nibbles), then k+16 .. k+19 (high nibbles), in
 // that order, each fma(fma(d, q, m), x, acc). Written out (no loop) so that an unrolled matvec
-// (kernels/src/unrolled.rs) reads every x with a constant index.
+// (kernels/src/unrolled/mod.rs) reads every x with a constant index.
 fn word_dot(q: u32, dm: vec2<f32>, k: u32, acc_in: f32) -> f32 {
     var acc = acc_in;
     acc = fma(fma(dm.x, f32(q & 0xfu), dm.y), xv(k), acc);
@@ -47,7 +47,7 @@ fn chunk_dot(r: u32, c: u32, xb: u32, acc_in: f32) -> f32 {
 
 // One whole block from its five words (d | m, then qs as four words): chunks 4b .. 4b+3 into
 // the four partials of acc, each in chunk_dot's order; k = 32b, the block's first element. The
-// unrolled matvec (kernels/src/unrolled.rs) calls it with words it loaded itself.
+// unrolled matvec (kernels/src/unrolled/mod.rs) calls it with words it loaded itself.
 fn block_dot(w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
     let dm = unpack2x16float(w0);
     return vec4<f32>(

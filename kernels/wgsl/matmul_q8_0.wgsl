@@ -44,7 +44,7 @@ fn q8_in(u: u32, i: u32) -> f32 {
 // One whole block from its 34 bytes as nine words u0 .. u8 starting at the block's first byte
 // (u0 = d | qs[0] << 16 | qs[1] << 24, …): chunks 4b .. 4b+3 into the four partials of acc,
 // each in chunk_dot's order; k = 32b. Written out (no loop) so that the unrolled matvec
-// (kernels/src/unrolled.rs), which loads and realigns the words itself, reads every x with a
+// (kernels/src/unrolled/mod.rs), which loads and realigns the words itself, reads every x with a
 // constant index.
 fn block_dot(u0: u32, u1: u32, u2: u32, u3: u32, u4: u32, u5: u32, u6: u32, u7: u32, u8: u32,
              k: u32, acc: vec4<f32>) -> vec4<f32> {
