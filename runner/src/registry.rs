@@ -75,6 +75,10 @@ pub trait ArtifactModel {
         0
     }
     /// The streamed-expert cache's counters, where the adapter has one.
+    /// The device's counters so far (`None`: the adapter runs on no device).
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        None
+    }
     fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
         None
     }
@@ -127,6 +131,10 @@ impl Decoder for ArtifactDecoder<'_> {
 
     fn rewind(&mut self, n: usize) -> Option<usize> {
         self.0.rewind(n)
+    }
+
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        self.0.stats()
     }
 }
 

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use super::compress::{update, CompCache, CompParams};
 use super::config::{LayerKind, V4Config};
 use super::error::V4Error;
-use super::linear::Linears;
+use super::linear::{Linears, Product, Results};
 use super::ops::{rmsnorm, rope, softmax};
 
 /// One layer's small attention parameters (matrices go through [`Linears`] by stem).
@@ -112,33 +112,69 @@ pub fn forward(
     let (h, hd, d) = (c.heads, c.head_dim, c.hidden);
     let freq = c.inv_freq(p.kind);
     let s = &p.stem;
-    let qa = lin(l, &format!("{s}.wq_a"), c.q_lora, x, tokens)?;
+    // Every product of the normalised input in one batch, then those of the normalised query
+    // LoRA in another (independent products: one device round trip each).
+    let mut first = vec![
+        Product::new(format!("{s}.wq_a"), c.q_lora, x, tokens),
+        Product::new(format!("{s}.wkv"), hd, x, tokens),
+    ];
+    for cp in [&p.comp, &p.indexer].into_iter().flatten() {
+        let w = cp.coff * cp.dim;
+        first.push(Product::new(format!("{}.wkv", cp.stem), w, x, tokens));
+        first.push(Product::new(format!("{}.wgate", cp.stem), w, x, tokens));
+    }
+    let (ih, ihd) = (c.index_heads, c.index_head_dim);
+    if p.indexer.is_some() {
+        first.push(Product::new(
+            format!("{s}.indexer.weights_proj"),
+            ih,
+            x,
+            tokens,
+        ));
+    }
+    let mut ys = Results::of(l.linear_batch(&first)?);
+    let qa = ys.take()?;
+    let kv_raw = ys.take()?;
+    let comp_out = match &p.comp {
+        Some(_) => Some((ys.take()?, ys.take()?)),
+        None => None,
+    };
+    let idx_out = match &p.indexer {
+        Some(_) => Some((ys.take()?, ys.take()?, ys.take()?)),
+        None => None,
+    };
     let qr: Vec<f32> = qa
         .chunks_exact(c.q_lora)
         .flat_map(|r| rmsnorm(r, Some(&p.q_norm), c.eps))
         .collect();
-    let mut q = lin(l, &format!("{s}.wq_b"), h * hd, &qr, tokens)?;
+    let mut second = vec![Product::new(format!("{s}.wq_b"), h * hd, &qr, tokens)];
+    if p.indexer.is_some() {
+        second.push(Product::new(
+            format!("{s}.indexer.wq_b"),
+            ih * ihd,
+            &qr,
+            tokens,
+        ));
+    }
+    let mut ys = Results::of(l.linear_batch(&second)?);
+    let mut q = ys.take()?;
     for (i, head) in q.chunks_exact_mut(hd).enumerate() {
         let mut v = rmsnorm(head, None, c.eps);
         rope(&mut v, freq, pos0 + i / h, false);
         head.copy_from_slice(&v);
     }
-    let kv_raw = lin(l, &format!("{s}.wkv"), hd, x, tokens)?;
     for (i, row) in kv_raw.chunks_exact(hd).enumerate() {
         let mut k = rmsnorm(row, Some(&p.kv_norm), c.eps);
         rope(&mut k, freq, pos0 + i, false);
         cache.window.push_back((pos0 + i, k));
     }
     // Compressed entries of this chunk (emitted before any query reads them, as transformers).
-    if let Some(cp) = &p.comp {
-        let w = cp.coff * cp.dim;
-        let kv = lin(l, &format!("{}.wkv", cp.stem), w, x, tokens)?;
-        let g = lin(l, &format!("{}.wgate", cp.stem), w, x, tokens)?;
+    if let (Some(cp), Some((kv, g))) = (&p.comp, &comp_out) {
         let n = update(
             cp,
             &mut cache.comp,
-            &kv,
-            &g,
+            kv,
+            g,
             tokens,
             &c.compress_inv_freq,
             c.eps,
@@ -150,25 +186,20 @@ pub fn forward(
     }
     // Indexer choices per query (CSA only).
     let mut chosen: Vec<Vec<usize>> = Vec::new();
-    if let Some(ip) = &p.indexer {
-        let (ih, ihd) = (c.index_heads, c.index_head_dim);
-        let w = ip.coff * ip.dim;
-        let kv = lin(l, &format!("{}.wkv", ip.stem), w, x, tokens)?;
-        let g = lin(l, &format!("{}.wgate", ip.stem), w, x, tokens)?;
+    if let (Some(ip), Some((kv, g, wts))) = (&p.indexer, &idx_out) {
         update(
             ip,
             &mut cache.idx,
-            &kv,
-            &g,
+            kv,
+            g,
             tokens,
             &c.compress_inv_freq,
             c.eps,
         );
-        let mut iq = lin(l, &format!("{s}.indexer.wq_b"), ih * ihd, &qr, tokens)?;
+        let mut iq = ys.take()?;
         for (i, head) in iq.chunks_exact_mut(ihd).enumerate() {
             rope(head, &c.compress_inv_freq, pos0 + i / ih, false);
         }
-        let wts = lin(l, &format!("{s}.indexer.weights_proj"), ih, x, tokens)?;
         let entries = &cache.idx.entries;
         for t in 0..tokens {
             let causal = (pos0 + t + 1) / 4;
@@ -250,17 +281,29 @@ pub fn forward(
     // Grouped output projection: group g's heads through rows g·o_lora.. of wo_a.
     let g = c.o_groups;
     let per = h * hd / g;
+    let xs: Vec<Vec<f32>> = (0..g)
+        .map(|gi| {
+            (0..tokens)
+                .flat_map(|t| {
+                    out[t * h * hd + gi * per..t * h * hd + (gi + 1) * per]
+                        .iter()
+                        .copied()
+                })
+                .collect()
+        })
+        .collect();
+    let groups: Vec<Product<'_>> = xs
+        .iter()
+        .enumerate()
+        .map(|(gi, xg)| Product {
+            stem: format!("{s}.wo_a"),
+            rows: gi * c.o_lora..(gi + 1) * c.o_lora,
+            x: xg,
+            tokens,
+        })
+        .collect();
     let mut mid = vec![0f32; tokens * g * c.o_lora];
-    for gi in 0..g {
-        let xg: Vec<f32> = (0..tokens)
-            .flat_map(|t| {
-                out[t * h * hd + gi * per..t * h * hd + (gi + 1) * per]
-                    .iter()
-                    .copied()
-            })
-            .collect();
-        let rows = gi * c.o_lora..(gi + 1) * c.o_lora;
-        let y = l.linear_rows(&format!("{s}.wo_a"), rows, &xg, tokens)?;
+    for (gi, y) in l.linear_batch(&groups)?.into_iter().enumerate() {
         for t in 0..tokens {
             mid[t * g * c.o_lora + gi * c.o_lora..t * g * c.o_lora + (gi + 1) * c.o_lora]
                 .copy_from_slice(&y[t * c.o_lora..(t + 1) * c.o_lora]);

@@ -75,6 +75,10 @@ impl ArtifactModel for V4Artifact {
         self.model.tile_reads()
     }
 
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        self.model.gpu_stats()
+    }
+
     fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
         self.model.expert_cache()
     }

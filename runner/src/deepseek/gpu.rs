@@ -23,14 +23,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use kernels::generated::Generated;
-use kernels::gpu::{Bind, Gpu, MatvecShape};
+use kernels::gpu::{Gpu, GpuStats, MatvecShape};
 use kernels::unrolled::{self, Layout};
-use kernels::{Kernel, KernelError};
+use kernels::Kernel;
 
 use crate::engine::{Engine, ResidentMatrix};
 
 use super::error::V4Error;
-use super::linear::{check_product, load_matrix, tensor_err, ExpertCacheStats, Linears};
+use super::linear::{check_product, load_matrix, tensor_err, ExpertCacheStats, Linears, Product};
+use super::prepared::{run_batch, BatchBuffers, Prepared, MAX_SLOTS};
 use super::source::WeightSource;
 
 /// The GPU backend.
@@ -48,12 +49,13 @@ pub struct GpuLinears {
     transient: Option<(String, ResidentMatrix, u64)>,
     cache: ExpertCacheStats,
     /// The one-token products' unrolled modules (a CPU adapter), by kernel, K and rows.
-    unrolled: HashMap<(Kernel, usize, usize), Generated>,
-    /// The 64 KiB uniform window their input is written into (made at the first use).
-    x_window: Option<wgpu::Buffer>,
-    /// A resident matrix's one-token product, ready to run (made at its first use): nothing is
+    unrolled: HashMap<(Kernel, usize, usize), Arc<Generated>>,
+    /// The input windows and the read-back buffer batches share.
+    buffers: BatchBuffers,
+    /// A resident or cached matrix's one-token product, ready to run (made at its first use,
+    /// dropped with an evicted expert; `None` where the matrix has no such form): nothing is
     /// allocated per product after that.
-    prepared: HashMap<String, Prepared>,
+    prepared: HashMap<String, Option<Prepared>>,
 }
 
 impl GpuLinears {
@@ -79,56 +81,101 @@ impl GpuLinears {
                 ..ExpertCacheStats::default()
             },
             unrolled: HashMap::new(),
-            x_window: None,
+            buffers: BatchBuffers::default(),
             prepared: HashMap::new(),
         })
     }
 
-    /// `m · x` for one input vector through the unrolled one-token module
-    /// (`kernels::unrolled`: straight-line code in the looped kernel's accumulation order, so the
-    /// same bits) where the adapter is a CPU one (the `Rows` mapping, as the Llama path decides),
-    /// the matrix one part, and the format and K have one; `None` otherwise.
-    fn matvec_unrolled(&mut self, stem: &str, x: &[f32]) -> Option<Result<Vec<f32>, V4Error>> {
-        let g = self.engine.gpu();
-        let m = self.resident.get(stem).or_else(|| {
+    /// Whether resident or cached `stem` has a prepared one-token product (made at the first
+    /// ask).
+    fn ensure_prepared(&mut self, stem: &str) -> bool {
+        if let Some(p) = self.prepared.get(stem) {
+            return p.is_some();
+        }
+        let Some(m) = self.resident.get(stem).or_else(|| {
             self.experts
                 .iter()
-                .chain(&self.transient)
                 .find(|(n, _, _)| n == stem)
                 .map(|(_, m, _)| m)
-        })?;
-        let kernel = m.format.matvec_kernel();
-        let [part] = m.parts.as_slice() else {
-            return None;
+        }) else {
+            return false;
         };
-        if g.matvec_shape() != MatvecShape::Rows || !unrolled::available(kernel, m.k) {
-            return None;
+        let g = self.engine.gpu();
+        let module = unrolled_module(&mut self.unrolled, g, m);
+        let p = Prepared::new(g, m, module);
+        let ok = p.is_some();
+        self.prepared.insert(stem.to_owned(), p);
+        ok
+    }
+
+    /// Runs the pending products (`(item, window slot)`) of `items` in one submit, the inputs of
+    /// the slots written first; their outputs go to `out`.
+    fn flush(
+        &mut self,
+        items: &[Product<'_>],
+        pending: &mut Vec<(usize, usize)>,
+        inputs: &mut Vec<&[f32]>,
+        out: &mut [Option<Vec<f32>>],
+    ) -> Result<(), V4Error> {
+        if pending.is_empty() {
+            return Ok(());
         }
-        let key = (kernel, m.k, m.rows);
-        let module = match self.unrolled.entry(key) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(unrolled::source(kernel, m.k, m.rows, Layout::Rows)?),
-        };
-        let window = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
-        let xw = self
-            .x_window
-            .get_or_insert_with(|| g.uniform("x window", &vec![0u8; window as usize]));
-        if !self.resident.contains_key(stem) {
-            // a streamed expert's buffers come and go with the cache: prepared for this product
-            return Some(
-                Prepared::new(g, module, m, part, xw)
-                    .and_then(|p| p.run(g, xw, x))
-                    .map_err(V4Error::from),
-            );
+        let g = self.engine.gpu();
+        for &(i, s) in pending.iter() {
+            let stem = &items[i].stem;
+            let m = find(&self.resident, &self.experts, None, stem)?;
+            let window = self.buffers.window(g, s);
+            if let Some(Some(p)) = self.prepared.get_mut(stem) {
+                p.bind(g, m, s, window)?;
+            }
         }
-        let p = match self.prepared.entry(stem.to_owned()) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => match Prepared::new(g, module, m, part, xw) {
-                Ok(p) => e.insert(p),
-                Err(err) => return Some(Err(err.into())),
-            },
+        let mut batch = Vec::with_capacity(pending.len());
+        for &(i, s) in pending.iter() {
+            match self.prepared.get(&items[i].stem) {
+                Some(Some(p)) => batch.push((p, s)),
+                _ => return Err(tensor_err(&items[i].stem, "has no prepared product".into())),
+            }
+        }
+        let ys = run_batch(g, &mut self.buffers, inputs, &batch)?;
+        for (&(i, _), y) in pending.iter().zip(ys) {
+            let n = find(&self.resident, &self.experts, None, &items[i].stem)?.rows;
+            out[i] = Some(select_rows(y, &items[i].rows, n, 1));
+        }
+        pending.clear();
+        inputs.clear();
+        Ok(())
+    }
+
+    /// One product outside a batch, its matrix available (a routed expert loaded): a streamed
+    /// expert's one-token product prepared for this product alone (a matrix in the transient
+    /// slot); anything else through the general matmul path.
+    fn unbatched(&mut self, item: &Product<'_>) -> Result<Vec<f32>, V4Error> {
+        let (stem, x, tokens) = (item.stem.as_str(), item.x, item.tokens);
+        let m = find(&self.resident, &self.experts, self.transient.as_ref(), stem)?;
+        let (n, k) = (m.rows, m.k);
+        check_product(stem, &item.rows, n, k, x, tokens)?;
+        let g = self.engine.gpu();
+        let y = match (tokens == 1 && !self.resident.contains_key(stem))
+            .then(|| {
+                let module = unrolled_module(&mut self.unrolled, g, m);
+                Prepared::new(g, m, module)
+            })
+            .flatten()
+        {
+            Some(mut p) => {
+                p.bind(g, m, 0, self.buffers.window(g, 0))?;
+                run_batch(g, &mut self.buffers, &[x], &[(&p, 0)])?
+                    .pop()
+                    .unwrap_or_default()
+            }
+            None => {
+                let xb = g.upload_f32("x", x)?;
+                let yb = g.zeros("y", (tokens * n * 4) as u64)?;
+                self.engine.matmul(m, &xb, &yb, tokens)?;
+                g.read_f32(&yb, tokens * n)?
+            }
         };
-        Some(p.run(g, xw, x).map_err(V4Error::from))
+        Ok(select_rows(y, &item.rows, n, tokens))
     }
 
     fn upload(&self, stem: &str, rows: usize, k: usize) -> Result<(ResidentMatrix, u64), V4Error> {
@@ -187,7 +234,8 @@ impl GpuLinears {
         while self.cache.cached_bytes + loaded > self.cache.budget_bytes {
             match self.coldest() {
                 Some(i) if self.uses(&self.experts[i].0) < hot => {
-                    if let Some((_, _, b)) = self.experts.remove(i) {
+                    if let Some((name, _, b)) = self.experts.remove(i) {
+                        self.prepared.remove(&name);
                         self.cache.cached_bytes -= b;
                         self.cache.evictions += 1;
                     }
@@ -203,21 +251,6 @@ impl GpuLinears {
             self.transient = Some((stem.to_owned(), m, loaded));
         }
         Ok(())
-    }
-
-    /// The device matrix of `stem` (routed experts must have been made available first).
-    fn get(&self, stem: &str) -> Result<&ResidentMatrix, V4Error> {
-        self.resident
-            .get(stem)
-            .or_else(|| {
-                self.experts
-                    .iter()
-                    .rev()
-                    .chain(self.transient.iter())
-                    .find(|(n, _, _)| n == stem)
-                    .map(|(_, m, _)| m)
-            })
-            .ok_or_else(|| tensor_err(stem, "not loaded".into()))
     }
 }
 
@@ -247,32 +280,65 @@ impl Linears for GpuLinears {
         x: &[f32],
         tokens: usize,
     ) -> Result<Vec<f32>, V4Error> {
-        if !self.resident.contains_key(stem) {
-            self.load_expert(stem)?;
-        }
-        let m = self.get(stem)?;
-        let (n, k) = (m.rows, m.k);
-        check_product(stem, &rows, n, k, x, tokens)?;
-        let y = match (tokens == 1)
-            .then(|| self.matvec_unrolled(stem, x))
-            .flatten()
-        {
-            Some(y) => y?,
-            None => {
-                let m = self.get(stem)?;
-                let g = self.engine.gpu();
-                let xb = g.upload_f32("x", x)?;
-                let yb = g.zeros("y", (tokens * n * 4) as u64)?;
-                self.engine.matmul(m, &xb, &yb, tokens)?;
-                self.engine.gpu().read_f32(&yb, tokens * n)?
-            }
+        let item = Product {
+            stem: stem.to_owned(),
+            rows,
+            x,
+            tokens,
         };
-        if rows.start == 0 && rows.end == n {
-            return Ok(y);
+        self.linear_batch(std::slice::from_ref(&item))?
+            .pop()
+            .ok_or_else(|| tensor_err(stem, "the product returned no output".into()))
+    }
+
+    /// One-token products of resident and cached matrices run together: one submit per at most
+    /// [`MAX_SLOTS`] distinct inputs (and before a cache miss, which may evict); the others
+    /// (prefill chunks, experts in the transient slot) one by one, in order.
+    fn linear_batch(&mut self, items: &[Product<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+        let mut pending: Vec<(usize, usize)> = Vec::new();
+        let mut inputs: Vec<&[f32]> = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            if !self.resident.contains_key(&it.stem) {
+                // A miss may evict a cached expert a pending product reads: run those first.
+                if !self.experts.iter().any(|(n, _, _)| *n == it.stem) {
+                    self.flush(items, &mut pending, &mut inputs, &mut out)?;
+                }
+                self.load_expert(&it.stem)?;
+            }
+            let cached = self.resident.contains_key(&it.stem)
+                || self.experts.iter().any(|(n, _, _)| *n == it.stem);
+            if it.tokens != 1 || !cached || !self.ensure_prepared(&it.stem) {
+                out[i] = Some(self.unbatched(it)?);
+                continue;
+            }
+            let m = find(&self.resident, &self.experts, None, &it.stem)?;
+            check_product(&it.stem, &it.rows, m.rows, m.k, it.x, 1)?;
+            let mut slot = inputs.iter().position(|x| *x == it.x);
+            let repeated = |s: usize| {
+                pending
+                    .iter()
+                    .any(|&(j, t)| t == s && items[j].stem == it.stem)
+            };
+            if slot.is_none() && inputs.len() == MAX_SLOTS || slot.is_some_and(repeated) {
+                self.flush(items, &mut pending, &mut inputs, &mut out)?;
+                slot = None;
+            }
+            let slot = slot.unwrap_or_else(|| {
+                inputs.push(it.x);
+                inputs.len() - 1
+            });
+            pending.push((i, slot));
         }
-        Ok((0..tokens)
-            .flat_map(|t| y[t * n + rows.start..t * n + rows.end].iter().copied())
-            .collect())
+        self.flush(items, &mut pending, &mut inputs, &mut out)?;
+        out.into_iter()
+            .zip(items)
+            .map(|(y, it)| y.ok_or_else(|| tensor_err(&it.stem, "no output".into())))
+            .collect()
+    }
+
+    fn gpu_stats(&self) -> Option<GpuStats> {
+        Some(self.engine.gpu().stats())
     }
 
     fn tile_reads(&self) -> u64 {
@@ -286,71 +352,58 @@ impl Linears for GpuLinears {
     }
 }
 
-/// One matrix's unrolled one-token product: its pipeline, bind group, output and read-back
-/// buffers.
-struct Prepared {
-    compiled: Arc<kernels::gpu::Compiled>,
-    group: wgpu::BindGroup,
-    groups: (u32, u32, u32),
-    y: wgpu::Buffer,
-    staging: wgpu::Buffer,
-    rows: usize,
+/// The device matrix of `stem`: resident, cached or transient.
+fn find<'a>(
+    resident: &'a HashMap<String, ResidentMatrix>,
+    experts: &'a VecDeque<(String, ResidentMatrix, u64)>,
+    transient: Option<&'a (String, ResidentMatrix, u64)>,
+    stem: &str,
+) -> Result<&'a ResidentMatrix, V4Error> {
+    resident
+        .get(stem)
+        .or_else(|| {
+            experts
+                .iter()
+                .rev()
+                .chain(transient)
+                .find(|(n, _, _)| n == stem)
+                .map(|(_, m, _)| m)
+        })
+        .ok_or_else(|| tensor_err(stem, "not loaded".into()))
 }
 
-impl Prepared {
-    fn new(
-        g: &Gpu,
-        module: &Generated,
-        m: &ResidentMatrix,
-        part: &crate::engine::ResidentPart,
-        x_window: &wgpu::Buffer,
-    ) -> Result<Self, KernelError> {
-        let kernel = m.format.matvec_kernel();
-        let y = g.zeros("y", (m.rows * 4) as u64)?;
-        let mut params = m
-            .format
-            .params(m.rows as u32, m.k as u32, 1, m.rows as u32, 0);
-        let groups = unrolled::launch(kernel, m.k, &mut params);
-        let ub = g.uniform("params", bytemuck::bytes_of(&params));
-        let w = part.row_buffers();
-        let window = Bind {
-            buffer: x_window,
-            offset: 0,
-            size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
-        };
-        let mut binds = vec![Bind::from(&ub), window, Bind::from(&y), w.packed];
-        binds.extend(w.scales);
-        binds.extend(w.biases);
-        binds.push(w.packed);
-        let compiled = g.compiled_generated(module);
-        let group = g.bind_group_generated(&compiled, module, &binds)?;
-        let staging = g.staging("y readback", (m.rows * 4) as u64);
-        Ok(Self {
-            compiled,
-            group,
-            groups,
-            y,
-            staging,
-            rows: m.rows,
-        })
+/// The unrolled one-token module of `m` (made once per kernel, K and rows), where the adapter
+/// is a CPU one (the `Rows` mapping, as the Llama path decides), the matrix one part, and the
+/// format and K have one.
+fn unrolled_module(
+    cache: &mut HashMap<(Kernel, usize, usize), Arc<Generated>>,
+    g: &Gpu,
+    m: &ResidentMatrix,
+) -> Option<Arc<Generated>> {
+    let kernel = m.format.matvec_kernel();
+    if g.matvec_shape() != MatvecShape::Rows
+        || m.parts.len() != 1
+        || !unrolled::available(kernel, m.k)
+    {
+        return None;
     }
+    match cache.entry((kernel, m.k, m.rows)) {
+        Entry::Occupied(e) => Some(Arc::clone(e.get())),
+        Entry::Vacant(e) => Some(Arc::clone(e.insert(Arc::new(unrolled::source(
+            kernel,
+            m.k,
+            m.rows,
+            Layout::Rows,
+        )?)))),
+    }
+}
 
-    /// `x` written into the window, one submit (the product and the copy back), one map.
-    fn run(&self, g: &Gpu, x_window: &wgpu::Buffer, x: &[f32]) -> Result<Vec<f32>, KernelError> {
-        g.write(x_window, 0, bytemuck::cast_slice(x));
-        let bytes = (self.rows * 4) as u64;
-        let mut enc = g.encoder("v4 unrolled matvec");
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            g.dispatch_in(&mut pass, &self.compiled, &self.group, self.groups);
-        }
-        enc.copy_buffer_to_buffer(&self.y, 0, &self.staging, 0, bytes.div_ceil(4) * 4);
-        g.submit(enc.finish());
-        let mut out = Vec::with_capacity(bytes as usize);
-        g.read_staging(&self.staging, bytes, &mut out)?;
-        Ok(out
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+/// Rows `rows` of each token's `n` outputs in `y`.
+fn select_rows(y: Vec<f32>, rows: &Range<usize>, n: usize, tokens: usize) -> Vec<f32> {
+    if rows.start == 0 && rows.end == n {
+        return y;
     }
+    (0..tokens)
+        .flat_map(|t| y[t * n + rows.start..t * n + rows.end].iter().copied())
+        .collect()
 }

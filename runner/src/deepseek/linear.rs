@@ -205,6 +205,43 @@ pub fn load_tid2eid(
         .collect()
 }
 
+/// One product of a [`Linears::linear_batch`]: rows `rows` of weight `stem` times `tokens`
+/// row-major inputs `x`.
+pub struct Product<'a> {
+    pub stem: String,
+    pub rows: Range<usize>,
+    pub x: &'a [f32],
+    pub tokens: usize,
+}
+
+impl<'a> Product<'a> {
+    /// The first `rows` rows of `stem` (every row of a matrix that has that many).
+    pub fn new(stem: String, rows: usize, x: &'a [f32], tokens: usize) -> Self {
+        Self {
+            stem,
+            rows: 0..rows,
+            x,
+            tokens,
+        }
+    }
+}
+
+/// Takes the results of a batch in order (a batch returns one per product).
+pub struct Results(std::vec::IntoIter<Vec<f32>>);
+
+impl Results {
+    pub fn of(v: Vec<Vec<f32>>) -> Self {
+        Self(v.into_iter())
+    }
+
+    /// The next product's output.
+    pub fn take(&mut self) -> Result<Vec<f32>, V4Error> {
+        self.0
+            .next()
+            .ok_or_else(|| V4Error::Input("a batch of products returned too few outputs".into()))
+    }
+}
+
 /// The matrix multiplications of the forward pass, by weight stem (`layers.3.attn.wq_a`).
 pub trait Linears {
     /// Declares a weight and its shape before use (resident backends load it here).
@@ -224,6 +261,18 @@ pub trait Linears {
         x: &[f32],
         tokens: usize,
     ) -> Result<Vec<f32>, V4Error>;
+    /// Several independent products (none reads another's output), in order: a backend may run
+    /// them in one device round trip; the results are those of [`Linears::linear_rows`] for each.
+    fn linear_batch(&mut self, items: &[Product<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        items
+            .iter()
+            .map(|p| self.linear_rows(&p.stem, p.rows.clone(), p.x, p.tokens))
+            .collect()
+    }
+    /// The device's counters so far (`None`: the backend has no device).
+    fn gpu_stats(&self) -> Option<kernels::gpu::GpuStats> {
+        None
+    }
     /// Tile reads so far (streamed backends).
     fn tile_reads(&self) -> u64 {
         0

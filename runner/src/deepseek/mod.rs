@@ -25,6 +25,7 @@ pub mod linear;
 pub mod model;
 pub mod moe;
 pub mod ops;
+mod prepared;
 pub mod source;
 pub mod state;
 pub mod tools;

@@ -261,6 +261,11 @@ impl V4Model {
     }
 
     /// The streamed-expert cache's counters (`None` unless routed experts are streamed).
+    /// The device's counters so far (`None` on the CPU reference).
+    pub fn gpu_stats(&self) -> Option<kernels::gpu::GpuStats> {
+        self.lin.gpu_stats()
+    }
+
     pub fn expert_cache(&self) -> Option<super::linear::ExpertCacheStats> {
         self.lin.expert_cache()
     }

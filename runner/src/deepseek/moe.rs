@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::config::V4Config;
 use super::error::V4Error;
-use super::linear::Linears;
+use super::linear::{Linears, Product, Results};
 use super::ops::{silu, sqrt_softplus};
 
 /// One layer's router parameters.
@@ -79,22 +79,12 @@ fn swiglu(gate: &[f32], up: &[f32], limit: f64) -> Vec<f32> {
         .collect()
 }
 
-fn mlp(
-    c: &V4Config,
-    l: &mut dyn Linears,
-    stem: &str,
-    x: &[f32],
-    t: usize,
-) -> Result<Vec<f32>, V4Error> {
-    let i = c.moe_inter;
-    let g = l.linear_rows(&format!("{stem}.w1"), 0..i, x, t)?;
-    let u = l.linear_rows(&format!("{stem}.w3"), 0..i, x, t)?;
-    l.linear_rows(
-        &format!("{stem}.w2"),
-        0..c.hidden,
-        &swiglu(&g, &u, c.swiglu_limit),
-        t,
-    )
+/// A routed expert's share of a chunk: its weight stem, the (token, routing weight) pairs it
+/// serves and those tokens' inputs.
+struct Routed {
+    stem: String,
+    list: Vec<(usize, f64)>,
+    xe: Vec<f32>,
 }
 
 /// The MoE output for `tokens` inputs `x` whose token ids are `ids`.
@@ -113,15 +103,52 @@ pub fn forward(
             by_expert.entry(e).or_default().push((t, w));
         }
     }
+    // Every expert's gate and up products in one batch, then every down product in another
+    // (the experts are independent: two device round trips for the whole MoE of a token).
+    let experts: Vec<Routed> = by_expert
+        .into_iter()
+        .map(|(e, list)| Routed {
+            stem: format!("{}.experts.{e}", p.stem),
+            xe: list
+                .iter()
+                .flat_map(|&(t, _)| x[t * d..(t + 1) * d].iter().copied())
+                .collect(),
+            list,
+        })
+        .collect();
+    let shared = format!("{}.shared_experts", p.stem);
+    let mlps: Vec<(&str, &[f32], usize)> = experts
+        .iter()
+        .map(|r| (r.stem.as_str(), r.xe.as_slice(), r.list.len()))
+        .chain([(shared.as_str(), x, tokens)])
+        .collect();
+    let i = c.moe_inter;
+    let gate_up: Vec<Product<'_>> = mlps
+        .iter()
+        .flat_map(|&(stem, xe, n)| {
+            [
+                Product::new(format!("{stem}.w1"), i, xe, n),
+                Product::new(format!("{stem}.w3"), i, xe, n),
+            ]
+        })
+        .collect();
+    let mut ys = Results::of(l.linear_batch(&gate_up)?);
+    let mut acts = Vec::with_capacity(mlps.len());
+    for _ in &mlps {
+        let (g, u) = (ys.take()?, ys.take()?);
+        acts.push(swiglu(&g, &u, c.swiglu_limit));
+    }
+    let down: Vec<Product<'_>> = mlps
+        .iter()
+        .zip(&acts)
+        .map(|(&(stem, _, n), a)| Product::new(format!("{stem}.w2"), d, a, n))
+        .collect();
+    let mut ys = Results::of(l.linear_batch(&down)?);
     // Per token, routed contributions are added in expert-id order (f64), then the shared expert.
     let mut acc = vec![0f64; tokens * d];
-    for (e, list) in by_expert {
-        let xe: Vec<f32> = list
-            .iter()
-            .flat_map(|&(t, _)| x[t * d..(t + 1) * d].iter().copied())
-            .collect();
-        let y = mlp(c, l, &format!("{}.experts.{e}", p.stem), &xe, list.len())?;
-        for (j, &(t, w)) in list.iter().enumerate() {
+    for r in &experts {
+        let y = ys.take()?;
+        for (j, &(t, w)) in r.list.iter().enumerate() {
             for (a, &v) in acc[t * d..(t + 1) * d]
                 .iter_mut()
                 .zip(&y[j * d..(j + 1) * d])
@@ -131,7 +158,7 @@ pub fn forward(
             }
         }
     }
-    let shared = mlp(c, l, &format!("{}.shared_experts", p.stem), x, tokens)?;
+    let shared = ys.take()?;
     Ok(acc
         .iter()
         .zip(&shared)

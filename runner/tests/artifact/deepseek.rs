@@ -51,7 +51,13 @@ fn minirun_run_artifact_matches_transformers_and_streams_bit_identically() {
     let short = &refx.prompt[..40];
     let res = fx.scratch.join("v4-short-resident.npy");
     let str_ = fx.scratch.join("v4-short-streamed.npy");
-    run(&fx.consumer, short, 3, &[], &res);
+    let (_, err_r) = run(&fx.consumer, short, 3, &["--stats"], &res);
+    // the V4 path's decode steps are counted too (tests/deepseek_gpu.rs holds their structure)
+    assert!(
+        err_r.contains("stats: per decode step (max over 2 steps)")
+            && !err_r.contains(" 0 submits"),
+        "{err_r}"
+    );
     let (_, err_s) = run(&fx.consumer, short, 3, &["--stream"], &str_);
     let a = std::fs::read(&res).unwrap();
     let b = std::fs::read(&str_).unwrap();

@@ -1,0 +1,229 @@
+//! One-token products of resident matrices, prepared once and run in batches
+//! (docs/runner-deepseek-v4.md "Batched products").
+//!
+//! A [`Prepared`] product holds its pipeline and parameter block; for each x window slot it has
+//! been run with, a bind group, an output buffer and a read-back buffer, so running it again
+//! allocates nothing. [`run_batch`] writes each distinct input into its own 64 KiB uniform window
+//! ([`Windows`]), records every product of the batch into one compute pass, copies the outputs
+//! back and submits once: a V4 layer's independent products (the attention's projections of the
+//! normalised input, the routed and shared experts' gate/up products, the grouped output
+//! projection) cost one device round trip each group instead of one each product.
+//!
+//! The program is the unrolled one-token module where the format and K have one, else the looped
+//! kernel with its input as a uniform block (`Kernel::uniform_x_source`); both give the bits of
+//! the looped kernel over a storage input (kernels tests/matmul.rs), so batching changes no
+//! logit.
+
+use std::sync::Arc;
+
+use kernels::generated::Generated;
+use kernels::gpu::{matmul_launch, Bind, Compiled, Gpu, MatvecShape};
+use kernels::{unrolled, UNIFORM_X_ELEMENTS};
+
+use crate::engine::ResidentMatrix;
+
+use super::error::V4Error;
+use super::linear::tensor_err;
+
+/// Distinct inputs one submit holds at most (one 64 KiB window each); a larger batch is split.
+pub const MAX_SLOTS: usize = 16;
+
+/// Bytes of one window.
+const WINDOW_BYTES: u64 = (UNIFORM_X_ELEMENTS * 4) as u64;
+
+/// The buffers a batch shares: the uniform windows the prepared products read their inputs
+/// from, made as slots are first needed, and one read-back buffer every output is copied into
+/// (grown when a batch needs more), so a batch is one map.
+#[derive(Default)]
+pub struct BatchBuffers {
+    windows: Vec<wgpu::Buffer>,
+    staging: Option<(wgpu::Buffer, u64)>,
+}
+
+impl BatchBuffers {
+    /// Window `slot` (made, with those below it, at first use).
+    pub fn window(&mut self, g: &Gpu, slot: usize) -> &wgpu::Buffer {
+        while self.windows.len() <= slot {
+            self.windows
+                .push(g.uniform("x window", &vec![0u8; WINDOW_BYTES as usize]));
+        }
+        &self.windows[slot]
+    }
+
+    /// The read-back buffer, at least `bytes` long.
+    fn staging(&mut self, g: &Gpu, bytes: u64) -> &wgpu::Buffer {
+        let cap = self.staging.as_ref().map_or(0, |(_, c)| *c);
+        if cap < bytes {
+            self.staging = None;
+        }
+        let size = bytes.max(2 * cap);
+        &self
+            .staging
+            .get_or_insert_with(|| (g.staging("v4 batch readback", size), size))
+            .0
+    }
+}
+
+/// What a prepared product runs.
+enum Program {
+    Unrolled(Arc<Generated>),
+    UniformX(kernels::Kernel),
+}
+
+/// A product's bind group and output for one window slot.
+struct Slot {
+    group: wgpu::BindGroup,
+    y: wgpu::Buffer,
+}
+
+/// One matrix's one-token product, ready to run from any window slot.
+pub struct Prepared {
+    program: Program,
+    compiled: Arc<Compiled>,
+    params: wgpu::Buffer,
+    groups: (u32, u32, u32),
+    rows: usize,
+    slots: Vec<Option<Slot>>,
+}
+
+impl Prepared {
+    /// The product of `m` (one part, K within a window, a `Rows` adapter): through `unrolled`
+    /// when given, else the looped kernel with a uniform input. `None` where neither applies
+    /// (the caller then uses the general matmul path).
+    pub fn new(
+        g: &Gpu,
+        m: &ResidentMatrix,
+        unrolled_module: Option<Arc<Generated>>,
+    ) -> Option<Self> {
+        if m.parts.len() != 1 || m.k > UNIFORM_X_ELEMENTS || g.matvec_shape() != MatvecShape::Rows {
+            return None;
+        }
+        let kernel = m.format.matvec_kernel();
+        let mut params = m
+            .format
+            .params(m.rows as u32, m.k as u32, 1, m.rows as u32, 0);
+        let (program, compiled, groups) = match unrolled_module {
+            Some(module) => {
+                let groups = unrolled::launch(kernel, m.k, &mut params);
+                let compiled = g.compiled_generated(&module);
+                (Program::Unrolled(module), compiled, groups)
+            }
+            None => {
+                let compiled = g.compiled_uniform_x(kernel)?;
+                let groups = matmul_launch(MatvecShape::Rows, kernel, &mut params);
+                (Program::UniformX(kernel), compiled, groups)
+            }
+        };
+        Some(Self {
+            program,
+            compiled,
+            params: g.uniform("params", bytemuck::bytes_of(&params)),
+            groups,
+            rows: m.rows,
+            slots: Vec::new(),
+        })
+    }
+
+    /// Makes the bind group and buffers of `slot` (reading `window`) if it has none yet.
+    pub fn bind(
+        &mut self,
+        g: &Gpu,
+        m: &ResidentMatrix,
+        slot: usize,
+        window: &wgpu::Buffer,
+    ) -> Result<(), V4Error> {
+        if self.slots.get(slot).is_some_and(Option::is_some) {
+            return Ok(());
+        }
+        let [part] = m.parts.as_slice() else {
+            return Err(tensor_err(
+                &m.name,
+                "a prepared product needs a one-part matrix".into(),
+            ));
+        };
+        let bytes = (self.rows * 4) as u64;
+        let y = g.zeros("y", bytes)?;
+        let w = part.row_buffers();
+        let window = Bind {
+            buffer: window,
+            offset: 0,
+            size: Some(WINDOW_BYTES),
+        };
+        let group = match &self.program {
+            Program::Unrolled(module) => {
+                let mut binds = vec![Bind::from(&self.params), window, Bind::from(&y), w.packed];
+                binds.extend(w.scales);
+                binds.extend(w.biases);
+                binds.push(w.packed);
+                g.bind_group_generated(&self.compiled, module, &binds)?
+            }
+            Program::UniformX(kernel) => {
+                let mut binds = vec![window, Bind::from(&y), w.packed];
+                binds.extend(w.scales);
+                binds.extend(w.biases);
+                g.bind_group_for(
+                    &self.compiled,
+                    *kernel,
+                    &self.params.as_entire_binding(),
+                    &binds,
+                )?
+            }
+        };
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, || None);
+        }
+        self.slots[slot] = Some(Slot { group, y });
+        Ok(())
+    }
+
+    fn slot(&self, slot: usize) -> Result<&Slot, V4Error> {
+        self.slots
+            .get(slot)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| V4Error::Input(format!("x window slot {slot} was not bound")))
+    }
+}
+
+/// Runs `batch` (products with the window slot each reads) in one submit after writing
+/// `inputs[s]` into window `s`, every output copied into the shared read-back buffer and mapped
+/// once; returns each product's output rows, in order.
+pub fn run_batch(
+    g: &Gpu,
+    buffers: &mut BatchBuffers,
+    inputs: &[&[f32]],
+    batch: &[(&Prepared, usize)],
+) -> Result<Vec<Vec<f32>>, V4Error> {
+    for (s, x) in inputs.iter().enumerate() {
+        g.write(buffers.window(g, s), 0, bytemuck::cast_slice(x));
+    }
+    let mut enc = g.encoder("v4 batched products");
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        for (p, s) in batch {
+            g.dispatch_in(&mut pass, &p.compiled, &p.slot(*s)?.group, p.groups);
+        }
+    }
+    let total: u64 = batch.iter().map(|(p, _)| (p.rows * 4) as u64).sum();
+    let staging = buffers.staging(g, total);
+    let mut offset = 0;
+    for (p, s) in batch {
+        let bytes = (p.rows * 4) as u64;
+        enc.copy_buffer_to_buffer(&p.slot(*s)?.y, 0, staging, offset, bytes);
+        offset += bytes;
+    }
+    g.submit(enc.finish());
+    let mut out = Vec::with_capacity(total as usize);
+    g.read_staging(staging, total, &mut out)?;
+    let mut rest = out.as_slice();
+    let mut ys = Vec::with_capacity(batch.len());
+    for (p, _) in batch {
+        let (y, tail) = rest.split_at((p.rows * 4).min(rest.len()));
+        ys.push(
+            y.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        );
+        rest = tail;
+    }
+    Ok(ys)
+}
