@@ -663,13 +663,38 @@ pub(crate) fn check_rev(rev: &str) -> Result<(), Response> {
     Ok(())
 }
 
-/// Read a whole request body up to `limit` bytes (413 beyond).
+/// Bytes of an over-limit body still read (and dropped) after the limit, and for how long, so
+/// that a client still sending it gets to read the 413 instead of a connection reset (a lingering
+/// close, as nginx's `lingering_close` does); a longer body or a slower sender is cut off.
+const DRAIN_BYTES: usize = 64 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Read a whole request body up to `limit` bytes (413 beyond, after draining the rest within
+/// [`DRAIN_BYTES`] and [`DRAIN_TIME`]).
 pub(crate) async fn read_body(body: BodyCell, limit: usize) -> Result<bytes::Bytes, Response> {
-    axum::body::to_bytes(body.take(), limit).await.map_err(|_| {
-        hub_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            None,
-            &format!("request body larger than {limit} bytes"),
-        )
-    })
+    use futures_util::StreamExt as _;
+    let mut stream = body.take().into_data_stream();
+    let mut buf = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| bad_request(&format!("reading the request body: {e}")))?;
+        if buf.len() + chunk.len() > limit {
+            let _ = tokio::time::timeout(DRAIN_TIME, async {
+                let mut dropped = 0usize;
+                while let Some(Ok(c)) = stream.next().await {
+                    dropped += c.len();
+                    if dropped > DRAIN_BYTES {
+                        break;
+                    }
+                }
+            })
+            .await;
+            return Err(hub_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                &format!("request body larger than {limit} bytes"),
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
 }
