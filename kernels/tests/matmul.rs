@@ -169,7 +169,7 @@ fn run_matvec_unrolled(
 ) -> Option<Vec<f32>> {
     let kernel = c.format.matvec_kernel();
     let (r0, r1) = rows.unwrap_or((0, c.rows));
-    let module = kernels::unrolled::source(kernel, c.k, r1 - r0, layout)?;
+    let module = kernels::unrolled::source_for(c.format, c.k, r1 - r0, layout)?;
     let [p, s, b] = c.format.row_ranges(c.k, r0, r1).expect("row ranges");
     let xb = uniform_window(g, x);
     let yb = g.zeros("y", (c.rows * 4) as u64).expect("y");

@@ -152,7 +152,60 @@ fn single_width(row_bytes: usize) -> usize {
 /// where the kernel has no such form or `k` is out of range (the caller then uses the looped row
 /// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
 pub fn source(kernel: Kernel, k: usize, n_rows: usize, layout: Layout) -> Option<Generated> {
-    let (mut out, form) = module_head(kernel, k, None)?;
+    source_with(kernel, k, n_rows, layout, &[])
+}
+
+/// As [`source`] for `format`'s matvec, with the format's own parameters made constants of the
+/// module too (`fp8-e4m3-block`'s group and block rows: the scale of a word is then the same
+/// expression for the 128 elements of a group, computed once instead of a division and a
+/// storage gather every 4 elements — 1.4× faster on llvmpipe). The bits are those of [`source`].
+pub fn source_for(
+    format: crate::WeightFormat,
+    k: usize,
+    n_rows: usize,
+    layout: Layout,
+) -> Option<Generated> {
+    let consts = match format {
+        crate::WeightFormat::Fp8Block { block_rows, group } => vec![
+            Constant::new("p.group", "UNROLLED_GROUP", group),
+            Constant::new("p.block_rows", "UNROLLED_BLOCK_ROWS", block_rows),
+        ],
+        _ => Vec::new(),
+    };
+    source_with(format.matvec_kernel(), k, n_rows, layout, &consts)
+}
+
+/// A parameter of the format prefix replaced by a module constant.
+struct Constant {
+    param: &'static str,
+    name: &'static str,
+    value: u32,
+}
+
+impl Constant {
+    fn new(param: &'static str, name: &'static str, value: u32) -> Self {
+        Self { param, name, value }
+    }
+}
+
+fn source_with(
+    kernel: Kernel,
+    k: usize,
+    n_rows: usize,
+    layout: Layout,
+    consts: &[Constant],
+) -> Option<Generated> {
+    let (head, form) = module_head(kernel, k, None)?;
+    let mut out = consts
+        .iter()
+        .fold(head, |o, c| replace_param(&o, c.param, c.name));
+    for c in consts {
+        let _ = writeln!(out, "const {}: u32 = {}u;", c.name, c.value);
+    }
+    let named: String = consts
+        .iter()
+        .map(|c| format!(" {}{}", c.name.to_lowercase(), c.value))
+        .collect();
     let row_bytes = row_bytes_of(form, k);
     let (rows, mut width) = plan(row_bytes);
     if layout == Layout::Interleaved {
@@ -196,7 +249,7 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
     out.push_str("    }\n}\n");
     Some(Generated {
         label: format!(
-            "matvec_unrolled {} k{k} wg{wg}{}",
+            "matvec_unrolled {} k{k} wg{wg}{named}{}",
             kernel.name(),
             layout.suffix()
         ),
@@ -341,10 +394,16 @@ fn module_head(kernel: Kernel, k: usize, norm: Option<InputNorm>) -> Option<(Str
 
 /// `prefix` with every read of the parameter `p.k` replaced by the constant `UNROLLED_K`.
 fn with_constant_k(prefix: &str) -> String {
-    let mut out = String::with_capacity(prefix.len());
-    let mut rest = prefix;
-    while let Some(i) = rest.find("p.k") {
-        let after = &rest[i + 3..];
+    replace_param(prefix, "p.k", "UNROLLED_K")
+}
+
+/// `text` with every read of the parameter `param` (`p.<name>`, as a whole word) replaced by
+/// `name`.
+fn replace_param(text: &str, param: &str, name: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(param) {
+        let after = &rest[i + param.len()..];
         let before_ok = rest[..i]
             .chars()
             .next_back()
@@ -354,11 +413,7 @@ fn with_constant_k(prefix: &str) -> String {
             .next()
             .is_none_or(|c| !c.is_alphanumeric() && c != '_');
         out.push_str(&rest[..i]);
-        out.push_str(if before_ok && after_ok {
-            "UNROLLED_K"
-        } else {
-            "p.k"
-        });
+        out.push_str(if before_ok && after_ok { name } else { param });
         rest = after;
     }
     out.push_str(rest);
@@ -483,6 +538,30 @@ mod tests {
         assert_eq!(g.source.matches("= words[").count(), 2 * 23);
         assert!(g.source.contains("* 184u +") && g.source.contains("+ 176u]"));
         assert!(g.label.ends_with(" interleaved"));
+    }
+
+    #[test]
+    fn fp8_modules_make_the_block_shape_constant() {
+        let f = |block_rows, group| crate::WeightFormat::Fp8Block { block_rows, group };
+        let a = source_for(f(128, 128), 1024, 512, Layout::Rows).expect("a module");
+        // (`p.groups_x`, the grid parameter, stays)
+        let reads = |s: &str, p: &str| s.matches(p).count() - s.matches("p.groups_x").count();
+        assert_eq!(reads(&a.source, "p.group"), 0);
+        assert!(!a.source.contains("p.block_rows"));
+        assert!(a.source.contains("const UNROLLED_GROUP: u32 = 128u;"));
+        assert!(a.source.contains("const UNROLLED_BLOCK_ROWS: u32 = 128u;"));
+        // the pipeline cache is keyed by label: another block shape is another module
+        let b = source_for(f(16, 128), 1024, 512, Layout::Rows).expect("a module");
+        assert_ne!(a.label, b.label);
+        let plain = source(Kernel::MatvecFp8Block, 1024, 512, Layout::Rows).expect("a module");
+        assert!(reads(&plain.source, "p.group") > 0);
+        assert_ne!(plain.label, a.label);
+        // formats without such parameters get the plain module
+        let q = source_for(crate::WeightFormat::Q4_1, 576, 64, Layout::Rows).expect("a module");
+        assert_eq!(
+            q,
+            source(Kernel::MatvecQ4_1, 576, 64, Layout::Rows).expect("a module")
+        );
     }
 
     #[test]

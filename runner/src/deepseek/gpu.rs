@@ -25,7 +25,7 @@ use std::sync::Arc;
 use kernels::generated::Generated;
 use kernels::gpu::{Gpu, GpuStats, MatvecShape};
 use kernels::unrolled::{self, Layout};
-use kernels::Kernel;
+use kernels::WeightFormat;
 
 use crate::engine::{Engine, ResidentMatrix};
 
@@ -48,8 +48,8 @@ pub struct GpuLinears {
     /// A matrix not admitted to the cache, held for the product that needed it.
     transient: Option<(String, ResidentMatrix, u64)>,
     cache: ExpertCacheStats,
-    /// The one-token products' unrolled modules (a CPU adapter), by kernel, K and rows.
-    unrolled: HashMap<(Kernel, usize, usize), Arc<Generated>>,
+    /// The one-token products' unrolled modules (a CPU adapter), by format, K and rows.
+    unrolled: HashMap<(WeightFormat, usize, usize), Arc<Generated>>,
     /// The input windows and the read-back buffer batches share.
     buffers: BatchBuffers,
     /// A resident or cached matrix's one-token product, ready to run (made at its first use,
@@ -372,11 +372,11 @@ fn find<'a>(
         .ok_or_else(|| tensor_err(stem, "not loaded".into()))
 }
 
-/// The unrolled one-token module of `m` (made once per kernel, K and rows), where the adapter
+/// The unrolled one-token module of `m` (made once per format, K and rows), where the adapter
 /// is a CPU one (the `Rows` mapping, as the Llama path decides), the matrix one part, and the
 /// format and K have one.
 fn unrolled_module(
-    cache: &mut HashMap<(Kernel, usize, usize), Arc<Generated>>,
+    cache: &mut HashMap<(WeightFormat, usize, usize), Arc<Generated>>,
     g: &Gpu,
     m: &ResidentMatrix,
 ) -> Option<Arc<Generated>> {
@@ -387,10 +387,10 @@ fn unrolled_module(
     {
         return None;
     }
-    match cache.entry((kernel, m.k, m.rows)) {
+    match cache.entry((m.format, m.k, m.rows)) {
         Entry::Occupied(e) => Some(Arc::clone(e.get())),
-        Entry::Vacant(e) => Some(Arc::clone(e.insert(Arc::new(unrolled::source(
-            kernel,
+        Entry::Vacant(e) => Some(Arc::clone(e.insert(Arc::new(unrolled::source_for(
+            m.format,
             m.k,
             m.rows,
             Layout::Rows,
