@@ -52,6 +52,8 @@ pub struct GpuLinears {
     unrolled: HashMap<(WeightFormat, usize, usize), Arc<Generated>>,
     /// The input windows and the read-back buffer batches share.
     buffers: BatchBuffers,
+    /// Row groups announced by [`Linears::declare_groups`], by stem.
+    groups: HashMap<String, usize>,
     /// A resident or cached matrix's one-token product, ready to run (made at its first use,
     /// dropped with an evicted expert; `None` where the matrix has no such form): nothing is
     /// allocated per product after that.
@@ -82,6 +84,7 @@ impl GpuLinears {
             },
             unrolled: HashMap::new(),
             buffers: BatchBuffers::default(),
+            groups: HashMap::new(),
             prepared: HashMap::new(),
         })
     }
@@ -178,6 +181,22 @@ impl GpuLinears {
         Ok(select_rows(y, &item.rows, n, tokens))
     }
 
+    /// `item` over a matrix of its own rows when it asks for one of the row groups uploaded by
+    /// [`Linears::declare_groups`] (a `wo_a` group: otherwise every group's product multiplies
+    /// all the groups' rows, 8× the work at V4's real shape); unchanged otherwise.
+    fn sliced<'a>(&self, item: &Product<'a>) -> Product<'a> {
+        let key = slice_key(&item.stem, &item.rows);
+        if self.resident.contains_key(&key) {
+            return Product::new(key, item.rows.len(), item.x, item.tokens);
+        }
+        Product {
+            stem: item.stem.clone(),
+            rows: item.rows.clone(),
+            x: item.x,
+            tokens: item.tokens,
+        }
+    }
+
     fn upload(&self, stem: &str, rows: usize, k: usize) -> Result<(ResidentMatrix, u64), V4Error> {
         let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
         let bytes = (q.packed.len() + q.scales.len()) as u64;
@@ -264,10 +283,49 @@ impl Linears for GpuLinears {
     ) -> Result<(), V4Error> {
         self.shapes
             .insert(stem.to_owned(), (rows, k, routed_expert));
-        if !(routed_expert && self.streamed) {
-            let (m, _) = self.upload(stem, rows, k)?;
-            self.resident.insert(stem.to_owned(), m);
+        if routed_expert && self.streamed {
+            return Ok(());
         }
+        let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
+        let m = self.engine.upload_matrix(
+            stem,
+            q.format,
+            rows,
+            k,
+            [&q.packed, &q.scales, &[]],
+            None,
+        )?;
+        self.resident.insert(stem.to_owned(), m);
+        // Each announced row group as a matrix of its own, from the same bytes (where the format
+        // can be cut there: an fp8 group must start on a scale block).
+        let g = self.groups.get(stem).copied().unwrap_or(1);
+        if g > 1 && rows % g == 0 {
+            for r in (0..g).map(|i| i * rows / g..(i + 1) * rows / g) {
+                let cut = q
+                    .format
+                    .row_ranges(k, r.start, r.end)
+                    .ok()
+                    .and_then(|[p, s, _]| Some((q.packed.get(p)?, q.scales.get(s)?)));
+                let Some((packed, scales)) = cut else {
+                    break;
+                };
+                let key = slice_key(stem, &r);
+                let m = self.engine.upload_matrix(
+                    &key,
+                    q.format,
+                    r.len(),
+                    k,
+                    [packed, scales, &[]],
+                    None,
+                )?;
+                self.resident.insert(key, m);
+            }
+        }
+        Ok(())
+    }
+
+    fn declare_groups(&mut self, stem: &str, groups: usize) -> Result<(), V4Error> {
+        self.groups.insert(stem.to_owned(), groups);
         Ok(())
     }
 
@@ -295,6 +353,8 @@ impl Linears for GpuLinears {
     /// [`MAX_SLOTS`] distinct inputs (and before a cache miss, which may evict); the others
     /// (prefill chunks, experts in the transient slot) one by one, in order.
     fn linear_batch(&mut self, items: &[Product<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        let sliced: Vec<Product<'_>> = items.iter().map(|it| self.sliced(it)).collect();
+        let items = sliced.as_slice();
         let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
         let mut pending: Vec<(usize, usize)> = Vec::new();
         let mut inputs: Vec<&[f32]> = Vec::new();
@@ -396,6 +456,11 @@ fn unrolled_module(
             Layout::Rows,
         )?)))),
     }
+}
+
+/// The resident name of rows `r` of `stem` kept as a matrix of their own.
+fn slice_key(stem: &str, r: &Range<usize>) -> String {
+    format!("{stem}[{}..{}]", r.start, r.end)
 }
 
 /// Rows `rows` of each token's `n` outputs in `y`.

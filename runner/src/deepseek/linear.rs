@@ -252,6 +252,12 @@ pub trait Linears {
         k: usize,
         routed_expert: bool,
     ) -> Result<(), V4Error>;
+    /// Says, before [`Linears::declare`], that the weight's rows are `groups` equal groups whose
+    /// products are asked for one group at a time (`wo_a`): a backend may keep each group as a
+    /// matrix of its own.
+    fn declare_groups(&mut self, _stem: &str, _groups: usize) -> Result<(), V4Error> {
+        Ok(())
+    }
     /// `y[t, r - rows.start] = Σ_k W[r, k] · x[t, k]` for `tokens` row-major inputs and the rows
     /// `rows` of the weight.
     fn linear_rows(

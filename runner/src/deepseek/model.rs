@@ -117,6 +117,9 @@ fn layer(
         ("wo_a", c.o_groups * c.o_lora, h * hd / c.o_groups),
         ("wo_b", d, c.o_groups * c.o_lora),
     ] {
+        if stem == "wo_a" {
+            lin.declare_groups(&format!("{a}.{stem}"), c.o_groups)?;
+        }
         lin.declare(&format!("{a}.{stem}"), rows, k, false)?;
     }
     let comp = match kind {
