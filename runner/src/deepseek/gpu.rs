@@ -30,7 +30,9 @@ use kernels::WeightFormat;
 use crate::engine::{Engine, ResidentMatrix};
 
 use super::error::V4Error;
-use super::linear::{check_product, load_matrix, tensor_err, ExpertCacheStats, Linears, Product};
+use super::linear::{
+    check_product, load_matrix, tensor_err, ExpertCacheStats, Linears, Product, QMatrix,
+};
 use super::prepared::{run_batch, BatchBuffers, Prepared, MAX_SLOTS};
 use super::source::WeightSource;
 
@@ -200,15 +202,24 @@ impl GpuLinears {
     fn upload(&self, stem: &str, rows: usize, k: usize) -> Result<(ResidentMatrix, u64), V4Error> {
         let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
         let bytes = (q.packed.len() + q.scales.len()) as u64;
-        let m = self.engine.upload_matrix(
-            stem,
-            q.format,
-            rows,
-            k,
-            [&q.packed, &q.scales, &[]],
-            None,
-        )?;
-        Ok((m, bytes))
+        Ok((
+            self.upload_rows(stem, &q, rows, &q.packed, &q.scales)?,
+            bytes,
+        ))
+    }
+
+    /// `rows` rows of `q`'s format and K (their packed and scale bytes) as device matrix `name`.
+    fn upload_rows(
+        &self,
+        name: &str,
+        q: &QMatrix,
+        rows: usize,
+        packed: &[u8],
+        scales: &[u8],
+    ) -> Result<ResidentMatrix, V4Error> {
+        Ok(self
+            .engine
+            .upload_matrix(name, q.format, rows, q.k, [packed, scales, &[]], None)?)
     }
 
     /// Products served by `stem` so far.
@@ -287,14 +298,7 @@ impl Linears for GpuLinears {
             return Ok(());
         }
         let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
-        let m = self.engine.upload_matrix(
-            stem,
-            q.format,
-            rows,
-            k,
-            [&q.packed, &q.scales, &[]],
-            None,
-        )?;
+        let m = self.upload_rows(stem, &q, rows, &q.packed, &q.scales)?;
         self.resident.insert(stem.to_owned(), m);
         // Each announced row group as a matrix of its own, from the same bytes (where the format
         // can be cut there: an fp8 group must start on a scale block).
@@ -310,14 +314,7 @@ impl Linears for GpuLinears {
                     break;
                 };
                 let key = slice_key(stem, &r);
-                let m = self.engine.upload_matrix(
-                    &key,
-                    q.format,
-                    r.len(),
-                    k,
-                    [packed, scales, &[]],
-                    None,
-                )?;
+                let m = self.upload_rows(&key, &q, r.len(), packed, scales)?;
                 self.resident.insert(key, m);
             }
         }
