@@ -158,6 +158,10 @@ pub fn forward(
     }
     let mut ys = Results::of(l.linear_batch(&second)?);
     let mut q = ys.take()?;
+    let iq = match &p.indexer {
+        Some(_) => Some(ys.take()?),
+        None => None,
+    };
     for (i, head) in q.chunks_exact_mut(hd).enumerate() {
         let mut v = rmsnorm(head, None, c.eps);
         rope(&mut v, freq, pos0 + i / h, false);
@@ -186,7 +190,7 @@ pub fn forward(
     }
     // Indexer choices per query (CSA only).
     let mut chosen: Vec<Vec<usize>> = Vec::new();
-    if let (Some(ip), Some((kv, g, wts))) = (&p.indexer, &idx_out) {
+    if let (Some(ip), Some((kv, g, wts)), Some(mut iq)) = (&p.indexer, &idx_out, iq) {
         update(
             ip,
             &mut cache.idx,
@@ -196,7 +200,6 @@ pub fn forward(
             &c.compress_inv_freq,
             c.eps,
         );
-        let mut iq = ys.take()?;
         for (i, head) in iq.chunks_exact_mut(ihd).enumerate() {
             rope(head, &c.compress_inv_freq, pos0 + i / ih, false);
         }

@@ -143,7 +143,7 @@ impl GpuLinears {
         }
         let ys = run_batch(g, &mut self.buffers, inputs, &batch)?;
         for (&(i, _), y) in pending.iter().zip(ys) {
-            let n = find(&self.resident, &self.experts, None, &items[i].stem)?.rows;
+            let n = y.len();
             out[i] = Some(select_rows(y, &items[i].rows, n, 1));
         }
         pending.clear();
@@ -363,9 +363,8 @@ impl Linears for GpuLinears {
                 }
                 self.load_expert(&it.stem)?;
             }
-            let cached = self.resident.contains_key(&it.stem)
-                || self.experts.iter().any(|(n, _, _)| *n == it.stem);
-            if it.tokens != 1 || !cached || !self.ensure_prepared(&it.stem) {
+            // (an expert in the transient slot has no prepared product: it runs alone)
+            if it.tokens != 1 || !self.ensure_prepared(&it.stem) {
                 out[i] = Some(self.unbatched(it)?);
                 continue;
             }

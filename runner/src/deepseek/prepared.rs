@@ -1,13 +1,14 @@
 //! One-token products of resident matrices, prepared once and run in batches
 //! (docs/runner-deepseek-v4.md "Batched products").
 //!
-//! A [`Prepared`] product holds its pipeline and parameter block; for each x window slot it has
-//! been run with, a bind group, an output buffer and a read-back buffer, so running it again
-//! allocates nothing. [`run_batch`] writes each distinct input into its own 64 KiB uniform window
-//! ([`Windows`]), records every product of the batch into one compute pass, copies the outputs
-//! back and submits once: a V4 layer's independent products (the attention's projections of the
-//! normalised input, the routed and shared experts' gate/up products, the grouped output
-//! projection) cost one device round trip each group instead of one each product.
+//! A [`Prepared`] product holds its pipeline and parameter block and, for each x window slot it
+//! has been run with, a bind group and an output buffer, so running it again allocates nothing.
+//! [`run_batch`] writes each distinct input into its own 64 KiB uniform window
+//! ([`BatchBuffers`]), records every product of the batch into one compute pass, copies the
+//! outputs into the one shared read-back buffer and submits and maps once: a V4 layer's
+//! independent products (the attention's projections of the normalised input, the routed and
+//! shared experts' gate/up products, the grouped output projection) cost one device round trip
+//! each group instead of one each product.
 //!
 //! The program is the unrolled one-token module where the format and K have one, else the looped
 //! kernel with its input as a uniform block (`Kernel::uniform_x_source`); both give the bits of
