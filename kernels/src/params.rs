@@ -109,7 +109,28 @@ pub struct AttentionParams {
 pub struct ActivationParams {
     pub n: u32,
     pub groups_x: u32,
-    pub _pad: [u32; 2],
+    /// SwiGLU's clamp as f32 bits (`gate ≤ limit`, `|up| ≤ limit`: DeepSeek V4's
+    /// `swiglu_limit`); 0 = none, and then the kernel reads the inputs as they are.
+    pub limit_bits: u32,
+    pub _pad: u32,
+}
+
+impl ActivationParams {
+    /// n elements in `groups_x` columns of workgroups, no clamp.
+    pub fn new(n: u32, groups_x: u32) -> Self {
+        Self {
+            n,
+            groups_x,
+            limit_bits: 0,
+            _pad: 0,
+        }
+    }
+
+    /// The same with SwiGLU's clamp at `limit` (a positive limit; anything else means none).
+    pub fn with_limit(self, limit: f32) -> Self {
+        let limit_bits = if limit > 0.0 { limit.to_bits() } else { 0 };
+        Self { limit_bits, ..self }
+    }
 }
 
 /// `embedding.wgsl`.

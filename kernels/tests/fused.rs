@@ -212,11 +212,7 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
         );
         let out = g.zeros("swiglu", (ffn * 4) as u64).expect("out");
         let groups = elementwise_groups(ffn as u32);
-        let p = ActivationParams {
-            n: ffn as u32,
-            groups_x: groups.0,
-            _pad: [0; 2],
-        };
+        let p = ActivationParams::new(ffn as u32, groups.0);
         g.dispatch(
             Kernel::Swiglu,
             &p,

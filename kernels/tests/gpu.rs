@@ -193,8 +193,8 @@ fn attention_matches_decode_and_prefill() {
 }
 
 #[test]
-fn silu_and_swiglu_match() {
-    let Some(g) = gpu("silu_and_swiglu_match") else {
+fn silu_and_swiglu_match_with_and_without_the_clamp() {
+    let Some(g) = gpu("silu_and_swiglu_match_with_and_without_the_clamp") else {
         return;
     };
     let mut rng = Rng(17);
@@ -206,17 +206,20 @@ fn silu_and_swiglu_match() {
         g.upload_f32("b", &b).expect("b"),
     );
     let groups = elementwise_groups(n as u32);
-    let p = ActivationParams {
-        n: n as u32,
-        groups_x: groups.0,
-        _pad: [0; 2],
-    };
-    for (kernel, want) in [
-        (Kernel::Silu, reference::silu(&a)),
+    let p = ActivationParams::new(n as u32, groups.0);
+    // DeepSeek V4's clamp at 1.5: a (within ±8) and b (within ±2) cross it both ways
+    let limit = 1.5f32;
+    let clamped = reference::swiglu_clamped(&a, &b, limit).expect("reference");
+    assert!(a.iter().any(|&v| v > limit) && b.iter().any(|&v| v < -limit));
+    assert_ne!(clamped, reference::swiglu(&a, &b).expect("reference"));
+    for (kernel, p, want) in [
+        (Kernel::Silu, p, reference::silu(&a)),
         (
             Kernel::Swiglu,
+            p,
             reference::swiglu(&a, &b).expect("reference"),
         ),
+        (Kernel::Swiglu, p.with_limit(limit), clamped),
     ] {
         let yb = g.zeros("y", (n * 4) as u64).expect("y");
         g.dispatch(

@@ -468,20 +468,18 @@ impl Engine {
         self.dispatch(Kernel::Attention, p, &binds, (p.n_heads, p.tokens, 1))
     }
 
-    /// y = silu(gate) · up over n elements.
+    /// y = silu(gate) · up over n elements; with a positive `limit`, gate = min(gate, limit)
+    /// and up = clamp(up, −limit, limit) first (DeepSeek V4's `swiglu_limit`).
     pub fn swiglu(
         &self,
         gate: &wgpu::Buffer,
         up: &wgpu::Buffer,
         y: &wgpu::Buffer,
         n: usize,
+        limit: f32,
     ) -> Result<(), EngineError> {
         let groups = elementwise_groups(u32_of("n", n)?);
-        let p = ActivationParams {
-            n: u32_of("n", n)?,
-            groups_x: groups.0,
-            _pad: [0; 2],
-        };
+        let p = ActivationParams::new(u32_of("n", n)?, groups.0).with_limit(limit);
         self.dispatch(
             Kernel::Swiglu,
             &p,

@@ -13,7 +13,8 @@ pub use decode::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, f16_to_f32,
 pub use exact::{attention_f64, rmsnorm_f64, rope_f64, softmax_f64, swiglu_f64};
 pub use matmul::{matmul, matvec, matvec_f64};
 pub use ops::{
-    argmax, attention, embedding, rmsnorm, rope, rope_table, silu, softmax, swiglu, AttentionShape,
+    argmax, attention, embedding, rmsnorm, rope, rope_table, silu, softmax, swiglu, swiglu_clamped,
+    AttentionShape,
 };
 
 use crate::{WeightFormat, LANES};

@@ -224,6 +224,20 @@ pub fn swiglu(gate: &[f32], up: &[f32]) -> Result<Vec<f32>, KernelError> {
         .collect())
 }
 
+/// SwiGLU with DeepSeek V4's clamp (`activation.wgsl` with `limit_bits` set): silu(min(gate,
+/// limit)) · clamp(up, −limit, limit).
+pub fn swiglu_clamped(gate: &[f32], up: &[f32], limit: f32) -> Result<Vec<f32>, KernelError> {
+    elements("up", gate.len(), up.len())?;
+    Ok(gate
+        .iter()
+        .zip(up)
+        .map(|(&g, &u)| {
+            let g = g.min(limit);
+            (g / (1.0 + (-g).exp())) * u.clamp(-limit, limit)
+        })
+        .collect())
+}
+
 /// Rows `ids` of a [vocab, dim] table, dequantized; an id ≥ vocab is an error here (the kernel
 /// writes zeros for it).
 pub fn embedding(

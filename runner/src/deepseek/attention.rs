@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use super::chain::{Input, Link};
 use super::compress::{update, CompCache, CompParams};
 use super::config::{LayerKind, V4Config};
 use super::error::V4Error;
@@ -76,16 +77,6 @@ pub struct PathStats {
     pub indexer_dropped: u64,
     /// Queries whose sliding window excluded at least one earlier position.
     pub window_evicted: u64,
-}
-
-fn lin(
-    l: &mut dyn Linears,
-    stem: &str,
-    rows: usize,
-    x: &[f32],
-    t: usize,
-) -> Result<Vec<f32>, V4Error> {
-    l.linear_rows(stem, 0..rows, x, t)
 }
 
 /// Indexer choice for one query: the causal entries (`< causal`) it keeps, ascending.
@@ -295,22 +286,25 @@ pub fn forward(
                 .collect()
         })
         .collect();
-    let groups: Vec<Product<'_>> = xs
+    // The groups' products, then `wo_b` over their outputs side by side: one chain.
+    let mut links: Vec<Link<'_>> = xs
         .iter()
         .enumerate()
-        .map(|(gi, xg)| Product {
+        .map(|(gi, xg)| Link {
             stem: format!("{s}.wo_a"),
             rows: gi * c.o_lora..(gi + 1) * c.o_lora,
-            x: xg,
+            input: Input::Host(xg),
             tokens,
+            read: false,
         })
         .collect();
-    let mut mid = vec![0f32; tokens * g * c.o_lora];
-    for (gi, y) in l.linear_batch(&groups)?.into_iter().enumerate() {
-        for t in 0..tokens {
-            mid[t * g * c.o_lora + gi * c.o_lora..t * g * c.o_lora + (gi + 1) * c.o_lora]
-                .copy_from_slice(&y[t * c.o_lora..(t + 1) * c.o_lora]);
-        }
-    }
-    lin(l, &format!("{s}.wo_b"), d, &mid, tokens)
+    links.push(Link::new(
+        format!("{s}.wo_b"),
+        d,
+        Input::Concat((0..g).collect()),
+        tokens,
+    ));
+    l.linear_chain(&links)?
+        .pop()
+        .ok_or_else(|| V4Error::Input(format!("{s}.wo_b: the chain returned no output")))
 }

@@ -29,12 +29,15 @@ use kernels::WeightFormat;
 
 use crate::engine::{Engine, ResidentMatrix};
 
+use super::chain::{self as chains, Link};
 use super::error::V4Error;
 use super::linear::{
     check_product, load_matrix, tensor_err, ExpertCacheStats, Linears, Product, QMatrix,
 };
 use super::prepared::{run_batch, BatchBuffers, Prepared, MAX_SLOTS};
 use super::source::WeightSource;
+
+mod chain;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -60,6 +63,9 @@ pub struct GpuLinears {
     /// dropped with an evicted expert; `None` where the matrix has no such form): nothing is
     /// allocated per product after that.
     prepared: HashMap<String, Option<Prepared>>,
+    /// The clamped SwiGLU between two prepared products (gate, up) of a chain, made at its
+    /// first use and dropped with either product.
+    swiglus: HashMap<(String, String), chain::SwigluOp>,
 }
 
 impl GpuLinears {
@@ -88,6 +94,7 @@ impl GpuLinears {
             buffers: BatchBuffers::default(),
             groups: HashMap::new(),
             prepared: HashMap::new(),
+            swiglus: HashMap::new(),
         })
     }
 
@@ -266,6 +273,7 @@ impl GpuLinears {
                 Some(i) if self.uses(&self.experts[i].0) < hot => {
                     if let Some((name, _, b)) = self.experts.remove(i) {
                         self.prepared.remove(&name);
+                        self.swiglus.retain(|(g, u), _| *g != name && *u != name);
                         self.cache.cached_bytes -= b;
                         self.cache.evictions += 1;
                     }
@@ -391,6 +399,37 @@ impl Linears for GpuLinears {
             .zip(items)
             .map(|(y, it)| y.ok_or_else(|| tensor_err(&it.stem, "no output".into())))
             .collect()
+    }
+
+    /// One submit for the whole chain where [`GpuLinears::chain_on_device`] can run it, else
+    /// level by level (with SwiGLU on the device all the same).
+    fn linear_chain(&mut self, links: &[Link<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        match self.chain_on_device(links)? {
+            Some(out) => Ok(out),
+            None => chains::on_host(self, links),
+        }
+    }
+
+    /// The kernel a chain uses between its products (`activation.wgsl`, f32), run alone: a chain
+    /// that cannot run in one submit gives the same bits. A limit the kernel cannot express (not
+    /// a positive f32) goes to the host's f64 form.
+    fn swiglu(&mut self, gate: &[f32], up: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {
+        let lim = limit as f32;
+        if gate.len() != up.len() {
+            return Err(V4Error::Input(format!(
+                "SwiGLU of {} gate and {} up values",
+                gate.len(),
+                up.len()
+            )));
+        }
+        if !(lim > 0.0 && lim.is_finite()) {
+            return Ok(super::moe::swiglu(gate, up, limit));
+        }
+        let g = self.engine.gpu();
+        let (gb, ub) = (g.upload_f32("gate", gate)?, g.upload_f32("up", up)?);
+        let yb = g.zeros("swiglu out", (gate.len() * 4) as u64)?;
+        self.engine.swiglu(&gb, &ub, &yb, gate.len(), lim)?;
+        Ok(g.read_f32(&yb, gate.len())?)
     }
 
     fn gpu_stats(&self) -> Option<GpuStats> {

@@ -12,6 +12,7 @@ use artifact::container::{Mode, NibbleOrder};
 use kernels::reference::WeightMatrix;
 use kernels::{Dtype, WeightFormat};
 
+use super::chain::{self, Link};
 use super::error::V4Error;
 use super::source::{whole_streams, Role, Tensor, WeightSource};
 
@@ -274,6 +275,25 @@ pub trait Linears {
             .iter()
             .map(|p| self.linear_rows(&p.stem, p.rows.clone(), p.x, p.tokens))
             .collect()
+    }
+    /// Several products some of which read others' outputs ([`Link`]), in order: a backend may
+    /// run the whole chain in one device round trip; the results are those of
+    /// [`chain::on_host`] (each level through [`Linears::linear_batch`]), empty for the links
+    /// not read back.
+    fn linear_chain(&mut self, links: &[Link<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        chain::on_host(self, links)
+    }
+    /// `silu(min(gate, limit)) · clamp(up, −limit, limit)`, element by element (V4's clamped
+    /// SwiGLU); here in f64, rounded to f32 (transformers' order of operations).
+    fn swiglu(&mut self, gate: &[f32], up: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {
+        if gate.len() != up.len() {
+            return Err(V4Error::Input(format!(
+                "SwiGLU of {} gate and {} up values",
+                gate.len(),
+                up.len()
+            )));
+        }
+        Ok(super::moe::swiglu(gate, up, limit))
     }
     /// The device's counters so far (`None`: the backend has no device).
     fn gpu_stats(&self) -> Option<kernels::gpu::GpuStats> {

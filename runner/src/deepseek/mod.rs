@@ -14,6 +14,7 @@
 //! * [`tools`]: tool calls (DSML) rendered and parsed.
 
 pub mod attention;
+pub mod chain;
 pub mod chat;
 pub mod compress;
 pub mod config;

@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use super::chain::{Input, Link};
 use super::config::V4Config;
 use super::error::V4Error;
-use super::linear::{Linears, Product, Results};
+use super::linear::{Linears, Results};
 use super::ops::{silu, sqrt_softplus};
 
 /// One layer's router parameters.
@@ -68,7 +69,8 @@ pub fn route(
         .collect())
 }
 
-fn swiglu(gate: &[f32], up: &[f32], limit: f64) -> Vec<f32> {
+/// The clamped SwiGLU in f64, rounded to f32 ([`super::linear::Linears::swiglu`]'s default).
+pub(super) fn swiglu(gate: &[f32], up: &[f32], limit: f64) -> Vec<f32> {
     gate.iter()
         .zip(up)
         .map(|(&g, &u)| {
@@ -103,8 +105,6 @@ pub fn forward(
             by_expert.entry(e).or_default().push((t, w));
         }
     }
-    // Every expert's gate and up products in one batch, then every down product in another
-    // (the experts are independent: two device round trips for the whole MoE of a token).
     let experts: Vec<Routed> = by_expert
         .into_iter()
         .map(|(e, list)| Routed {
@@ -122,28 +122,28 @@ pub fn forward(
         .map(|r| (r.stem.as_str(), r.xe.as_slice(), r.list.len()))
         .chain([(shared.as_str(), x, tokens)])
         .collect();
+    // Every expert's gate and up products, then every down product of their SwiGLU: one chain
+    // (a backend may run it as one device round trip for the whole MoE of a token).
     let i = c.moe_inter;
-    let gate_up: Vec<Product<'_>> = mlps
-        .iter()
-        .flat_map(|&(stem, xe, n)| {
-            [
-                Product::new(format!("{stem}.w1"), i, xe, n),
-                Product::new(format!("{stem}.w3"), i, xe, n),
-            ]
-        })
-        .collect();
-    let mut ys = Results::of(l.linear_batch(&gate_up)?);
-    let mut acts = Vec::with_capacity(mlps.len());
-    for _ in &mlps {
-        let (g, u) = (ys.take()?, ys.take()?);
-        acts.push(swiglu(&g, &u, c.swiglu_limit));
+    let mut links = Vec::with_capacity(3 * mlps.len());
+    for &(stem, xe, n) in &mlps {
+        let g = links.len();
+        links.push(Link::new(format!("{stem}.w1"), i, Input::Host(xe), n).internal());
+        links.push(Link::new(format!("{stem}.w3"), i, Input::Host(xe), n).internal());
+        let act = Input::SwiGlu {
+            gate: g,
+            up: g + 1,
+            limit: c.swiglu_limit,
+        };
+        links.push(Link::new(format!("{stem}.w2"), d, act, n));
     }
-    let down: Vec<Product<'_>> = mlps
-        .iter()
-        .zip(&acts)
-        .map(|(&(stem, _, n), a)| Product::new(format!("{stem}.w2"), d, a, n))
-        .collect();
-    let mut ys = Results::of(l.linear_batch(&down)?);
+    let mut ys = Results::of(
+        l.linear_chain(&links)?
+            .into_iter()
+            .skip(2)
+            .step_by(3)
+            .collect(),
+    );
     // Per token, routed contributions are added in expert-id order (f64), then the shared expert.
     let mut acc = vec![0f64; tokens * d];
     for r in &experts {

@@ -52,7 +52,7 @@ impl BatchBuffers {
     }
 
     /// The read-back buffer, at least `bytes` long.
-    fn staging(&mut self, g: &Gpu, bytes: u64) -> &wgpu::Buffer {
+    pub(super) fn staging(&mut self, g: &Gpu, bytes: u64) -> &wgpu::Buffer {
         let cap = self.staging.as_ref().map_or(0, |(_, c)| *c);
         if cap < bytes {
             self.staging = None;
@@ -71,20 +71,16 @@ enum Program {
     UniformX(kernels::Kernel),
 }
 
-/// A product's bind group and output for one window slot.
-struct Slot {
-    group: wgpu::BindGroup,
-    y: wgpu::Buffer,
-}
-
-/// One matrix's one-token product, ready to run from any window slot.
+/// One matrix's one-token product, ready to run from any window slot: one output buffer (a
+/// submit runs a product at most once) and a bind group per slot it has read from.
 pub struct Prepared {
     program: Program,
     compiled: Arc<Compiled>,
     params: wgpu::Buffer,
     groups: (u32, u32, u32),
     rows: usize,
-    slots: Vec<Option<Slot>>,
+    y: Option<wgpu::Buffer>,
+    slots: Vec<Option<wgpu::BindGroup>>,
 }
 
 impl Prepared {
@@ -121,11 +117,13 @@ impl Prepared {
             params: g.uniform("params", bytemuck::bytes_of(&params)),
             groups,
             rows: m.rows,
+            y: None,
             slots: Vec::new(),
         })
     }
 
-    /// Makes the bind group and buffers of `slot` (reading `window`) if it has none yet.
+    /// Makes the bind group of `slot` (reading `window`), and the output at the first bind, if
+    /// it has none yet.
     pub fn bind(
         &mut self,
         g: &Gpu,
@@ -142,8 +140,10 @@ impl Prepared {
                 "a prepared product needs a one-part matrix".into(),
             ));
         };
-        let bytes = (self.rows * 4) as u64;
-        let y = g.zeros("y", bytes)?;
+        if self.y.is_none() {
+            self.y = Some(g.zeros("y", (self.rows * 4) as u64)?);
+        }
+        let y = self.y()?;
         let w = part.row_buffers();
         let window = Bind {
             buffer: window,
@@ -152,14 +152,14 @@ impl Prepared {
         };
         let group = match &self.program {
             Program::Unrolled(module) => {
-                let mut binds = vec![Bind::from(&self.params), window, Bind::from(&y), w.packed];
+                let mut binds = vec![Bind::from(&self.params), window, Bind::from(y), w.packed];
                 binds.extend(w.scales);
                 binds.extend(w.biases);
                 binds.push(w.packed);
                 g.bind_group_generated(&self.compiled, module, &binds)?
             }
             Program::UniformX(kernel) => {
-                let mut binds = vec![window, Bind::from(&y), w.packed];
+                let mut binds = vec![window, Bind::from(y), w.packed];
                 binds.extend(w.scales);
                 binds.extend(w.biases);
                 g.bind_group_for(
@@ -173,15 +173,38 @@ impl Prepared {
         if self.slots.len() <= slot {
             self.slots.resize_with(slot + 1, || None);
         }
-        self.slots[slot] = Some(Slot { group, y });
+        self.slots[slot] = Some(group);
         Ok(())
     }
 
-    fn slot(&self, slot: usize) -> Result<&Slot, V4Error> {
+    fn slot(&self, slot: usize) -> Result<&wgpu::BindGroup, V4Error> {
         self.slots
             .get(slot)
             .and_then(Option::as_ref)
             .ok_or_else(|| V4Error::Input(format!("x window slot {slot} was not bound")))
+    }
+
+    /// The output buffer (made at the first [`Prepared::bind`]).
+    pub fn y(&self) -> Result<&wgpu::Buffer, V4Error> {
+        self.y
+            .as_ref()
+            .ok_or_else(|| V4Error::Input("a prepared product was run before it was bound".into()))
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Records this product reading window `slot` into `pass`.
+    pub fn record(
+        &self,
+        g: &Gpu,
+        pass: &mut wgpu::ComputePass<'_>,
+        slot: usize,
+    ) -> Result<(), V4Error> {
+        g.dispatch_in(pass, &self.compiled, self.slot(slot)?, self.groups);
+        Ok(())
     }
 }
 
@@ -201,15 +224,15 @@ pub fn run_batch(
     {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         for (p, s) in batch {
-            g.dispatch_in(&mut pass, &p.compiled, &p.slot(*s)?.group, p.groups);
+            p.record(g, &mut pass, *s)?;
         }
     }
     let total: u64 = batch.iter().map(|(p, _)| (p.rows * 4) as u64).sum();
     let staging = buffers.staging(g, total);
     let mut offset = 0;
-    for (p, s) in batch {
+    for (p, _) in batch {
         let bytes = (p.rows * 4) as u64;
-        enc.copy_buffer_to_buffer(&p.slot(*s)?.y, 0, staging, offset, bytes);
+        enc.copy_buffer_to_buffer(p.y()?, 0, staging, offset, bytes);
         offset += bytes;
     }
     g.submit(enc.finish());

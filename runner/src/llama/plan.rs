@@ -227,11 +227,7 @@ impl Shapes {
             Step::Swiglu => {
                 let n = u32_of("ffn elements", t * c.ffn)?;
                 let groups = elementwise_groups(n);
-                let p = ActivationParams {
-                    n,
-                    groups_x: groups.0,
-                    _pad: [0; 2],
-                };
+                let p = ActivationParams::new(n, groups.0);
                 (bytemuck::bytes_of(&p).to_vec(), groups)
             }
             Step::QkvRope { format, k, pairs } => {

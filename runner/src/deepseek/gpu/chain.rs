@@ -1,0 +1,317 @@
+//! A chain of one-token products in one submit (docs/runner-deepseek-v4.md "Chained products").
+//!
+//! Each link's input is a 64 KiB uniform window: a host input is written there before the
+//! submit (one window per distinct input, as in a batch); a derived input is made on the device
+//! between the levels of the chain — the clamped SwiGLU kernel (`activation.wgsl`) over the
+//! gate and up products' outputs, or the read products' outputs themselves — and copied into
+//! its window. Every link of a level is recorded into one compute pass; the outputs the caller
+//! reads are copied into the shared read-back buffer, which is mapped once.
+//!
+//! The arithmetic is the fallback's: the products are the same prepared modules, and
+//! [`GpuLinears::swiglu`] runs the same kernel with the same parameters alone, so a chain gives
+//! the same bits whichever way it runs (a streamed expert missing from the cache sends the
+//! chain down the level-by-level path).
+
+use std::sync::Arc;
+
+use kernels::gpu::{elementwise_groups, Bind, Compiled, Gpu};
+use kernels::{ActivationParams, Kernel};
+
+use super::super::chain::{levels, Input, Link};
+use super::super::error::V4Error;
+use super::super::linear::{check_product, tensor_err, Product};
+use super::super::prepared::{Prepared, MAX_SLOTS};
+use super::{find, GpuLinears};
+
+/// The clamped SwiGLU of two prepared products' outputs, ready to record.
+pub(super) struct SwigluOp {
+    compiled: Arc<Compiled>,
+    group: wgpu::BindGroup,
+    groups: (u32, u32, u32),
+    act: wgpu::Buffer,
+    /// Kept alive for the bind group.
+    _params: wgpu::Buffer,
+}
+
+impl SwigluOp {
+    fn new(g: &Gpu, gate: &Prepared, up: &Prepared, limit: f32) -> Result<Self, V4Error> {
+        let n = gate.rows();
+        let groups = elementwise_groups(n as u32);
+        let params = ActivationParams::new(n as u32, groups.0).with_limit(limit);
+        let params = g.uniform("swiglu params", bytemuck::bytes_of(&params));
+        let act = g.zeros("swiglu out", (n * 4) as u64)?;
+        let compiled = g.compiled(Kernel::Swiglu);
+        let group = g.bind_group_for(
+            &compiled,
+            Kernel::Swiglu,
+            &params.as_entire_binding(),
+            &[Bind::from(gate.y()?), Bind::from(up.y()?), Bind::from(&act)],
+        )?;
+        Ok(Self {
+            compiled,
+            group,
+            groups,
+            act,
+            _params: params,
+        })
+    }
+}
+
+/// How a chain maps onto the device: each link's matrix (after `sliced`), its window slot, the
+/// host inputs by slot, and the link that first uses each derived slot.
+struct Plan<'a> {
+    stems: Vec<Product<'a>>,
+    slot: Vec<usize>,
+    hosts: Vec<&'a [f32]>,
+    derived: Vec<usize>,
+    level: Vec<usize>,
+}
+
+impl GpuLinears {
+    /// Runs `links` in one submit when every one is a one-token product of a matrix already on
+    /// the device (resident, or a cached expert: loading one could evict another link's) with a
+    /// prepared product, each matrix once, and the inputs fit the windows; `None` otherwise.
+    pub(super) fn chain_on_device(
+        &mut self,
+        links: &[Link<'_>],
+    ) -> Result<Option<Vec<Vec<f32>>>, V4Error> {
+        let Some(plan) = self.plan(links)? else {
+            return Ok(None);
+        };
+        // Every cached expert is a hit (nothing is loaded, so nothing is evicted).
+        for p in &plan.stems {
+            if !self.resident.contains_key(&p.stem) {
+                self.load_expert(&p.stem)?;
+            }
+        }
+        self.bind_chain(links, &plan)?;
+        self.record_chain(links, &plan).map(Some)
+    }
+
+    fn plan<'a>(&mut self, links: &[Link<'a>]) -> Result<Option<Plan<'a>>, V4Error> {
+        let level = levels(links)?;
+        if links.iter().any(|l| l.tokens != 1) {
+            return Ok(None);
+        }
+        let stems: Vec<Product<'a>> = links
+            .iter()
+            .map(|l| {
+                let x = match l.input {
+                    Input::Host(x) => x,
+                    _ => &[],
+                };
+                self.sliced(&Product {
+                    stem: l.stem.clone(),
+                    rows: l.rows.clone(),
+                    x,
+                    tokens: 1,
+                })
+            })
+            .collect();
+        for (i, p) in stems.iter().enumerate() {
+            let on_device = self.resident.contains_key(&p.stem)
+                || self.experts.iter().any(|(n, _, _)| *n == p.stem);
+            let twice = stems[..i].iter().any(|q| q.stem == p.stem);
+            if !on_device || twice || !self.ensure_prepared(&p.stem) {
+                return Ok(None);
+            }
+        }
+        let (mut slot, mut hosts, mut derived) = (Vec::new(), Vec::<&[f32]>::new(), Vec::new());
+        for (i, l) in links.iter().enumerate() {
+            let k = match &l.input {
+                Input::Host(x) => {
+                    slot.push(hosts.iter().position(|h| h == x).unwrap_or_else(|| {
+                        hosts.push(x);
+                        hosts.len() - 1
+                    }));
+                    x.len()
+                }
+                input => {
+                    let same = derived
+                        .iter()
+                        .position(|&j: &usize| links[j].input == *input);
+                    slot.push(same.unwrap_or_else(|| {
+                        derived.push(i);
+                        derived.len() - 1
+                    }));
+                    match input {
+                        Input::Concat(reads) => reads.iter().map(|&r| stems[r].rows.len()).sum(),
+                        Input::SwiGlu { gate, up, limit } => {
+                            let n = self.whole_rows(&stems[*gate]);
+                            let usable = *limit > 0.0 && (*limit as f32).is_finite();
+                            if !usable || n.is_none() || n != self.whole_rows(&stems[*up]) {
+                                return Ok(None);
+                            }
+                            n.unwrap_or(0)
+                        }
+                        Input::Host(_) => 0,
+                    }
+                }
+            };
+            let m = find(&self.resident, &self.experts, None, &stems[i].stem)?;
+            check_product(
+                &stems[i].stem,
+                &stems[i].rows,
+                m.rows,
+                m.k,
+                &vec![0.0; k],
+                1,
+            )?;
+        }
+        if hosts.len() + derived.len() > MAX_SLOTS {
+            return Ok(None);
+        }
+        for s in slot
+            .iter_mut()
+            .zip(links)
+            .filter_map(|(s, l)| match l.input {
+                Input::Host(_) => None,
+                _ => Some(s),
+            })
+        {
+            *s += hosts.len();
+        }
+        Ok(Some(Plan {
+            stems,
+            slot,
+            hosts,
+            derived,
+            level,
+        }))
+    }
+
+    /// The output length of `p` when it asks for every row of its prepared product.
+    fn whole_rows(&self, p: &Product<'_>) -> Option<usize> {
+        let rows = self.prepared.get(&p.stem)?.as_ref()?.rows();
+        (p.rows == (0..rows)).then_some(rows)
+    }
+
+    /// Binds every link's product to its window and makes the SwiGLU ops the chain lacks.
+    fn bind_chain(&mut self, links: &[Link<'_>], plan: &Plan<'_>) -> Result<(), V4Error> {
+        let g = self.engine.gpu();
+        for (i, p) in plan.stems.iter().enumerate() {
+            let m = find(&self.resident, &self.experts, None, &p.stem)?;
+            let window = self.buffers.window(g, plan.slot[i]);
+            if let Some(Some(prepared)) = self.prepared.get_mut(&p.stem) {
+                prepared.bind(g, m, plan.slot[i], window)?;
+            }
+        }
+        for &i in &plan.derived {
+            if let Input::SwiGlu { gate, up, limit } = links[i].input {
+                let key = (plan.stems[gate].stem.clone(), plan.stems[up].stem.clone());
+                if self.swiglus.contains_key(&key) {
+                    continue;
+                }
+                let op = SwigluOp::new(
+                    g,
+                    self.prepared_of(&key.0)?,
+                    self.prepared_of(&key.1)?,
+                    limit as f32,
+                )?;
+                self.swiglus.insert(key, op);
+            }
+        }
+        Ok(())
+    }
+
+    fn prepared_of(&self, stem: &str) -> Result<&Prepared, V4Error> {
+        match self.prepared.get(stem) {
+            Some(Some(p)) => Ok(p),
+            _ => Err(tensor_err(stem, "has no prepared product".into())),
+        }
+    }
+
+    /// Records the chain level by level, submits once and reads back the outputs asked for.
+    fn record_chain(
+        &mut self,
+        links: &[Link<'_>],
+        plan: &Plan<'_>,
+    ) -> Result<Vec<Vec<f32>>, V4Error> {
+        let g = self.engine.gpu();
+        for (s, x) in plan.hosts.iter().enumerate() {
+            g.write(self.buffers.window(g, s), 0, bytemuck::cast_slice(x));
+        }
+        let windows: Vec<wgpu::Buffer> = (0..plan.hosts.len() + plan.derived.len())
+            .map(|s| self.buffers.window(g, s).clone())
+            .collect();
+        let mut enc = g.encoder("v4 chained products");
+        for lv in 0..=plan.level.iter().copied().max().unwrap_or(0) {
+            let made: Vec<(usize, usize)> = plan
+                .derived
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| plan.level[i] == lv)
+                .map(|(d, &i)| (i, plan.hosts.len() + d))
+                .collect();
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                for &(i, _) in &made {
+                    if let Some(op) = self.swiglu_of(links, plan, i) {
+                        g.dispatch_in(&mut pass, &op.compiled, &op.group, op.groups);
+                    }
+                }
+            }
+            for &(i, s) in &made {
+                match &links[i].input {
+                    Input::Concat(reads) => {
+                        let mut at = 0;
+                        for &r in reads {
+                            let bytes = (plan.stems[r].rows.len() * 4) as u64;
+                            let from = (plan.stems[r].rows.start * 4) as u64;
+                            let y = self.prepared_of(&plan.stems[r].stem)?.y()?;
+                            enc.copy_buffer_to_buffer(y, from, &windows[s], at, bytes);
+                            at += bytes;
+                        }
+                    }
+                    Input::SwiGlu { .. } => {
+                        let op = self.swiglu_of(links, plan, i).ok_or_else(|| {
+                            tensor_err(&links[i].stem, "its SwiGLU was not prepared".into())
+                        })?;
+                        enc.copy_buffer_to_buffer(&op.act, 0, &windows[s], 0, op.act.size());
+                    }
+                    Input::Host(_) => {}
+                }
+            }
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            for (i, p) in plan.stems.iter().enumerate() {
+                if plan.level[i] == lv {
+                    self.prepared_of(&p.stem)?
+                        .record(g, &mut pass, plan.slot[i])?;
+                }
+            }
+        }
+        let read: Vec<usize> = (0..links.len()).filter(|&i| links[i].read).collect();
+        let total: u64 = read
+            .iter()
+            .map(|&i| (plan.stems[i].rows.len() * 4) as u64)
+            .sum();
+        let staging = self.buffers.staging(g, total).clone();
+        let mut at = 0;
+        for &i in &read {
+            let p = &plan.stems[i];
+            let bytes = (p.rows.len() * 4) as u64;
+            let y = self.prepared_of(&p.stem)?.y()?;
+            enc.copy_buffer_to_buffer(y, (p.rows.start * 4) as u64, &staging, at, bytes);
+            at += bytes;
+        }
+        g.submit(enc.finish());
+        let mut bytes = Vec::with_capacity(total as usize);
+        g.read_staging(&staging, total, &mut bytes)?;
+        let mut rest = bytes.as_slice();
+        let mut out = vec![Vec::new(); links.len()];
+        for &i in &read {
+            let (y, tail) = rest.split_at((plan.stems[i].rows.len() * 4).min(rest.len()));
+            out[i] = bytemuck::pod_collect_to_vec(y);
+            rest = tail;
+        }
+        Ok(out)
+    }
+
+    fn swiglu_of(&self, links: &[Link<'_>], plan: &Plan<'_>, i: usize) -> Option<&SwigluOp> {
+        let Input::SwiGlu { gate, up, .. } = links[i].input else {
+            return None;
+        };
+        self.swiglus
+            .get(&(plan.stems[gate].stem.clone(), plan.stems[up].stem.clone()))
+    }
+}
