@@ -1,13 +1,15 @@
 //! Read bandwidth of the adapter and of every dequantize-and-multiply kernel (issue #16 item 2;
 //! ci/bench/runner.sh writes its table into docs/bench/runner.md).
 //!
-//! `cargo run --release -p kernels --example bandwidth -- [MIB] [ITERS]`: a plain streaming read
-//! (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's matvec
-//! over a matrix of about MIB of weights (K = 4096) is reported as GB/s of weight bytes and as a
-//! fraction of that ceiling, for both matvec shapes, and for the row shape with its input as a
-//! uniform block, and the unrolled module where the format has one (what the runner uses for
-//! one-token matvecs on a CPU adapter). Each figure is the median of ITERS timed
-//! submits of 8 back-to-back dispatches, after one warm-up submit (which also compiles).
+//! `cargo run --release -p kernels --example bandwidth -- [MIB] [ITERS] [K]`: a plain streaming
+//! read (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's
+//! matvec over a matrix of about MIB of weights (K columns, 4096 unless given; the unrolled
+//! `fp8-e4m3-block` and `mxfp4` modules exist up to K = 2048) is reported as GB/s of weight
+//! bytes and as a fraction of that ceiling, for both matvec shapes, and for the row shape with
+//! its input as a uniform block, and the unrolled module where the format has one
+//! (`unrolled::source_for`, what the runner uses for one-token matvecs on a CPU adapter). Each
+//! figure is the median of ITERS timed submits of 8 back-to-back dispatches, after one warm-up
+//! submit (which also compiles).
 
 #![allow(clippy::unwrap_used)]
 
@@ -16,7 +18,12 @@ use std::time::Instant;
 use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
 use kernels::{grid_2d, Dtype, Kernel, StreamReadParams, WeightFormat};
 
-const K: usize = 4096;
+/// Columns of the matrices (the third argument; 4096 unless given).
+static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn k() -> usize {
+    *K.get_or_init(|| 4096)
+}
 const PER_SUBMIT: usize = 8;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -84,21 +91,21 @@ fn matvec(
     iters: usize,
     form: Form,
 ) -> Option<(usize, f64)> {
-    let row = f.packed_len(1, K).unwrap() + f.scales_len(1, K).unwrap_or(0);
+    let row = f.packed_len(1, k()).unwrap() + f.scales_len(1, k()).unwrap_or(0);
     let mut rows = (bytes / row).max(1);
     if let WeightFormat::Fp8Block { block_rows, .. } = f {
         rows = rows.div_ceil(block_rows as usize) * block_rows as usize;
     }
     let buf = |n: usize| gpu.upload("w", &vec![0x3cu8; n.max(4)]).unwrap();
-    let packed = buf(f.packed_len(rows, K).unwrap());
-    let scales = buf(f.scales_len(rows, K).unwrap());
-    let biases = buf(f.biases_len(rows, K).unwrap());
+    let packed = buf(f.packed_len(rows, k()).unwrap());
+    let scales = buf(f.scales_len(rows, k()).unwrap());
+    let biases = buf(f.biases_len(rows, k()).unwrap());
     let x = gpu
-        .upload_f32("x", &vec![0.5f32; kernels::UNIFORM_X_ELEMENTS.max(K)])
+        .upload_f32("x", &vec![0.5f32; kernels::UNIFORM_X_ELEMENTS.max(k())])
         .unwrap();
     let y = gpu.zeros("y", (rows * 4) as u64).unwrap();
     let kernel = f.matvec_kernel();
-    let mut params = f.params(rows as u32, K as u32, 1, rows as u32, 0);
+    let mut params = f.params(rows as u32, k() as u32, 1, rows as u32, 0);
     let groups = matmul_launch(gpu.matvec_shape(), kernel, &mut params);
     let mut binds: Vec<Bind<'_>> = vec![(&x).into(), (&y).into(), (&packed).into()];
     if f.buffer_count() >= 2 {
@@ -113,13 +120,13 @@ fn matvec(
         size: Some((kernels::UNIFORM_X_ELEMENTS * 4) as u64),
     };
     let s = if form == Form::Unrolled {
-        let module = kernels::unrolled::source(
-            kernel,
-            K,
+        let module = kernels::unrolled::source_for(
+            f,
+            k(),
             params.rows as usize,
             kernels::unrolled::Layout::Rows,
         )?;
-        let groups = kernels::unrolled::launch(kernel, K, &mut params);
+        let groups = kernels::unrolled::launch(kernel, k(), &mut params);
         let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
         let mut all = vec![(&ub).into(), window];
         all.extend_from_slice(&binds[1..]);
@@ -146,9 +153,9 @@ fn matvec(
             gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
         })
     };
-    let weight_bytes = f.packed_len(rows, K).unwrap()
-        + f.scales_len(rows, K).unwrap()
-        + f.biases_len(rows, K).unwrap();
+    let weight_bytes = f.packed_len(rows, k()).unwrap()
+        + f.scales_len(rows, k()).unwrap()
+        + f.biases_len(rows, k()).unwrap();
     Some((rows, weight_bytes as f64 / s / 1e9))
 }
 
@@ -156,6 +163,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mib: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(16);
     let iters: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);
+    let _ = K.set(args.get(3).and_then(|a| a.parse().ok()).unwrap_or(4096));
     let gpu = Gpu::new().expect("a wgpu adapter");
     let info = gpu.adapter_info().cloned();
     let bytes = mib << 20;
@@ -214,6 +222,11 @@ fn main() {
                 None => cells.push("— | —".into()),
             }
         }
-        println!("| {} | {rows} × {K} | {} |", f.name(), cells.join(" | "));
+        println!(
+            "| {} | {rows} × {} | {} |",
+            f.name(),
+            k(),
+            cells.join(" | ")
+        );
     }
 }

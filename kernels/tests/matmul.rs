@@ -372,3 +372,46 @@ fn stream_read_touches_every_word() {
         .fold(0u32, |a, i| a ^ vec4(i));
     assert_eq!(got[0], want0);
 }
+
+/// Every FP8 E4M3 code — normals, the subnormals m·2^-9, ±0 and the NaNs — decodes as the CPU
+/// reference does (`reference::e4m3_to_f32`), through the looped kernel and the unrolled module:
+/// row r holds code r in column 0 and zeros elsewhere, the scale is 2^0 and x is one-hot, so
+/// y[r] is the decoded code itself (the sum of one product and zeros is exact; only −0 comes
+/// out as +0, which `==` accepts).
+#[test]
+fn fp8_decodes_every_code_as_the_reference() {
+    let Some(g) = gpu("fp8_decodes_every_code_as_the_reference") else {
+        return;
+    };
+    let (rows, k) = (256, 128);
+    let mut packed = vec![0u8; rows * k];
+    for r in 0..rows {
+        packed[r * k] = r as u8;
+    }
+    let c = Case {
+        name: "fp8 every code".into(),
+        format: kernels::WeightFormat::Fp8Block {
+            block_rows: 128,
+            group: 128,
+        },
+        rows,
+        k,
+        packed,
+        scales: vec![127; 2],
+        biases: Vec::new(),
+        split: 128,
+    };
+    let mut x = vec![0.0f32; k];
+    x[0] = 1.0;
+    let looped = run_matmul(g, &c, &x, 1, &[0, rows]);
+    let unrolled = run_matvec_unrolled(g, &c, &x, None, Layout::Rows).expect("a module");
+    for (what, y) in [("looped", &looped), ("unrolled", &unrolled)] {
+        for (code, &got) in y.iter().enumerate() {
+            let want = reference::e4m3_to_f32(code as u8);
+            assert!(
+                got == want || (got.is_nan() && want.is_nan()),
+                "{what}: code {code:#04x} decodes as {got:e}, the reference {want:e}"
+            );
+        }
+    }
+}

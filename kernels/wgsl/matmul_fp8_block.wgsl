@@ -28,18 +28,16 @@ fn e8m0(e: u32) -> f32 {
     return bitcast<f32>(e << 23u);
 }
 
+// Without branches (llvmpipe evaluates both sides of a per-lane branch): the magnitude bits
+// E.EEE.MMM moved into an f32's exponent and mantissa, the exponent rebiased by 120 (7 → 127),
+// are 2^(e−7)·(1 + m/8) for e ≥ 1; for e = 0 they are 2^-7·(1 + m/8), and (v − 2^-7)·2 = m·2^-9
+// is the subnormal, exactly (Sterbenz, then a power of two). The sign is or-ed in last
+// (0x80 is −0.0, as before).
 fn e4m3(c: u32) -> f32 {
-    let sign = (c & 0x80u) << 24u;
-    let e = (c >> 3u) & 0xfu;
-    let m = c & 7u;
-    if (e == 0xfu && m == 7u) {
-        return bitcast<f32>(0x7fc00000u);
-    }
-    if (e == 0u) {
-        // subnormal: m · 2^-9, exact in f32
-        return bitcast<f32>(sign | bitcast<u32>(f32(m) * 0.001953125));
-    }
-    return bitcast<f32>(sign | ((e + 120u) << 23u) | (m << 20u));
+    let a = c & 0x7fu;
+    let v = bitcast<f32>((a << 20u) + 0x3c000000u);
+    let mag = select(select(v, (v - 0.0078125) * 2.0, a < 8u), bitcast<f32>(0x7fc00000u), a == 0x7fu);
+    return bitcast<f32>(bitcast<u32>(mag) | ((c & 0x80u) << 24u));
 }
 
 fn weight(r: u32, k: u32) -> f32 {
