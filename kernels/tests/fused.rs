@@ -11,7 +11,7 @@ use crate::support;
 use kernels::generated::Generated;
 use kernels::gpu::{elementwise_groups, Bind, Gpu};
 use kernels::reference;
-use kernels::unrolled::{gate_up, qkv_rope, InputNorm, Layout, QkvLayout};
+use kernels::unrolled::{gate_up, gate_up_clamped, qkv_rope, InputNorm, Layout, QkvLayout};
 use kernels::{
     ActivationParams, Kernel, MatmulParams, RmsNormParams, RopeMode, RopeParams, WeightFormat,
 };
@@ -248,4 +248,64 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
             assert_bits(&what, &g.read_f32(&yb, ffn).expect("act"), &want);
         }
     }
+}
+
+/// DeepSeek V4's MLP (`gate_up_clamped`): the fused module over the row-scoped formats the V4
+/// experts use (the scales a grid of their own, read for row ffn + u of the combined matrix)
+/// gives the bits of the two products and `activation.wgsl` with its clamp, which binds on both
+/// sides (the limit is the median |output|).
+#[test]
+fn gate_up_clamped_gives_the_bits_of_separate_kernels_and_the_clamped_swiglu() {
+    let Some(g) = gpu("gate_up_clamped_gives_the_bits_of_separate_kernels_and_the_clamped_swiglu")
+    else {
+        return;
+    };
+    let mut rng = Rng(53);
+    for (format, ffn) in [
+        (
+            WeightFormat::Fp8Block {
+                block_rows: 32,
+                group: 64,
+            },
+            64,
+        ),
+        (WeightFormat::Mxfp4, 48),
+    ] {
+        let c = case(format, 2 * ffn, K, 1, &mut rng);
+        let x = rng.normals(K, 1.0);
+        let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
+        let mut mags: Vec<f32> = y.iter().map(|v| v.abs()).collect();
+        mags.sort_by(f32::total_cmp);
+        let limit = mags[mags.len() / 2];
+        assert!(y[..ffn].iter().any(|&v| v > limit) && y[ffn..].iter().any(|&v| v < -limit));
+        let (ab, bb) = (
+            g.upload_f32("gate", &y[..ffn]).expect("gate"),
+            g.upload_f32("up", &y[ffn..]).expect("up"),
+        );
+        let out = g.zeros("swiglu", (ffn * 4) as u64).expect("out");
+        let groups = elementwise_groups(ffn as u32);
+        let p = ActivationParams::new(ffn as u32, groups.0).with_limit(limit);
+        g.dispatch(
+            Kernel::Swiglu,
+            &p,
+            &[(&ab).into(), (&bb).into(), (&out).into()],
+            groups,
+        )
+        .expect("swiglu");
+        let want = g.read_f32(&out, ffn).expect("read");
+        let module = gate_up_clamped(format, K, ffn, limit).expect("a module");
+        let sb = g.upload("scales", &c.scales).expect("scales");
+        let yb = g.zeros("act", (ffn * 4) as u64).expect("act");
+        let p = format.params(ffn as u32, K as u32, 1, 0, 0);
+        let wg = ffn.div_ceil(64) as u32;
+        run_generated(g, &module, &c, &x, &p, &yb, &[&sb], wg, Layout::Rows);
+        assert_bits(&c.name, &g.read_f32(&yb, ffn).expect("act"), &want);
+    }
+    // an fp8 gate whose rows end inside a scale block cannot share the grid with the up rows
+    let fp8 = WeightFormat::Fp8Block {
+        block_rows: 32,
+        group: 64,
+    };
+    assert!(gate_up_clamped(fp8, K, 48, 10.0).is_none());
+    assert!(gate_up_clamped(WeightFormat::Mxfp4, K, 48, 0.0).is_none());
 }

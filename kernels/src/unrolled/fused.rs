@@ -152,10 +152,50 @@ pub fn gate_up(
     norm: Option<InputNorm>,
     layout: Layout,
 ) -> Option<Generated> {
-    let (mut out, form) = module_head(kernel, k, norm)?;
-    if form.row_scoped {
+    gate_up_module(kernel, k, ffn, norm, layout, &[], None)
+}
+
+/// DeepSeek V4's MLP as [`gate_up`] over `format`'s rows (`Rows` layout, no norm, the format's
+/// parameters as constants as in [`super::source_for`]), writing the clamped SwiGLU exactly as
+/// `activation.wgsl` does with `limit_bits` set: `silu(min(gate, limit)) · clamp(up, −limit,
+/// limit)`. The buffer is gate's `ffn` rows then up's, a matrix of 2·ffn rows of the format: for
+/// `fp8-e4m3-block` `ffn` must be whole scale blocks of rows (else `None`). `None` also for a
+/// limit that is not a positive finite f32.
+pub fn gate_up_clamped(
+    format: crate::WeightFormat,
+    k: usize,
+    ffn: usize,
+    limit: f32,
+) -> Option<Generated> {
+    if let crate::WeightFormat::Fp8Block { block_rows, .. } = format {
+        if block_rows == 0 || ffn % block_rows as usize != 0 {
+            return None;
+        }
+    }
+    if !(limit > 0.0 && limit.is_finite()) {
         return None;
     }
+    let consts = super::format_constants(format);
+    let kernel = format.matvec_kernel();
+    gate_up_module(kernel, k, ffn, None, Layout::Rows, &consts, Some(limit))
+}
+
+fn gate_up_module(
+    kernel: Kernel,
+    k: usize,
+    ffn: usize,
+    norm: Option<InputNorm>,
+    layout: Layout,
+    consts: &[super::Constant],
+    limit: Option<f32>,
+) -> Option<Generated> {
+    let (head, form) = module_head(kernel, k, norm)?;
+    // a row-scoped format reads each row's scales through `unrolled_row`, which `emit_rows`
+    // sets for the row it names (the up row is row ffn + u of the combined matrix)
+    if form.row_scoped && layout != Layout::Rows {
+        return None;
+    }
+    let (mut out, named) = super::with_constants(head, consts);
     let (lane, prologue, suffix) = norm_parts(norm);
     let row_bytes = row_bytes_of(form, k);
     let width = match layout {
@@ -191,12 +231,30 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
             emit_interleaved_row(&mut out, form, k, &format!("u + {ffn}u"), "vu", "tu");
         }
     }
-    out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tg) * tu;\n    }\n}\n");
+    let clamp = match limit {
+        // activation.wgsl's order: min, clamp, then silu(g) · u
+        Some(l) => {
+            let _ = write!(
+                out,
+                "    let limit = bitcast<f32>({}u);
+    let tgc = min(tg, limit);
+    let tuc = clamp(tu, -limit, limit);
+",
+                l.to_bits()
+            );
+            format!(" clamp{:08x}", l.to_bits())
+        }
+        None => {
+            out.push_str("    let tgc = tg;\n    let tuc = tu;\n");
+            String::new()
+        }
+    };
+    out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tgc) * tuc;\n    }\n}\n");
     let mut bindings = matvec_bindings(kernel);
     with_norm_binding(&mut bindings, norm);
     Some(Generated {
         label: format!(
-            "gate_up {} k{k} f{ffn}{suffix}{}",
+            "gate_up {} k{k} f{ffn}{named}{clamp}{suffix}{}",
             kernel.name(),
             layout.suffix()
         ),

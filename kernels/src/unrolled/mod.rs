@@ -26,7 +26,7 @@ use crate::kernel::{Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 
 mod fused;
 use fused::normed_input;
-pub use fused::{gate_up, qkv_rope, InputNorm, QkvLayout, NORM_BINDING};
+pub use fused::{gate_up, gate_up_clamped, qkv_rope, InputNorm, QkvLayout, NORM_BINDING};
 
 /// The entry point of a generated matvec module.
 pub const ENTRY: &str = "matvec_unrolled";
@@ -165,18 +165,43 @@ pub fn source_for(
     n_rows: usize,
     layout: Layout,
 ) -> Option<Generated> {
-    let consts = match format {
+    source_with(
+        format.matvec_kernel(),
+        k,
+        n_rows,
+        layout,
+        &format_constants(format),
+    )
+}
+
+/// The parameters of `format`'s prefix a generated module makes constants.
+fn format_constants(format: crate::WeightFormat) -> Vec<Constant> {
+    match format {
         crate::WeightFormat::Fp8Block { block_rows, group } => vec![
             Constant::new("p.group", "UNROLLED_GROUP", group),
             Constant::new("p.block_rows", "UNROLLED_BLOCK_ROWS", block_rows),
         ],
         _ => Vec::new(),
-    };
-    source_with(format.matvec_kernel(), k, n_rows, layout, &consts)
+    }
+}
+
+/// `head` with `consts` made constants of the module, and the label suffix naming them.
+fn with_constants(head: String, consts: &[Constant]) -> (String, String) {
+    let mut out = consts
+        .iter()
+        .fold(head, |o, c| replace_param(&o, c.param, c.name));
+    for c in consts {
+        let _ = writeln!(out, "const {}: u32 = {}u;", c.name, c.value);
+    }
+    let named = consts
+        .iter()
+        .map(|c| format!(" {}{}", c.name.to_lowercase(), c.value))
+        .collect();
+    (out, named)
 }
 
 /// A parameter of the format prefix replaced by a module constant.
-struct Constant {
+pub(super) struct Constant {
     param: &'static str,
     name: &'static str,
     value: u32,
@@ -196,16 +221,7 @@ fn source_with(
     consts: &[Constant],
 ) -> Option<Generated> {
     let (head, form) = module_head(kernel, k, None)?;
-    let mut out = consts
-        .iter()
-        .fold(head, |o, c| replace_param(&o, c.param, c.name));
-    for c in consts {
-        let _ = writeln!(out, "const {}: u32 = {}u;", c.name, c.value);
-    }
-    let named: String = consts
-        .iter()
-        .map(|c| format!(" {}{}", c.name.to_lowercase(), c.value))
-        .collect();
+    let (mut out, named) = with_constants(head, consts);
     let row_bytes = row_bytes_of(form, k);
     let (rows, mut width) = plan(row_bytes);
     if layout == Layout::Interleaved {

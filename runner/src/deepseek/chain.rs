@@ -100,9 +100,11 @@ pub fn on_host<L: Linears + ?Sized>(
     let mut outs: Vec<Option<Vec<f32>>> = vec![None; links.len()];
     for lv in 0..=level.iter().copied().max().unwrap_or(0) {
         let at: Vec<usize> = (0..links.len()).filter(|&i| level[i] == lv).collect();
-        let mut derived = Vec::with_capacity(at.len());
-        for &i in &at {
-            derived.push(derive(l, links, i, &outs)?);
+        let mut derived = swiglus(l, links, &at, &outs)?;
+        for (d, &i) in derived.iter_mut().zip(&at) {
+            if d.is_none() {
+                *d = concat(links, i, &outs)?;
+            }
         }
         let products: Vec<Product<'_>> = at
             .iter()
@@ -135,34 +137,79 @@ pub fn on_host<L: Linears + ?Sized>(
         .collect())
 }
 
-/// Link `i`'s input where it is derived from earlier outputs (`None` for a host input).
-fn derive<L: Linears + ?Sized>(
-    l: &mut L,
+/// An earlier link's output.
+fn output(outs: &[Option<Vec<f32>>], r: usize) -> Result<&[f32], V4Error> {
+    outs.get(r)
+        .and_then(Option::as_deref)
+        .ok_or_else(|| V4Error::Input(format!("chained product {r} has no output yet")))
+}
+
+/// Link `i`'s input where it is a concatenation of earlier outputs (`None` otherwise).
+fn concat(
     links: &[Link<'_>],
     i: usize,
     outs: &[Option<Vec<f32>>],
 ) -> Result<Option<Vec<f32>>, V4Error> {
-    let out = |r: usize| {
-        outs.get(r)
-            .and_then(Option::as_deref)
-            .ok_or_else(|| V4Error::Input(format!("chained product {r} has no output yet")))
+    let Input::Concat(reads) = &links[i].input else {
+        return Ok(None);
     };
-    let tokens = links[i].tokens;
-    Ok(match &links[i].input {
-        Input::Host(_) => None,
-        Input::Concat(reads) => {
-            let mut x = Vec::new();
-            for t in 0..tokens {
-                for &r in reads {
-                    let n = links[r].rows.len();
-                    let y = out(r)?;
-                    x.extend_from_slice(y.get(t * n..(t + 1) * n).unwrap_or_default());
+    let mut x = Vec::new();
+    for t in 0..links[i].tokens {
+        for &r in reads {
+            let n = links[r].rows.len();
+            x.extend_from_slice(output(outs, r)?.get(t * n..(t + 1) * n).unwrap_or_default());
+        }
+    }
+    Ok(Some(x))
+}
+
+/// The SwiGLU inputs of the links `at` (in their places; `None` for the others): one
+/// [`Linears::swiglu`] per limit over every pair's values side by side — the operation is
+/// element-wise, so the values are those of one call a pair, in one device round trip.
+fn swiglus<L: Linears + ?Sized>(
+    l: &mut L,
+    links: &[Link<'_>],
+    at: &[usize],
+    outs: &[Option<Vec<f32>>],
+) -> Result<Vec<Option<Vec<f32>>>, V4Error> {
+    let mut derived: Vec<Option<Vec<f32>>> = vec![None; at.len()];
+    let mut limits: Vec<f64> = Vec::new();
+    for &i in at {
+        if let Input::SwiGlu { limit, .. } = links[i].input {
+            if !limits.contains(&limit) {
+                limits.push(limit);
+            }
+        }
+    }
+    for limit in limits {
+        let (mut gates, mut ups, mut members) = (Vec::new(), Vec::new(), Vec::new());
+        for (j, &i) in at.iter().enumerate() {
+            if let Input::SwiGlu { gate, up, limit: l } = links[i].input {
+                if l == limit {
+                    let (g, u) = (output(outs, gate)?, output(outs, up)?);
+                    if g.len() != u.len() {
+                        return Err(V4Error::Input(format!(
+                            "chained product {i} ({}): SwiGLU of {} gate and {} up values",
+                            links[i].stem,
+                            g.len(),
+                            u.len()
+                        )));
+                    }
+                    gates.extend_from_slice(g);
+                    ups.extend_from_slice(u);
+                    members.push((j, g.len()));
                 }
             }
-            Some(x)
         }
-        Input::SwiGlu { gate, up, limit } => Some(l.swiglu(out(*gate)?, out(*up)?, *limit)?),
-    })
+        let act = l.swiglu(&gates, &ups, limit)?;
+        let mut rest = act.as_slice();
+        for (j, n) in members {
+            let (a, tail) = rest.split_at(n.min(rest.len()));
+            derived[j] = Some(a.to_vec());
+            rest = tail;
+        }
+    }
+    Ok(derived)
 }
 
 #[cfg(test)]
@@ -187,6 +234,89 @@ mod tests {
             link(Input::Concat(vec![0, 2])),
         ];
         assert_eq!(levels(&links).expect("a chain"), [0, 0, 1, 2]);
+    }
+
+    /// y[t, r] = (r + 1) · factor(stem) · Σ x[t]; counts the SwiGLU calls.
+    struct Toy {
+        swiglus: usize,
+    }
+
+    fn factor(stem: &str) -> f32 {
+        stem.bytes().map(f32::from).sum::<f32>() / 1000.0
+    }
+
+    impl Linears for Toy {
+        fn declare(&mut self, _: &str, _: usize, _: usize, _: bool) -> Result<(), V4Error> {
+            Ok(())
+        }
+        fn linear_rows(
+            &mut self,
+            stem: &str,
+            rows: Range<usize>,
+            x: &[f32],
+            tokens: usize,
+        ) -> Result<Vec<f32>, V4Error> {
+            let k = x.len() / tokens;
+            Ok((0..tokens)
+                .flat_map(|t| {
+                    let sum: f32 = x[t * k..(t + 1) * k].iter().sum();
+                    rows.clone()
+                        .map(move |r| (r + 1) as f32 * factor(stem) * sum)
+                })
+                .collect())
+        }
+        fn swiglu(&mut self, g: &[f32], u: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {
+            self.swiglus += 1;
+            Ok(super::super::moe::swiglu(g, u, limit))
+        }
+    }
+
+    #[test]
+    fn a_chain_on_the_host_is_its_products_one_by_one_with_one_swiglu_a_level() {
+        let x = [0.5f32, -1.0, 2.0, 0.25, 1.0, -0.5]; // two tokens of 3
+        let mut links = Vec::new();
+        for m in ["a", "b"] {
+            let g = links.len();
+            links.push(Link::new(format!("{m}.w1"), 4, Input::Host(&x), 2).internal());
+            links.push(Link::new(format!("{m}.w3"), 4, Input::Host(&x), 2).internal());
+            let act = Input::SwiGlu {
+                gate: g,
+                up: g + 1,
+                limit: 1.5,
+            };
+            links.push(Link::new(format!("{m}.w2"), 3, act, 2));
+        }
+        links.push(Link::new("o".into(), 2, Input::Concat(vec![2, 5]), 2));
+        let mut toy = Toy { swiglus: 0 };
+        let got = on_host(&mut toy, &links).expect("runs");
+        assert_eq!(toy.swiglus, 1, "both MLPs' SwiGLU in one call");
+        let mut by_hand = Toy { swiglus: 0 };
+        let mut down = Vec::new();
+        for m in ["a", "b"] {
+            let gate = by_hand
+                .linear_rows(&format!("{m}.w1"), 0..4, &x, 2)
+                .unwrap();
+            let up = by_hand
+                .linear_rows(&format!("{m}.w3"), 0..4, &x, 2)
+                .unwrap();
+            let act = super::super::moe::swiglu(&gate, &up, 1.5);
+            down.push(
+                by_hand
+                    .linear_rows(&format!("{m}.w2"), 0..3, &act, 2)
+                    .unwrap(),
+            );
+        }
+        assert_eq!(got[2], down[0]);
+        assert_eq!(got[5], down[1]);
+        assert!(
+            got[0].is_empty() && got[1].is_empty(),
+            "internal links are not returned"
+        );
+        // per token: a's three outputs, then b's
+        let cat: Vec<f32> = (0..2)
+            .flat_map(|t| [&down[0][t * 3..t * 3 + 3], &down[1][t * 3..t * 3 + 3]].concat())
+            .collect();
+        assert_eq!(got[6], by_hand.linear_rows("o", 0..2, &cat, 2).unwrap());
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The wgpu backend of [`Linears`]: every matrix multiplication of the V4 forward runs in the
 //! kernels crate's dequantize-and-multiply WGSL kernels on the stored bytes (`fp8-e4m3-block`
 //! 128×128 for FP8 weights, `mxfp4` for routed experts, plain BF16 for the compressor, indexer
-//! and head projections); everything else (norms, RoPE, Sinkhorn, compressor pooling, indexer
-//! scoring and top-k, routing, attention over ≤ 12 keys) stays on the CPU (docs/runner-deepseek-v4.md).
+//! and head projections), and so does the MoE's clamped SwiGLU (in a chain of products,
+//! [`chain`], or fused into an MLP's gate/up product, [`fused`]); everything else (norms, RoPE,
+//! Sinkhorn, compressor pooling, indexer scoring and top-k, routing, attention over ≤ 12 keys)
+//! stays on the CPU (docs/runner-deepseek-v4.md).
 //!
 //! Resident: every matrix is uploaded when declared. Streamed: only the non-expert matrices are;
 //! a routed expert's matrices are read from the source tile by tile (one `pread` per tile) when a
@@ -38,6 +40,7 @@ use super::prepared::{run_batch, BatchBuffers, Prepared, MAX_SLOTS};
 use super::source::WeightSource;
 
 mod chain;
+mod fused;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -66,6 +69,11 @@ pub struct GpuLinears {
     /// The clamped SwiGLU between two prepared products (gate, up) of a chain, made at its
     /// first use and dropped with either product.
     swiglus: HashMap<(String, String), chain::SwigluOp>,
+    /// MLPs announced by [`Linears::declare_mlp`], with their SwiGLU limit.
+    mlps: HashMap<String, f64>,
+    /// Fused MLP matrices (`{mlp}.w13`: the gate's rows, then the up's) and their gate/up +
+    /// SwiGLU products ([`fused`]).
+    fused: fused::FusedMlps,
 }
 
 impl GpuLinears {
@@ -95,6 +103,8 @@ impl GpuLinears {
             groups: HashMap::new(),
             prepared: HashMap::new(),
             swiglus: HashMap::new(),
+            mlps: HashMap::new(),
+            fused: fused::FusedMlps::default(),
         })
     }
 
@@ -161,7 +171,7 @@ impl GpuLinears {
     /// One product outside a batch, its matrix available (a routed expert loaded): a streamed
     /// expert's one-token product prepared for this product alone (a matrix in the transient
     /// slot); anything else through the general matmul path.
-    fn unbatched(&mut self, item: &Product<'_>) -> Result<Vec<f32>, V4Error> {
+    fn unbatched(&mut self, item: &Product<'_>) -> Result<(Vec<f32>, usize), V4Error> {
         let (stem, x, tokens) = (item.stem.as_str(), item.x, item.tokens);
         let m = find(&self.resident, &self.experts, self.transient.as_ref(), stem)?;
         let (n, k) = (m.rows, m.k);
@@ -187,13 +197,21 @@ impl GpuLinears {
                 g.read_f32(&yb, tokens * n)?
             }
         };
-        Ok(select_rows(y, &item.rows, n, tokens))
+        Ok((y, n))
     }
 
     /// `item` over a matrix of its own rows when it asks for one of the row groups uploaded by
     /// [`Linears::declare_groups`] (a `wo_a` group: otherwise every group's product multiplies
     /// all the groups' rows, 8× the work at V4's real shape); unchanged otherwise.
     fn sliced<'a>(&self, item: &Product<'a>) -> Product<'a> {
+        if let Some((w13, off)) = self.fused.redirect(&item.stem) {
+            return Product {
+                stem: w13.to_owned(),
+                rows: item.rows.start + off..item.rows.end + off,
+                x: item.x,
+                tokens: item.tokens,
+            };
+        }
         let key = slice_key(&item.stem, &item.rows);
         if self.resident.contains_key(&key) {
             return Product::new(key, item.rows.len(), item.x, item.tokens);
@@ -306,6 +324,9 @@ impl Linears for GpuLinears {
             return Ok(());
         }
         let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
+        let Some(q) = self.declare_mlp_part(stem, q)? else {
+            return Ok(());
+        };
         let m = self.upload_rows(stem, &q, rows, &q.packed, &q.scales)?;
         self.resident.insert(stem.to_owned(), m);
         // Each announced row group as a matrix of its own, from the same bytes (where the format
@@ -326,6 +347,11 @@ impl Linears for GpuLinears {
                 self.resident.insert(key, m);
             }
         }
+        Ok(())
+    }
+
+    fn declare_mlp(&mut self, stem: &str, limit: f64) -> Result<(), V4Error> {
+        self.mlps.insert(stem.to_owned(), limit);
         Ok(())
     }
 
@@ -363,6 +389,9 @@ impl Linears for GpuLinears {
         let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
         let mut pending: Vec<(usize, usize)> = Vec::new();
         let mut inputs: Vec<&[f32]> = Vec::new();
+        // the last product run alone, whole: the next item over the same matrix and input (an
+        // MLP's gate and up, halves of one fused matrix) takes its rows from it
+        let mut whole: Option<(usize, Vec<f32>, usize)> = None;
         for (i, it) in items.iter().enumerate() {
             if !self.resident.contains_key(&it.stem) {
                 // A miss may evict a cached expert a pending product reads: run those first.
@@ -373,7 +402,16 @@ impl Linears for GpuLinears {
             }
             // (an expert in the transient slot has no prepared product: it runs alone)
             if it.tokens != 1 || !self.ensure_prepared(&it.stem) {
-                out[i] = Some(self.unbatched(it)?);
+                let same = |&(j, _, _): &(usize, Vec<f32>, usize)| {
+                    let p: &Product<'_> = &items[j];
+                    p.stem == it.stem && std::ptr::eq(p.x, it.x) && p.tokens == it.tokens
+                };
+                let (y, n) = match whole.take().filter(same) {
+                    Some((_, y, n)) => (y, n),
+                    None => self.unbatched(it)?,
+                };
+                out[i] = Some(select_rows(y.clone(), &it.rows, n, it.tokens));
+                whole = Some((i, y, n));
                 continue;
             }
             let m = find(&self.resident, &self.experts, None, &it.stem)?;

@@ -259,6 +259,14 @@ pub trait Linears {
     fn declare_groups(&mut self, _stem: &str, _groups: usize) -> Result<(), V4Error> {
         Ok(())
     }
+    /// Says, before they are declared, that `{stem}.w1` and `{stem}.w3` are an MLP's gate and up
+    /// projections, whose outputs only feed a SwiGLU clamped at `limit` ([`Input::SwiGlu`] in a
+    /// chain): a backend may keep them as one matrix whose product writes the activation.
+    ///
+    /// [`Input::SwiGlu`]: super::chain::Input::SwiGlu
+    fn declare_mlp(&mut self, _stem: &str, _limit: f64) -> Result<(), V4Error> {
+        Ok(())
+    }
     /// `y[t, r - rows.start] = Σ_k W[r, k] · x[t, k]` for `tokens` row-major inputs and the rows
     /// `rows` of the weight.
     fn linear_rows(

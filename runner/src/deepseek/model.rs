@@ -159,11 +159,13 @@ fn layer(
     };
     let f = format!("{p}.ffn");
     let hash = i < c.hash_layers;
+    lin.declare_mlp(&format!("{f}.shared_experts"), c.swiglu_limit)?;
     for w in ["w1", "w3"] {
         lin.declare(&format!("{f}.shared_experts.{w}"), c.moe_inter, d, false)?;
     }
     lin.declare(&format!("{f}.shared_experts.w2"), d, c.moe_inter, false)?;
     for e in 0..c.experts {
+        lin.declare_mlp(&format!("{f}.experts.{e}"), c.swiglu_limit)?;
         for w in ["w1", "w3"] {
             lin.declare(&format!("{f}.experts.{e}.{w}"), c.moe_inter, d, true)?;
         }

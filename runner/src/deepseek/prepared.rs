@@ -122,6 +122,38 @@ impl Prepared {
         })
     }
 
+    /// The fused gate/up product with the clamped SwiGLU of an MLP whose gate and up rows `m`
+    /// holds one after the other (`module`: `kernels::unrolled::gate_up_clamped` for `m`'s
+    /// format, K and `ffn`): its output is the `ffn` activations. `None` where `m` is not such a
+    /// matrix or the adapter not a `Rows` one.
+    pub fn gate_up(
+        g: &Gpu,
+        m: &ResidentMatrix,
+        module: Arc<Generated>,
+        ffn: usize,
+    ) -> Option<Self> {
+        if m.parts.len() != 1
+            || m.k > UNIFORM_X_ELEMENTS
+            || m.rows != 2 * ffn
+            || g.matvec_shape() != MatvecShape::Rows
+        {
+            return None;
+        }
+        let kernel = m.format.matvec_kernel();
+        let mut params = m.format.params(ffn as u32, m.k as u32, 1, 0, 0);
+        let groups = matmul_launch(MatvecShape::Rows, kernel, &mut params);
+        let compiled = g.compiled_generated(&module);
+        Some(Self {
+            program: Program::Unrolled(module),
+            compiled,
+            params: g.uniform("params", bytemuck::bytes_of(&params)),
+            groups,
+            rows: ffn,
+            y: None,
+            slots: Vec::new(),
+        })
+    }
+
     /// Makes the bind group of `slot` (reading `window`), and the output at the first bind, if
     /// it has none yet.
     pub fn bind(

@@ -58,13 +58,34 @@ impl SwigluOp {
 }
 
 /// How a chain maps onto the device: each link's matrix (after `sliced`), its window slot, the
-/// host inputs by slot, and the link that first uses each derived slot.
+/// host inputs by slot, the link that first uses each derived slot, and the MLPs whose gate and
+/// up are one fused matrix (gate link, up link, the link reading their SwiGLU): the fused
+/// product runs for the gate link, writing the activations, and nothing for the up link.
 struct Plan<'a> {
     stems: Vec<Product<'a>>,
     slot: Vec<usize>,
     hosts: Vec<&'a [f32]>,
     derived: Vec<usize>,
     level: Vec<usize>,
+    fused: Vec<(usize, usize, usize)>,
+}
+
+impl Plan<'_> {
+    fn fused_gate(&self, i: usize) -> bool {
+        self.fused.iter().any(|&(a, _, _)| a == i)
+    }
+
+    fn fused_up(&self, i: usize) -> bool {
+        self.fused.iter().any(|&(_, b, _)| b == i)
+    }
+
+    /// The fused matrix whose product is the SwiGLU link `j` reads.
+    fn fused_act(&self, j: usize) -> Option<&str> {
+        self.fused
+            .iter()
+            .find(|&&(_, _, act)| act == j)
+            .map(|&(a, _, _)| self.stems[a].stem.as_str())
+    }
 }
 
 impl GpuLinears {
@@ -108,7 +129,11 @@ impl GpuLinears {
                 })
             })
             .collect();
+        let fused = self.fused_pairs(links, &stems);
         for (i, p) in stems.iter().enumerate() {
+            if fused.iter().any(|&(a, b, _)| i == a || i == b) {
+                continue; // the fused product runs instead (it was prepared when declared)
+            }
             let on_device = self.resident.contains_key(&p.stem)
                 || self.experts.iter().any(|(n, _, _)| *n == p.stem);
             let twice = stems[..i].iter().any(|q| q.stem == p.stem);
@@ -136,6 +161,9 @@ impl GpuLinears {
                     }));
                     match input {
                         Input::Concat(reads) => reads.iter().map(|&r| stems[r].rows.len()).sum(),
+                        Input::SwiGlu { gate, .. } if fused.iter().any(|f| f.2 == i) => {
+                            stems[*gate].rows.len()
+                        }
                         Input::SwiGlu { gate, up, limit } => {
                             let n = self.whole_rows(&stems[*gate]);
                             let usable = *limit > 0.0 && (*limit as f32).is_finite();
@@ -177,7 +205,41 @@ impl GpuLinears {
             hosts,
             derived,
             level,
+            fused,
         }))
+    }
+
+    /// The MLPs of `links` whose gate and up links are the two halves of one fused matrix
+    /// ([`super::fused`]) with the same input and limit, read by their SwiGLU link alone.
+    fn fused_pairs(&self, links: &[Link<'_>], stems: &[Product<'_>]) -> Vec<(usize, usize, usize)> {
+        let only_by = |j: usize, r: usize| {
+            links
+                .iter()
+                .enumerate()
+                .all(|(i, l)| i == j || !l.reads().contains(&r))
+        };
+        links
+            .iter()
+            .enumerate()
+            .filter_map(|(j, l)| {
+                let Input::SwiGlu { gate, up, limit } = l.input else {
+                    return None;
+                };
+                let (a, b) = (stems.get(gate)?, stems.get(up)?);
+                let (lim, _) = self.fused.product(&a.stem)?;
+                let n = a.rows.len();
+                let fits = a.stem == b.stem
+                    && lim == limit
+                    && a.rows == (0..n)
+                    && b.rows == (n..2 * n)
+                    && links[gate].input == links[up].input
+                    && !links[gate].read
+                    && !links[up].read
+                    && only_by(j, gate)
+                    && only_by(j, up);
+                fits.then_some((gate, up, j))
+            })
+            .collect()
     }
 
     /// The output length of `p` when it asks for every row of its prepared product.
@@ -192,11 +254,21 @@ impl GpuLinears {
         for (i, p) in plan.stems.iter().enumerate() {
             let m = find(&self.resident, &self.experts, None, &p.stem)?;
             let window = self.buffers.window(g, plan.slot[i]);
-            if let Some(Some(prepared)) = self.prepared.get_mut(&p.stem) {
+            let prepared = if plan.fused_gate(i) {
+                self.fused.product_mut(&p.stem)
+            } else if plan.fused_up(i) {
+                None
+            } else {
+                self.prepared.get_mut(&p.stem).and_then(Option::as_mut)
+            };
+            if let Some(prepared) = prepared {
                 prepared.bind(g, m, plan.slot[i], window)?;
             }
         }
         for &i in &plan.derived {
+            if plan.fused_act(i).is_some() {
+                continue;
+            }
             if let Input::SwiGlu { gate, up, limit } = links[i].input {
                 let key = (plan.stems[gate].stem.clone(), plan.stems[up].stem.clone());
                 if self.swiglus.contains_key(&key) {
@@ -263,6 +335,11 @@ impl GpuLinears {
                             at += bytes;
                         }
                     }
+                    Input::SwiGlu { .. } if plan.fused_act(i).is_some() => {
+                        let w13 = plan.fused_act(i).unwrap_or_default();
+                        let act = self.fused_of(w13)?.y()?;
+                        enc.copy_buffer_to_buffer(act, 0, &windows[s], 0, act.size());
+                    }
                     Input::SwiGlu { .. } => {
                         let op = self.swiglu_of(links, plan, i).ok_or_else(|| {
                             tensor_err(&links[i].stem, "its SwiGLU was not prepared".into())
@@ -274,10 +351,14 @@ impl GpuLinears {
             }
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             for (i, p) in plan.stems.iter().enumerate() {
-                if plan.level[i] == lv {
-                    self.prepared_of(&p.stem)?
-                        .record(g, &mut pass, plan.slot[i])?;
+                if plan.level[i] != lv || plan.fused_up(i) {
+                    continue;
                 }
+                let product = match plan.fused_gate(i) {
+                    true => self.fused_of(&p.stem)?,
+                    false => self.prepared_of(&p.stem)?,
+                };
+                product.record(g, &mut pass, plan.slot[i])?;
             }
         }
         let read: Vec<usize> = (0..links.len()).filter(|&i| links[i].read).collect();
@@ -305,6 +386,13 @@ impl GpuLinears {
             rest = tail;
         }
         Ok(out)
+    }
+
+    fn fused_of(&self, w13: &str) -> Result<&Prepared, V4Error> {
+        self.fused
+            .product(w13)
+            .map(|(_, p)| p)
+            .ok_or_else(|| tensor_err(w13, "has no fused gate/up product".into()))
     }
 
     fn swiglu_of(&self, links: &[Link<'_>], plan: &Plan<'_>, i: usize) -> Option<&SwigluOp> {
