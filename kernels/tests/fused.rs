@@ -69,6 +69,27 @@ fn run_generated(
     gpu.submit(enc.finish());
 }
 
+/// `activation.wgsl`'s SwiGLU of `gate` and `up` on the device, clamped at `limit` when given.
+fn swiglu_kernel(g: &Gpu, gate: &[f32], up: &[f32], limit: Option<f32>) -> Vec<f32> {
+    let n = gate.len();
+    let (ab, bb) = (
+        g.upload_f32("gate", gate).expect("gate"),
+        g.upload_f32("up", up).expect("up"),
+    );
+    let out = g.zeros("swiglu", (n * 4) as u64).expect("out");
+    let groups = elementwise_groups(n as u32);
+    let p = ActivationParams::new(n as u32, groups.0);
+    let p = limit.map_or(p, |l| p.with_limit(l));
+    g.dispatch(
+        Kernel::Swiglu,
+        &p,
+        &[(&ab).into(), (&bb).into(), (&out).into()],
+        groups,
+    )
+    .expect("swiglu");
+    g.read_f32(&out, n).expect("read")
+}
+
 #[allow(clippy::too_many_arguments)]
 /// RoPE (`rope.wgsl`) of `heads` heads at `v_offset` of `v`, table row `pos`, on the device.
 fn rope(
@@ -206,21 +227,7 @@ fn gate_up_gives_the_bits_of_separate_kernels() {
         let c = case(format, 2 * ffn, K, 1, &mut rng);
         let (raw, nw, x) = normed_input(g, &mut rng);
         let y = run_matmul(g, &c, &x, 1, &[0, c.rows]);
-        let (ab, bb) = (
-            g.upload_f32("gate", &y[..ffn]).expect("gate"),
-            g.upload_f32("up", &y[ffn..]).expect("up"),
-        );
-        let out = g.zeros("swiglu", (ffn * 4) as u64).expect("out");
-        let groups = elementwise_groups(ffn as u32);
-        let p = ActivationParams::new(ffn as u32, groups.0);
-        g.dispatch(
-            Kernel::Swiglu,
-            &p,
-            &[(&ab).into(), (&bb).into(), (&out).into()],
-            groups,
-        )
-        .expect("swiglu");
-        let want = g.read_f32(&out, ffn).expect("read");
+        let want = swiglu_kernel(g, &y[..ffn], &y[ffn..], None);
         let p = format.params(ffn as u32, K as u32, 1, 0, 0);
         let layouts = [Layout::Rows, Layout::Interleaved];
         for (norm, layout) in [None, Some(InputNorm { eps: EPS })]
@@ -278,21 +285,7 @@ fn gate_up_clamped_gives_the_bits_of_separate_kernels_and_the_clamped_swiglu() {
         mags.sort_by(f32::total_cmp);
         let limit = mags[mags.len() / 2];
         assert!(y[..ffn].iter().any(|&v| v > limit) && y[ffn..].iter().any(|&v| v < -limit));
-        let (ab, bb) = (
-            g.upload_f32("gate", &y[..ffn]).expect("gate"),
-            g.upload_f32("up", &y[ffn..]).expect("up"),
-        );
-        let out = g.zeros("swiglu", (ffn * 4) as u64).expect("out");
-        let groups = elementwise_groups(ffn as u32);
-        let p = ActivationParams::new(ffn as u32, groups.0).with_limit(limit);
-        g.dispatch(
-            Kernel::Swiglu,
-            &p,
-            &[(&ab).into(), (&bb).into(), (&out).into()],
-            groups,
-        )
-        .expect("swiglu");
-        let want = g.read_f32(&out, ffn).expect("read");
+        let want = swiglu_kernel(g, &y[..ffn], &y[ffn..], Some(limit));
         let module = gate_up_clamped(format, K, ffn, limit).expect("a module");
         let sb = g.upload("scales", &c.scales).expect("scales");
         let yb = g.zeros("act", (ffn * 4) as u64).expect("act");

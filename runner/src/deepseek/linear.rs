@@ -487,13 +487,22 @@ pub fn check_product(
     x: &[f32],
     tokens: usize,
 ) -> Result<(), V4Error> {
-    if rows.end > n || rows.start > rows.end || x.len() != tokens * k {
+    check_shape(stem, rows, n, k, x.len(), tokens)
+}
+
+/// As [`check_product`], for an input of `inputs` values.
+pub fn check_shape(
+    stem: &str,
+    rows: &Range<usize>,
+    n: usize,
+    k: usize,
+    inputs: usize,
+    tokens: usize,
+) -> Result<(), V4Error> {
+    if rows.end > n || rows.start > rows.end || inputs != tokens * k {
         return Err(tensor_err(
             stem,
-            format!(
-                "rows {rows:?} of {n} with {} inputs for {tokens} tokens of {k}",
-                x.len()
-            ),
+            format!("rows {rows:?} of {n} with {inputs} inputs for {tokens} tokens of {k}"),
         ));
     }
     Ok(())

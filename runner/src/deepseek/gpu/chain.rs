@@ -19,7 +19,7 @@ use kernels::{ActivationParams, Kernel};
 
 use super::super::chain::{levels, Input, Link};
 use super::super::error::V4Error;
-use super::super::linear::{check_product, tensor_err, Product};
+use super::super::linear::{check_shape, tensor_err, Product};
 use super::super::prepared::{Prepared, MAX_SLOTS};
 use super::{find, GpuLinears};
 
@@ -141,6 +141,30 @@ impl GpuLinears {
                 return Ok(None);
             }
         }
+        let Some((slot, hosts, derived)) = self.slots(links, &stems, &fused)? else {
+            return Ok(None);
+        };
+        Ok(Some(Plan {
+            stems,
+            slot,
+            hosts,
+            derived,
+            level,
+            fused,
+        }))
+    }
+
+    /// Each link's window slot (the host inputs first, by content, then one for each distinct
+    /// derived input), the host inputs and the first link of each derived input; every link's
+    /// shape checked. `None` where a SwiGLU cannot run on the device or the inputs do not fit
+    /// the windows.
+    #[allow(clippy::type_complexity)]
+    fn slots<'a>(
+        &self,
+        links: &[Link<'a>],
+        stems: &[Product<'a>],
+        fused: &[(usize, usize, usize)],
+    ) -> Result<Option<(Vec<usize>, Vec<&'a [f32]>, Vec<usize>)>, V4Error> {
         let (mut slot, mut hosts, mut derived) = (Vec::new(), Vec::<&[f32]>::new(), Vec::new());
         for (i, l) in links.iter().enumerate() {
             let k = match &l.input {
@@ -159,54 +183,40 @@ impl GpuLinears {
                         derived.push(i);
                         derived.len() - 1
                     }));
-                    match input {
-                        Input::Concat(reads) => reads.iter().map(|&r| stems[r].rows.len()).sum(),
-                        Input::SwiGlu { gate, .. } if fused.iter().any(|f| f.2 == i) => {
-                            stems[*gate].rows.len()
-                        }
-                        Input::SwiGlu { gate, up, limit } => {
-                            let n = self.whole_rows(&stems[*gate]);
-                            let usable = *limit > 0.0 && (*limit as f32).is_finite();
-                            if !usable || n.is_none() || n != self.whole_rows(&stems[*up]) {
-                                return Ok(None);
-                            }
-                            n.unwrap_or(0)
-                        }
-                        Input::Host(_) => 0,
+                    match self.derived_len(input, stems, fused.iter().any(|f| f.2 == i)) {
+                        Some(k) => k,
+                        None => return Ok(None),
                     }
                 }
             };
             let m = find(&self.resident, &self.experts, None, &stems[i].stem)?;
-            check_product(
-                &stems[i].stem,
-                &stems[i].rows,
-                m.rows,
-                m.k,
-                &vec![0.0; k],
-                1,
-            )?;
+            check_shape(&stems[i].stem, &stems[i].rows, m.rows, m.k, k, 1)?;
         }
         if hosts.len() + derived.len() > MAX_SLOTS {
             return Ok(None);
         }
-        for s in slot
-            .iter_mut()
-            .zip(links)
-            .filter_map(|(s, l)| match l.input {
-                Input::Host(_) => None,
-                _ => Some(s),
-            })
-        {
-            *s += hosts.len();
+        for (s, l) in slot.iter_mut().zip(links) {
+            if !matches!(l.input, Input::Host(_)) {
+                *s += hosts.len();
+            }
         }
-        Ok(Some(Plan {
-            stems,
-            slot,
-            hosts,
-            derived,
-            level,
-            fused,
-        }))
+        Ok(Some((slot, hosts, derived)))
+    }
+
+    /// The length of a derived input; `None` for a SwiGLU the device cannot run (a limit that is
+    /// not a positive f32, or gate and up that are not whole prepared outputs of one length)
+    /// unless `fused` (its fused product writes it).
+    fn derived_len(&self, input: &Input<'_>, stems: &[Product<'_>], fused: bool) -> Option<usize> {
+        match input {
+            Input::Host(x) => Some(x.len()),
+            Input::Concat(reads) => Some(reads.iter().map(|&r| stems[r].rows.len()).sum()),
+            Input::SwiGlu { gate, .. } if fused => Some(stems[*gate].rows.len()),
+            Input::SwiGlu { gate, up, limit } => {
+                let n = self.whole_rows(&stems[*gate])?;
+                let usable = *limit > 0.0 && (*limit as f32).is_finite();
+                (usable && Some(n) == self.whole_rows(&stems[*up])).then_some(n)
+            }
+        }
     }
 
     /// The MLPs of `links` whose gate and up links are the two halves of one fused matrix
@@ -308,47 +318,7 @@ impl GpuLinears {
             .collect();
         let mut enc = g.encoder("v4 chained products");
         for lv in 0..=plan.level.iter().copied().max().unwrap_or(0) {
-            let made: Vec<(usize, usize)> = plan
-                .derived
-                .iter()
-                .enumerate()
-                .filter(|&(_, &i)| plan.level[i] == lv)
-                .map(|(d, &i)| (i, plan.hosts.len() + d))
-                .collect();
-            {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                for &(i, _) in &made {
-                    if let Some(op) = self.swiglu_of(links, plan, i) {
-                        g.dispatch_in(&mut pass, &op.compiled, &op.group, op.groups);
-                    }
-                }
-            }
-            for &(i, s) in &made {
-                match &links[i].input {
-                    Input::Concat(reads) => {
-                        let mut at = 0;
-                        for &r in reads {
-                            let bytes = (plan.stems[r].rows.len() * 4) as u64;
-                            let from = (plan.stems[r].rows.start * 4) as u64;
-                            let y = self.prepared_of(&plan.stems[r].stem)?.y()?;
-                            enc.copy_buffer_to_buffer(y, from, &windows[s], at, bytes);
-                            at += bytes;
-                        }
-                    }
-                    Input::SwiGlu { .. } if plan.fused_act(i).is_some() => {
-                        let w13 = plan.fused_act(i).unwrap_or_default();
-                        let act = self.fused_of(w13)?.y()?;
-                        enc.copy_buffer_to_buffer(act, 0, &windows[s], 0, act.size());
-                    }
-                    Input::SwiGlu { .. } => {
-                        let op = self.swiglu_of(links, plan, i).ok_or_else(|| {
-                            tensor_err(&links[i].stem, "its SwiGLU was not prepared".into())
-                        })?;
-                        enc.copy_buffer_to_buffer(&op.act, 0, &windows[s], 0, op.act.size());
-                    }
-                    Input::Host(_) => {}
-                }
-            }
+            self.record_derived(&mut enc, links, plan, lv, &windows)?;
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             for (i, p) in plan.stems.iter().enumerate() {
                 if plan.level[i] != lv || plan.fused_up(i) {
@@ -361,6 +331,71 @@ impl GpuLinears {
                 product.record(g, &mut pass, plan.slot[i])?;
             }
         }
+        self.read_back(enc, links, plan)
+    }
+
+    /// Records the derived inputs of level `lv`'s links into their windows: the SwiGLU
+    /// dispatches (a fused MLP's product already wrote its activations), then the copies.
+    fn record_derived(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        links: &[Link<'_>],
+        plan: &Plan<'_>,
+        lv: usize,
+        windows: &[wgpu::Buffer],
+    ) -> Result<(), V4Error> {
+        let g = self.engine.gpu();
+        let made: Vec<(usize, usize)> = plan
+            .derived
+            .iter()
+            .enumerate()
+            .filter(|&(_, &i)| plan.level[i] == lv)
+            .map(|(d, &i)| (i, plan.hosts.len() + d))
+            .collect();
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            for &(i, _) in &made {
+                if let Some(op) = self.swiglu_of(links, plan, i) {
+                    g.dispatch_in(&mut pass, &op.compiled, &op.group, op.groups);
+                }
+            }
+        }
+        for &(i, s) in &made {
+            match (&links[i].input, plan.fused_act(i)) {
+                (Input::Concat(reads), _) => {
+                    let mut at = 0;
+                    for &r in reads {
+                        let bytes = (plan.stems[r].rows.len() * 4) as u64;
+                        let from = (plan.stems[r].rows.start * 4) as u64;
+                        let y = self.prepared_of(&plan.stems[r].stem)?.y()?;
+                        enc.copy_buffer_to_buffer(y, from, &windows[s], at, bytes);
+                        at += bytes;
+                    }
+                }
+                (Input::SwiGlu { .. }, Some(w13)) => {
+                    let act = self.fused_of(w13)?.y()?;
+                    enc.copy_buffer_to_buffer(act, 0, &windows[s], 0, act.size());
+                }
+                (Input::SwiGlu { .. }, None) => {
+                    let op = self.swiglu_of(links, plan, i).ok_or_else(|| {
+                        tensor_err(&links[i].stem, "its SwiGLU was not prepared".into())
+                    })?;
+                    enc.copy_buffer_to_buffer(&op.act, 0, &windows[s], 0, op.act.size());
+                }
+                (Input::Host(_), _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the outputs the caller reads into the read-back buffer, submits `enc` and maps once.
+    fn read_back(
+        &mut self,
+        mut enc: wgpu::CommandEncoder,
+        links: &[Link<'_>],
+        plan: &Plan<'_>,
+    ) -> Result<Vec<Vec<f32>>, V4Error> {
+        let g = self.engine.gpu();
         let read: Vec<usize> = (0..links.len()).filter(|&i| links[i].read).collect();
         let total: u64 = read
             .iter()
