@@ -247,6 +247,13 @@ impl GpuLinears {
             .upload_matrix(name, q.format, rows, q.k, [packed, scales, &[]], None)?)
     }
 
+    /// All of `q` as resident matrix `stem`.
+    fn upload_resident(&mut self, stem: &str, q: &QMatrix) -> Result<(), V4Error> {
+        let m = self.upload_rows(stem, q, q.rows, &q.packed, &q.scales)?;
+        self.resident.insert(stem.to_owned(), m);
+        Ok(())
+    }
+
     /// Products served by `stem` so far.
     fn uses(&self, stem: &str) -> u64 {
         self.uses.get(stem).copied().unwrap_or(0)
@@ -327,8 +334,7 @@ impl Linears for GpuLinears {
         let Some(q) = self.declare_mlp_part(stem, q)? else {
             return Ok(());
         };
-        let m = self.upload_rows(stem, &q, rows, &q.packed, &q.scales)?;
-        self.resident.insert(stem.to_owned(), m);
+        self.upload_resident(stem, &q)?;
         // Each announced row group as a matrix of its own, from the same bytes (where the format
         // can be cut there: an fp8 group must start on a scale block).
         let g = self.groups.get(stem).copied().unwrap_or(1);
@@ -452,7 +458,6 @@ impl Linears for GpuLinears {
     /// that cannot run in one submit gives the same bits. A limit the kernel cannot express (not
     /// a positive f32) goes to the host's f64 form.
     fn swiglu(&mut self, gate: &[f32], up: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {
-        let lim = limit as f32;
         if gate.len() != up.len() {
             return Err(V4Error::Input(format!(
                 "SwiGLU of {} gate and {} up values",
@@ -460,9 +465,9 @@ impl Linears for GpuLinears {
                 up.len()
             )));
         }
-        if !(lim > 0.0 && lim.is_finite()) {
+        let Some(lim) = device_limit(limit) else {
             return Ok(super::moe::swiglu(gate, up, limit));
-        }
+        };
         let g = self.engine.gpu();
         let (gb, ub) = (g.upload_f32("gate", gate)?, g.upload_f32("up", up)?);
         let yb = g.zeros("swiglu out", (gate.len() * 4) as u64)?;
@@ -529,6 +534,13 @@ fn unrolled_module(
             Layout::Rows,
         )?)))),
     }
+}
+
+/// A SwiGLU limit as the device kernels take it (`ActivationParams::with_limit`): a positive
+/// finite f32; `None` for any other, which the host's f64 form serves.
+fn device_limit(limit: f64) -> Option<f32> {
+    let lim = limit as f32;
+    (lim > 0.0 && lim.is_finite()).then_some(lim)
 }
 
 /// The resident name of rows `r` of `stem` kept as a matrix of their own.

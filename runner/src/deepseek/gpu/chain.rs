@@ -21,7 +21,7 @@ use super::super::chain::{levels, Input, Link};
 use super::super::error::V4Error;
 use super::super::linear::{check_shape, tensor_err, Product};
 use super::super::prepared::{Prepared, MAX_SLOTS};
-use super::{find, GpuLinears};
+use super::{device_limit, find, GpuLinears};
 
 /// The clamped SwiGLU of two prepared products' outputs, ready to record.
 pub(super) struct SwigluOp {
@@ -213,7 +213,7 @@ impl GpuLinears {
             Input::SwiGlu { gate, .. } if fused => Some(stems[*gate].rows.len()),
             Input::SwiGlu { gate, up, limit } => {
                 let n = self.whole_rows(&stems[*gate])?;
-                let usable = *limit > 0.0 && (*limit as f32).is_finite();
+                let usable = device_limit(*limit).is_some();
                 (usable && Some(n) == self.whole_rows(&stems[*up])).then_some(n)
             }
         }

@@ -23,7 +23,7 @@ use kernels::WeightFormat;
 use super::super::error::V4Error;
 use super::super::linear::QMatrix;
 use super::super::prepared::Prepared;
-use super::GpuLinears;
+use super::{device_limit, GpuLinears};
 
 /// The fused MLP matrices of a backend.
 #[derive(Default)]
@@ -86,9 +86,7 @@ impl GpuLinears {
                 if self.fuse(mlp, &gate, &q, limit)? {
                     return Ok(None);
                 }
-                let m =
-                    self.upload_rows(&gate_stem, &gate, gate.rows, &gate.packed, &gate.scales)?;
-                self.resident.insert(gate_stem, m);
+                self.upload_resident(&gate_stem, &gate)?;
                 Ok(Some(q))
             }
             _ => Ok(Some(q)),
@@ -98,8 +96,7 @@ impl GpuLinears {
     /// Uploads a held gate matrix as it is (its up matrix did not follow).
     fn upload_pending(&mut self) -> Result<(), V4Error> {
         if let Some((stem, q)) = self.fused.pending.take() {
-            let m = self.upload_rows(&stem, &q, q.rows, &q.packed, &q.scales)?;
-            self.resident.insert(stem, m);
+            self.upload_resident(&stem, &q)?;
         }
         Ok(())
     }
@@ -122,7 +119,9 @@ impl GpuLinears {
         {
             return Ok(false);
         }
-        let lim = limit as f32;
+        let Some(lim) = device_limit(limit) else {
+            return Ok(false);
+        };
         let module = match self
             .fused
             .modules
