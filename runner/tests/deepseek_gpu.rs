@@ -197,3 +197,57 @@ fn a_resident_decode_step_is_four_submits_a_layer_and_creates_nothing_when_warm(
         assert_eq!(d.device_bytes_allocated, 0, "step {i}: {d:?}");
     }
 }
+
+/// The attention's input projections declared together (`Linears::declare_merged`) are one
+/// matrix per format on the device, and a batch of their one-token products is one dispatch per
+/// such matrix; every output, one-token or prefill, is the bits of the part's own product.
+#[test]
+fn merged_input_projections_are_one_dispatch_a_format_and_change_no_bit() {
+    use runner::deepseek::gpu::GpuLinears;
+    use runner::deepseek::linear::{Linears, Product};
+    use runner::deepseek::model::merged_projections;
+    use runner::deepseek::{ReleaseDir, V4Config, WeightSource};
+    use std::sync::Arc;
+
+    let src: Arc<dyn WeightSource> =
+        Arc::new(ReleaseDir::open(deepseek_common::release()).expect("release opens"));
+    let c = V4Config::parse(&src.root_file("config.json").unwrap(), "config.json").unwrap();
+    let csa = (0..c.layers)
+        .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
+        .expect("a CSA layer (seven input projections)");
+    let mut apart = GpuLinears::new(src.clone(), false, 0).expect("adapter");
+    let mut merged = GpuLinears::new(src.clone(), false, 0).expect("adapter");
+    for (name, parts) in merged_projections(&c, csa) {
+        for (stem, rows, k) in &parts {
+            apart.declare(stem, *rows, *k, false).unwrap();
+        }
+        merged.declare_merged(&name, &parts).unwrap();
+        // an input with every sign and a wide range, one token and a three-token chunk
+        let k = parts[0].2;
+        let x: Vec<f32> = (0..3 * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        for tokens in [1, 3] {
+            let xs = &x[..tokens * k];
+            let items: Vec<Product<'_>> = parts
+                .iter()
+                .map(|(s, rows, _)| Product::new(s.clone(), *rows, xs, tokens))
+                .collect();
+            let want = apart.linear_batch(&items).unwrap();
+            let d0 = merged.gpu_stats().unwrap();
+            let got = merged.linear_batch(&items).unwrap();
+            let d = merged.gpu_stats().unwrap() - d0;
+            for ((w, g), (stem, _, _)) in want.iter().zip(&got).zip(&parts) {
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(w), bits(g), "{stem}, {tokens} token(s)");
+            }
+            // fp8 wq_a and wkv are one matrix, the five bf16 compressor / indexer projections
+            // another; the query LoRA's two fp8 products one
+            let formats = if parts.len() == 7 { 2 } else { 1 };
+            if tokens == 1 {
+                assert_eq!(d.submits, 1, "{name}: {d:?}");
+                assert_eq!(d.dispatches, formats, "{name}: {d:?}");
+            }
+        }
+    }
+}

@@ -41,6 +41,7 @@ use super::source::WeightSource;
 
 mod chain;
 mod fused;
+mod merged;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -74,6 +75,8 @@ pub struct GpuLinears {
     /// Fused MLP matrices (`{mlp}.w13`: the gate's rows, then the up's) and their gate/up +
     /// SwiGLU products ([`fused`]).
     fused: fused::FusedMlps,
+    /// Parts of a merged matrix ([`Linears::declare_merged`]) → the matrix and their first row.
+    merged: HashMap<String, (String, usize)>,
 }
 
 impl GpuLinears {
@@ -105,6 +108,7 @@ impl GpuLinears {
             swiglus: HashMap::new(),
             mlps: HashMap::new(),
             fused: fused::FusedMlps::default(),
+            merged: HashMap::new(),
         })
     }
 
@@ -135,15 +139,15 @@ impl GpuLinears {
     fn flush(
         &mut self,
         items: &[Product<'_>],
-        pending: &mut Vec<(usize, usize)>,
+        pending: &mut Batch,
         inputs: &mut Vec<&[f32]>,
         out: &mut [Option<Vec<f32>>],
     ) -> Result<(), V4Error> {
-        if pending.is_empty() {
+        if pending.runs.is_empty() {
             return Ok(());
         }
         let g = self.engine.gpu();
-        for &(i, s) in pending.iter() {
+        for &(i, s) in pending.runs.iter() {
             let stem = &items[i].stem;
             let m = find(&self.resident, &self.experts, None, stem)?;
             let window = self.buffers.window(g, s);
@@ -151,19 +155,28 @@ impl GpuLinears {
                 p.bind(g, m, s, window)?;
             }
         }
-        let mut batch = Vec::with_capacity(pending.len());
-        for &(i, s) in pending.iter() {
+        let mut batch = Vec::with_capacity(pending.runs.len());
+        for &(i, s) in pending.runs.iter() {
             match self.prepared.get(&items[i].stem) {
                 Some(Some(p)) => batch.push((p, s)),
                 _ => return Err(tensor_err(&items[i].stem, "has no prepared product".into())),
             }
         }
         let ys = run_batch(g, &mut self.buffers, inputs, &batch)?;
-        for (&(i, _), y) in pending.iter().zip(ys) {
-            let n = y.len();
-            out[i] = Some(select_rows(y, &items[i].rows, n, 1));
+        for (r, &(i, _)) in pending.runs.iter().enumerate() {
+            let Some(y) = ys.get(r) else {
+                return Err(tensor_err(
+                    &items[i].stem,
+                    "the batch lost its output".into(),
+                ));
+            };
+            for &(j, _) in pending.shares.iter().filter(|&&(_, run)| run == r) {
+                out[j] = Some(select_rows(y.clone(), &items[j].rows, y.len(), 1));
+            }
+            out[i] = Some(select_rows(y.clone(), &items[i].rows, y.len(), 1));
         }
-        pending.clear();
+        pending.runs.clear();
+        pending.shares.clear();
         inputs.clear();
         Ok(())
     }
@@ -204,9 +217,10 @@ impl GpuLinears {
     /// [`Linears::declare_groups`] (a `wo_a` group: otherwise every group's product multiplies
     /// all the groups' rows, 8× the work at V4's real shape); unchanged otherwise.
     fn sliced<'a>(&self, item: &Product<'a>) -> Product<'a> {
-        if let Some((w13, off)) = self.fused.redirect(&item.stem) {
+        let redirect = self.fused.redirect(&item.stem);
+        if let Some((whole, off)) = redirect.or_else(|| self.merged_into(&item.stem)) {
             return Product {
-                stem: w13.to_owned(),
+                stem: whole.to_owned(),
                 rows: item.rows.start + off..item.rows.end + off,
                 x: item.x,
                 tokens: item.tokens,
@@ -356,6 +370,14 @@ impl Linears for GpuLinears {
         Ok(())
     }
 
+    fn declare_merged(
+        &mut self,
+        name: &str,
+        parts: &[(String, usize, usize)],
+    ) -> Result<(), V4Error> {
+        self.declare_merged_parts(name, parts)
+    }
+
     fn declare_mlp(&mut self, stem: &str, limit: f64) -> Result<(), V4Error> {
         self.mlps.insert(stem.to_owned(), limit);
         Ok(())
@@ -393,7 +415,7 @@ impl Linears for GpuLinears {
         let sliced: Vec<Product<'_>> = items.iter().map(|it| self.sliced(it)).collect();
         let items = sliced.as_slice();
         let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
-        let mut pending: Vec<(usize, usize)> = Vec::new();
+        let mut pending = Batch::default();
         let mut inputs: Vec<&[f32]> = Vec::new();
         // the last product run alone, whole: the next item over the same matrix and input (an
         // MLP's gate and up, halves of one fused matrix) takes its rows from it
@@ -423,12 +445,21 @@ impl Linears for GpuLinears {
             let m = find(&self.resident, &self.experts, None, &it.stem)?;
             check_product(&it.stem, &it.rows, m.rows, m.k, it.x, 1)?;
             let mut slot = inputs.iter().position(|x| *x == it.x);
-            let repeated = |s: usize| {
+            // the same matrix over the same input already runs (parts of a merged matrix, or
+            // one product asked twice): take its rows from that run
+            let run = slot.and_then(|s| {
                 pending
+                    .runs
                     .iter()
-                    .any(|&(j, t)| t == s && items[j].stem == it.stem)
-            };
-            if slot.is_none() && inputs.len() == MAX_SLOTS || slot.is_some_and(repeated) {
+                    .position(|&(j, t)| t == s && items[j].stem == it.stem)
+            });
+            if let Some(r) = run {
+                pending.shares.push((i, r));
+                continue;
+            }
+            // (a product has one output buffer: over another input it runs in the next submit)
+            let busy = pending.runs.iter().any(|&(j, _)| items[j].stem == it.stem);
+            if slot.is_none() && inputs.len() == MAX_SLOTS || busy {
                 self.flush(items, &mut pending, &mut inputs, &mut out)?;
                 slot = None;
             }
@@ -436,7 +467,7 @@ impl Linears for GpuLinears {
                 inputs.push(it.x);
                 inputs.len() - 1
             });
-            pending.push((i, slot));
+            pending.runs.push((i, slot));
         }
         self.flush(items, &mut pending, &mut inputs, &mut out)?;
         out.into_iter()
@@ -491,6 +522,14 @@ impl Linears for GpuLinears {
 }
 
 /// The device matrix of `stem`: resident, cached or transient.
+/// The products a submit runs, `(item, window slot)` each, and the items that take their rows
+/// from one of them (`(item, index into runs)`: the same matrix over the same input).
+#[derive(Default)]
+struct Batch {
+    runs: Vec<(usize, usize)>,
+    shares: Vec<(usize, usize)>,
+}
+
 fn find<'a>(
     resident: &'a HashMap<String, ResidentMatrix>,
     experts: &'a VecDeque<(String, ResidentMatrix, u64)>,

@@ -267,6 +267,20 @@ pub trait Linears {
     fn declare_mlp(&mut self, _stem: &str, _limit: f64) -> Result<(), V4Error> {
         Ok(())
     }
+    /// Declares `parts` (stem, rows, K), resident weights whose products always read the same
+    /// input, as [`Linears::declare`] declares each: a backend may keep them as one matrix
+    /// `name` (their rows one after the other, in the order given) and run a batch's products of
+    /// them, over one input, as one product whose rows each takes.
+    fn declare_merged(
+        &mut self,
+        _name: &str,
+        parts: &[(String, usize, usize)],
+    ) -> Result<(), V4Error> {
+        for (stem, rows, k) in parts {
+            self.declare(stem, *rows, *k, false)?;
+        }
+        Ok(())
+    }
     /// `y[t, r - rows.start] = Σ_k W[r, k] · x[t, k]` for `tokens` row-major inputs and the rows
     /// `rows` of the weight.
     fn linear_rows(

@@ -78,17 +78,24 @@ fn hc_params(
     })
 }
 
+/// A compressor's rows per output channel: 2 for the overlapping ratio-4 windows, else 1.
+fn coff(ratio: usize) -> usize {
+    if ratio == 4 {
+        2
+    } else {
+        1
+    }
+}
+
+/// A compressor's small parameters (its `wkv` and `wgate` are declared with the layer's
+/// other input projections: [`merged_projections`]).
 fn comp_params(
     src: &dyn WeightSource,
-    lin: &mut dyn Linears,
     stem: String,
     ratio: usize,
     dim: usize,
-    hidden: usize,
 ) -> Result<CompParams, V4Error> {
-    let coff = if ratio == 4 { 2 } else { 1 };
-    lin.declare(&format!("{stem}.wkv"), coff * dim, hidden, false)?;
-    lin.declare(&format!("{stem}.wgate"), coff * dim, hidden, false)?;
+    let coff = coff(ratio);
     Ok(CompParams {
         ape: load_vector(src, &format!("{stem}.ape"), &[ratio, coff * dim])?,
         norm: load_vector(src, &format!("{stem}.norm.weight"), &[dim])?,
@@ -97,6 +104,40 @@ fn comp_params(
         coff,
         dim,
     })
+}
+
+/// A merged matrix's name and its parts: (stem, rows, K) each, in order.
+pub type MergedParts = (String, Vec<(String, usize, usize)>);
+
+/// Layer `i`'s products of its normalised input, then those of its normalised query LoRA, each
+/// declared together ([`Linears::declare_merged`]: one matrix each on the GPU, docs
+/// "Merged input projections"), in the order the attention asks for them.
+pub fn merged_projections(c: &V4Config, i: usize) -> [MergedParts; 2] {
+    let a = format!("layers.{i}.attn");
+    let (d, h, hd) = (c.hidden, c.heads, c.head_dim);
+    let kind = c.kinds.get(i).copied().unwrap_or(LayerKind::Sliding);
+    let mut inputs = vec![
+        (format!("{a}.wq_a"), c.q_lora, d),
+        (format!("{a}.wkv"), hd, d),
+    ];
+    let mut lora = vec![(format!("{a}.wq_b"), h * hd, c.q_lora)];
+    if kind != LayerKind::Sliding {
+        for w in ["wkv", "wgate"] {
+            inputs.push((format!("{a}.compressor.{w}"), coff(kind.ratio()) * hd, d));
+        }
+    }
+    if kind == LayerKind::Csa {
+        let ihd = c.index_head_dim;
+        for w in ["wkv", "wgate"] {
+            inputs.push((format!("{a}.indexer.compressor.{w}"), coff(4) * ihd, d));
+        }
+        inputs.push((format!("{a}.indexer.weights_proj"), c.index_heads, d));
+        lora.push((format!("{a}.indexer.wq_b"), c.index_heads * ihd, c.q_lora));
+    }
+    [
+        (format!("{a}.in_proj"), inputs),
+        (format!("{a}.q_lora_proj"), lora),
+    ]
 }
 
 fn layer(
@@ -110,53 +151,30 @@ fn layer(
     let (d, h, hd) = (c.hidden, c.heads, c.head_dim);
     let mix = (2 + c.hc) * c.hc;
     let a = format!("{p}.attn");
-    for (stem, rows, k) in [
-        ("wq_a", c.q_lora, d),
-        ("wq_b", h * hd, c.q_lora),
-        ("wkv", hd, d),
-        ("wo_a", c.o_groups * c.o_lora, h * hd / c.o_groups),
-        ("wo_b", d, c.o_groups * c.o_lora),
-    ] {
-        if stem == "wo_a" {
-            lin.declare_groups(&format!("{a}.{stem}"), c.o_groups)?;
-        }
-        lin.declare(&format!("{a}.{stem}"), rows, k, false)?;
-    }
+    lin.declare_groups(&format!("{a}.wo_a"), c.o_groups)?;
+    lin.declare(
+        &format!("{a}.wo_a"),
+        c.o_groups * c.o_lora,
+        h * hd / c.o_groups,
+        false,
+    )?;
+    lin.declare(&format!("{a}.wo_b"), d, c.o_groups * c.o_lora, false)?;
     let comp = match kind {
         LayerKind::Sliding => None,
-        k => Some(comp_params(
-            src,
-            lin,
-            format!("{a}.compressor"),
-            k.ratio(),
-            hd,
-            d,
-        )?),
+        k => Some(comp_params(src, format!("{a}.compressor"), k.ratio(), hd)?),
     };
-    let indexer = if kind == LayerKind::Csa {
-        lin.declare(
-            &format!("{a}.indexer.wq_b"),
-            c.index_heads * c.index_head_dim,
-            c.q_lora,
-            false,
-        )?;
-        lin.declare(
-            &format!("{a}.indexer.weights_proj"),
-            c.index_heads,
-            d,
-            false,
-        )?;
-        Some(comp_params(
+    let indexer = match kind {
+        LayerKind::Csa => Some(comp_params(
             src,
-            lin,
             format!("{a}.indexer.compressor"),
             4,
             c.index_head_dim,
-            d,
-        )?)
-    } else {
-        None
+        )?),
+        _ => None,
     };
+    for (name, parts) in merged_projections(c, i) {
+        lin.declare_merged(&name, &parts)?;
+    }
     let f = format!("{p}.ffn");
     let hash = i < c.hash_layers;
     lin.declare_mlp(&format!("{f}.shared_experts"), c.swiglu_limit)?;
