@@ -126,7 +126,7 @@ fn matvec(
             params.rows as usize,
             kernels::unrolled::Layout::Rows,
         )?;
-        let groups = kernels::unrolled::launch(kernel, k(), &mut params);
+        let groups = kernels::unrolled::launch_for(f, k(), &mut params);
         let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
         let mut all = vec![(&ub).into(), window];
         all.extend_from_slice(&binds[1..]);

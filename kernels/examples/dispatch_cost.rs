@@ -36,11 +36,10 @@ fn main() {
             .upload_f32("x", &vec![0.5f32; kernels::UNIFORM_X_ELEMENTS])
             .unwrap();
         let y = gpu.zeros("y", (rows * 4) as u64).unwrap();
-        let kernel = f.matvec_kernel();
         let mut params = f.params(rows as u32, k as u32, 1, rows as u32, 0);
         let module =
             kernels::unrolled::source_for(f, k, rows, kernels::unrolled::Layout::Rows).unwrap();
-        let groups = kernels::unrolled::launch(kernel, k, &mut params);
+        let groups = kernels::unrolled::launch_for(f, k, &mut params);
         let ub = gpu.uniform("params", bytemuck::bytes_of(&params));
         let window = Bind {
             buffer: &x,

@@ -196,6 +196,23 @@ fn unrolled_modules_validate() {
     // Q4_1 and Q8_0 (SmolLM2's formats) at every K, in both layouts; mxfp4 at every K and
     // fp8-e4m3-block up to 2048 too
     assert!(made >= 2 * 5 * 2 + 5 * 2 + 2 * 2, "{made} modules");
+    // f16 and bf16, whose form the kernel alone does not say (the dtype is a module constant)
+    for dtype in [kernels::Dtype::F16, kernels::Dtype::Bf16] {
+        let format = kernels::WeightFormat::Plain(dtype);
+        for k in [256, 576, 1536] {
+            let g = kernels::unrolled::source_for(format, k, 576, kernels::unrolled::Layout::Rows)
+                .expect("a module");
+            assert!(g
+                .source
+                .contains(&format!("UNROLLED_DTYPE: u32 = {}u", dtype.code())));
+            validate(Kernel::MatvecPlain.file(), &g.source);
+        }
+    }
+    let f32_plain = kernels::WeightFormat::Plain(kernels::Dtype::F32);
+    assert!(
+        kernels::unrolled::source_for(f32_plain, 576, 576, kernels::unrolled::Layout::Rows)
+            .is_none()
+    );
 }
 
 /// One multiply body for every dequantize-and-multiply family: the streamed/resident identity and

@@ -39,5 +39,24 @@ fn chunk_dot4(r: u32, c: u32, b: vec4<u32>, acc: vec4<f32>) -> vec4<f32> {
     return fma(vec4<f32>(weight(r, c)), xv, acc);
 }
 
+// The unrolled one-token module (kernels/src/unrolled/mod.rs) of f16 and bf16, where `p.dtype` is a
+// module constant: the two words w0, w1 hold elements k .. k + 3, which update lane partials
+// k .. k + 3 mod LANES with `chunk_dot`'s `fma(weight, x, acc)`. (f32 has no such form.)
+fn half_value(h: u32) -> f32 {
+    if (p.dtype == 1u) {
+        return f16_from_bits(h);
+    }
+    return bf16_from_bits(h);
+}
+
+fn block_dot(w0: u32, w1: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        fma(half_value(w0 & 0xffffu), xv(k), acc.x),
+        fma(half_value(w0 >> 16u), xv(k + 1u), acc.y),
+        fma(half_value(w1 & 0xffffu), xv(k + 2u), acc.z),
+        fma(half_value(w1 >> 16u), xv(k + 3u), acc.w)
+    );
+}
+
 // The multiply body (entry points, accumulation order) is wgsl/matmul_body.wgsl, appended by
 // kernels/src/kernel.rs.

@@ -91,6 +91,22 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
     })
 }
 
+/// The block form of `format`'s unrolled matvec: its kernel's ([`block_form`]), and for f16 and
+/// bf16, whose kernel serves every plain dtype, 4 elements in 2 words (`block_dot` of
+/// `wgsl/matmul_plain.wgsl`, the dtype a module constant). f32 has none.
+fn form_of(format: crate::WeightFormat) -> Option<BlockForm> {
+    match format {
+        crate::WeightFormat::Plain(crate::Dtype::F16 | crate::Dtype::Bf16) => Some(BlockForm {
+            bytes: 8,
+            words: 2,
+            elems: 4,
+            row_scoped: false,
+        }),
+        crate::WeightFormat::Plain(_) => None,
+        f => block_form(f.matvec_kernel()),
+    }
+}
+
 /// Bytes of one row of `k` elements.
 fn row_bytes_of(form: BlockForm, k: usize) -> usize {
     k / form.elems * form.bytes
@@ -100,7 +116,11 @@ fn row_bytes_of(form: BlockForm, k: usize) -> usize {
 /// rows that their bytes start on a 16-byte boundary, up to 2 rows; else 8-byte `vec2` words).
 /// The grid has `ceil(rows / this / workgroup_size)` workgroups ([`launch`]).
 pub fn rows_per_invocation(kernel: Kernel, k: usize) -> usize {
-    block_form(kernel).map_or(1, |f| plan(row_bytes_of(f, k)).0)
+    per_invocation(block_form(kernel), k)
+}
+
+fn per_invocation(form: Option<BlockForm>, k: usize) -> usize {
+    form.map_or(1, |f| plan(row_bytes_of(f, k)).0)
 }
 
 /// Workgroups a matvec should at least have so that a CPU adapter's thread pool shares it
@@ -110,7 +130,12 @@ const MIN_WORKGROUPS: usize = 16;
 /// The workgroup size of the matvec of [`source`] over `rows` rows: 64, or smaller (down to 8,
 /// one SIMD row of llvmpipe) where that gives at least [`MIN_WORKGROUPS`] workgroups.
 pub fn workgroup_size(kernel: Kernel, k: usize, rows: usize) -> usize {
-    let invocations = rows.div_ceil(rows_per_invocation(kernel, k));
+    size_for(rows_per_invocation(kernel, k), rows)
+}
+
+/// The workgroup size for `rows` rows, `per` an invocation.
+fn size_for(per: usize, rows: usize) -> usize {
+    let invocations = rows.div_ceil(per);
     [64, 32, 16, 8]
         .into_iter()
         .find(|w| invocations.div_ceil(*w) >= MIN_WORKGROUPS)
@@ -119,9 +144,22 @@ pub fn workgroup_size(kernel: Kernel, k: usize, rows: usize) -> usize {
 
 /// The grid of the matvec of [`source`] over `params.rows` rows, with `params.groups_x` set.
 pub fn launch(kernel: Kernel, k: usize, params: &mut crate::MatmulParams) -> (u32, u32, u32) {
-    let per = rows_per_invocation(kernel, k) as u32;
-    let wg = workgroup_size(kernel, k, params.rows as usize) as u32;
-    let (gx, gy) = crate::grid_2d(params.rows.div_ceil(per).div_ceil(wg));
+    launch_per(rows_per_invocation(kernel, k), params)
+}
+
+/// As [`launch`] for the module of [`source_for`] (`format`'s form: f16 and bf16 have one that
+/// their kernel alone does not say).
+pub fn launch_for(
+    format: crate::WeightFormat,
+    k: usize,
+    params: &mut crate::MatmulParams,
+) -> (u32, u32, u32) {
+    launch_per(per_invocation(form_of(format), k), params)
+}
+
+fn launch_per(per: usize, params: &mut crate::MatmulParams) -> (u32, u32, u32) {
+    let wg = size_for(per, params.rows as usize) as u32;
+    let (gx, gy) = crate::grid_2d(params.rows.div_ceil(per as u32).div_ceil(wg));
     params.groups_x = gx;
     (gx, gy, 1)
 }
@@ -152,7 +190,7 @@ fn single_width(row_bytes: usize) -> usize {
 /// where the kernel has no such form or `k` is out of range (the caller then uses the looped row
 /// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
 pub fn source(kernel: Kernel, k: usize, n_rows: usize, layout: Layout) -> Option<Generated> {
-    source_with(kernel, k, n_rows, layout, &[])
+    source_with(kernel, block_form(kernel)?, k, n_rows, layout, &[])
 }
 
 /// As [`source`] for `format`'s matvec, with the format's own parameters made constants of the
@@ -167,6 +205,7 @@ pub fn source_for(
 ) -> Option<Generated> {
     source_with(
         format.matvec_kernel(),
+        form_of(format)?,
         k,
         n_rows,
         layout,
@@ -181,6 +220,7 @@ fn format_constants(format: crate::WeightFormat) -> Vec<Constant> {
             Constant::new("p.group", "UNROLLED_GROUP", group),
             Constant::new("p.block_rows", "UNROLLED_BLOCK_ROWS", block_rows),
         ],
+        crate::WeightFormat::Plain(d) => vec![Constant::new("p.dtype", "UNROLLED_DTYPE", d.code())],
         _ => Vec::new(),
     }
 }
@@ -215,19 +255,20 @@ impl Constant {
 
 fn source_with(
     kernel: Kernel,
+    form: BlockForm,
     k: usize,
     n_rows: usize,
     layout: Layout,
     consts: &[Constant],
 ) -> Option<Generated> {
-    let (head, form) = module_head(kernel, k, None)?;
+    let head = module_head_with(kernel, form, k, None)?;
     let (mut out, named) = with_constants(head, consts);
     let row_bytes = row_bytes_of(form, k);
     let (rows, mut width) = plan(row_bytes);
     if layout == Layout::Interleaved {
         width = 4;
     }
-    let wg = workgroup_size(kernel, k, n_rows);
+    let wg = size_for(rows, n_rows);
     words_binding(&mut out, width);
     let _ = write!(
         out,
@@ -375,7 +416,17 @@ pub fn max_k(kernel: Kernel) -> usize {
 
 /// Whether [`source`] has a module for `kernel` and `k` (without generating it).
 pub fn available(kernel: Kernel, k: usize) -> bool {
-    block_form(kernel).is_some_and(|f| k % f.elems == 0 && k / f.elems <= MAX_BLOCKS)
+    block_form(kernel).is_some_and(|f| available_form(kernel, f, k))
+}
+
+/// Whether [`source_for`] has a module for `format` and `k`.
+pub fn available_for(format: crate::WeightFormat, k: usize) -> bool {
+    form_of(format).is_some_and(|f| available_form(format.matvec_kernel(), f, k))
+}
+
+fn available_form(kernel: Kernel, f: BlockForm, k: usize) -> bool {
+    k % f.elems == 0
+        && k / f.elems <= MAX_BLOCKS
         && k > 0
         && k <= UNIFORM_X_ELEMENTS
         && kernel
@@ -388,7 +439,17 @@ pub fn available(kernel: Kernel, k: usize) -> bool {
 /// unrolled form or `k` is out of range.
 fn module_head(kernel: Kernel, k: usize, norm: Option<InputNorm>) -> Option<(String, BlockForm)> {
     let form = block_form(kernel)?;
-    if !available(kernel, k) {
+    Some((module_head_with(kernel, form, k, norm)?, form))
+}
+
+/// [`module_head`] for blocks of `form`.
+fn module_head_with(
+    kernel: Kernel,
+    form: BlockForm,
+    k: usize,
+    norm: Option<InputNorm>,
+) -> Option<String> {
+    if !available_form(kernel, form, k) {
         return None;
     }
     let (prefix, common) = kernel.matmul_parts()?;
@@ -405,7 +466,7 @@ fn module_head(kernel: Kernel, k: usize, norm: Option<InputNorm>) -> Option<(Str
     out.push_str(&common);
     let _ = writeln!(out, "\nconst UNROLLED_K: u32 = {k}u;\n");
     out.push_str(HELPERS);
-    Some((out, form))
+    Some(out)
 }
 
 /// `prefix` with every read of the parameter `p.k` replaced by the constant `UNROLLED_K`.

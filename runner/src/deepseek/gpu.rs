@@ -557,10 +557,9 @@ fn unrolled_module(
     g: &Gpu,
     m: &ResidentMatrix,
 ) -> Option<Arc<Generated>> {
-    let kernel = m.format.matvec_kernel();
     if g.matvec_shape() != MatvecShape::Rows
         || m.parts.len() != 1
-        || !unrolled::available(kernel, m.k)
+        || !unrolled::available_for(m.format, m.k)
     {
         return None;
     }

@@ -101,7 +101,7 @@ impl Prepared {
             .params(m.rows as u32, m.k as u32, 1, m.rows as u32, 0);
         let (program, compiled, groups) = match unrolled_module {
             Some(module) => {
-                let groups = unrolled::launch(kernel, m.k, &mut params);
+                let groups = unrolled::launch_for(m.format, m.k, &mut params);
                 let compiled = g.compiled_generated(&module);
                 (Program::Unrolled(module), compiled, groups)
             }
