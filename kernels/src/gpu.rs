@@ -134,7 +134,15 @@ pub struct Gpu {
     pipelines: Mutex<HashMap<(Kernel, Variant), Arc<Compiled>>>,
     generated: Mutex<HashMap<String, Arc<Compiled>>>,
     counters: Counters,
+    /// Staging memory for [`Gpu::write_in`]: chunks mapped for writing, reused once the submit
+    /// that copied from them is done (`Queue::write_buffer` makes and frees a staging buffer
+    /// per call).
+    belt: Mutex<wgpu::util::StagingBelt>,
 }
+
+/// Bytes of one staging chunk of [`Gpu::write_in`] (one-token inputs are a few KiB; a larger
+/// write gets a chunk of its own size).
+const BELT_CHUNK: u64 = 256 * 1024;
 
 /// One storage binding: a whole buffer, or a window of one (e.g. the scale sub-region of a tile
 /// slot; offsets must be multiples of the device's storage offset alignment, 256 bytes or less).
@@ -194,6 +202,7 @@ impl Gpu {
     /// Wraps a device the caller set up (tests, or an engine sharing one device).
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self {
+            belt: Mutex::new(wgpu::util::StagingBelt::new(device.clone(), BELT_CHUNK)),
             device,
             queue,
             info: None,
@@ -226,10 +235,38 @@ impl Gpu {
         }
     }
 
-    /// Submits recorded work (the only `Queue::submit` of the runner).
+    /// Submits recorded work (the only `Queue::submit` of the runner). The staging chunks of
+    /// [`Gpu::write_in`] are closed before and recalled after it.
     pub fn submit(&self, commands: wgpu::CommandBuffer) {
         bump(&self.counters.submits, 1);
+        let mut belt = self.belt.lock().unwrap_or_else(|e| e.into_inner());
+        belt.finish();
         self.queue.submit(Some(commands));
+        belt.recall();
+    }
+
+    /// Writes `bytes` into `buffer` at `offset` as a copy recorded into `enc` (so before what
+    /// `enc` records next), from staging memory that is reused from one submit to the next:
+    /// nothing is created per write once warm. `enc` must be the next encoder submitted through
+    /// [`Gpu::submit`]. Offsets and lengths are whole words, as for [`Gpu::write`] (wgpu's copy
+    /// alignment; anything else goes to `Queue::write_buffer`, whose validation names it).
+    pub fn write_in(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        bytes: &[u8],
+    ) {
+        let size = wgpu::BufferSize::new(bytes.len() as u64)
+            .filter(|n| n.get() % wgpu::COPY_BUFFER_ALIGNMENT == 0)
+            .filter(|_| offset % wgpu::COPY_BUFFER_ALIGNMENT == 0);
+        let Some(size) = size else {
+            return self.write(buffer, offset, bytes);
+        };
+        bump(&self.counters.bytes_uploaded, bytes.len() as u64);
+        let mut belt = self.belt.lock().unwrap_or_else(|e| e.into_inner());
+        belt.write_buffer(enc, buffer, offset, size)
+            .copy_from_slice(bytes);
     }
 
     /// Writes `bytes` into `buffer` at `offset`; applied before the next [`Gpu::submit`] runs.

@@ -249,10 +249,10 @@ pub fn run_batch(
     inputs: &[&[f32]],
     batch: &[(&Prepared, usize)],
 ) -> Result<Vec<Vec<f32>>, V4Error> {
-    for (s, x) in inputs.iter().enumerate() {
-        g.write(buffers.window(g, s), 0, bytemuck::cast_slice(x));
-    }
     let mut enc = g.encoder("v4 batched products");
+    for (s, x) in inputs.iter().enumerate() {
+        g.write_in(&mut enc, buffers.window(g, s), 0, bytemuck::cast_slice(x));
+    }
     {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         for (p, s) in batch {

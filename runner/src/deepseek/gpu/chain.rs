@@ -310,13 +310,18 @@ impl GpuLinears {
         plan: &Plan<'_>,
     ) -> Result<Vec<Vec<f32>>, V4Error> {
         let g = self.engine.gpu();
+        let mut enc = g.encoder("v4 chained products");
         for (s, x) in plan.hosts.iter().enumerate() {
-            g.write(self.buffers.window(g, s), 0, bytemuck::cast_slice(x));
+            g.write_in(
+                &mut enc,
+                self.buffers.window(g, s),
+                0,
+                bytemuck::cast_slice(x),
+            );
         }
         let windows: Vec<wgpu::Buffer> = (0..plan.hosts.len() + plan.derived.len())
             .map(|s| self.buffers.window(g, s).clone())
             .collect();
-        let mut enc = g.encoder("v4 chained products");
         for lv in 0..=plan.level.iter().copied().max().unwrap_or(0) {
             self.record_derived(&mut enc, links, plan, lv, &windows)?;
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
