@@ -157,16 +157,15 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
 }
 
 /// A resident decode step's device work, counted by the one wgpu wrapper (`kernels::gpu::Gpu`):
-/// a layer's independent products go in batches (the normalised input's projections, the query
-/// LoRA's; the products of one input are one merged matrix a format) and its dependent ones in
-/// chains recorded into one submit (the grouped output projection into `wo_b`; the experts'
-/// gate/up products through SwiGLU on the device into their down products, gate/up and SwiGLU one
-/// fused dispatch an MLP), so at most 4 submits a layer and one for the head, each read back with
-/// one map; and once the experts a token routes to have run before (a second pass over the same
+/// a layer's products go in chains recorded into one submit each (the normalised input's
+/// projections, one merged matrix a format, through `q_norm` into the query LoRA's; the grouped
+/// output projection into `wo_b`; the experts' gate/up products through SwiGLU on the device into
+/// their down products, gate/up and SwiGLU one fused dispatch an MLP), so at most 3 submits a
+/// layer and one for the head, each read back with one map; and once the experts a token routes to have run before (a second pass over the same
 /// tokens), a step creates no buffer and no bind group. The second pass gives the first pass's
 /// logits bit for bit.
 #[test]
-fn a_resident_decode_step_is_four_submits_a_layer_and_creates_nothing_when_warm() {
+fn a_resident_decode_step_is_three_submits_a_layer_and_creates_nothing_when_warm() {
     let fx = deepseek_common::fixture();
     let mut m = V4Model::open_dir(
         deepseek_common::release(),
@@ -187,12 +186,14 @@ fn a_resident_decode_step_is_four_submits_a_layer_and_creates_nothing_when_warm(
         eprintln!("step {i}: {d:?}");
         let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&row), bits(&first[i]), "step {i}: the logits moved");
-        assert!(d.submits <= 4 * layers + 1, "step {i}: {d:?}");
-        assert!(d.dispatches >= 2 * d.submits, "step {i}: {d:?}");
+        // the input projections, q_norm and the query LoRA are one chain: 3 submits a layer
+        // (130 here; 173 with 4)
+        assert!(d.submits <= 3 * layers + 1, "step {i}: {d:?}");
+        assert!(d.dispatches >= 3 * d.submits, "step {i}: {d:?}");
         // each resident MLP's gate and up products and SwiGLU are one fused dispatch, and the
-        // attention's input projections one a format: 515 dispatches for 173 submits here
-        // (683 before the projections were merged; 941 with three dispatches an MLP)
-        assert!(d.dispatches <= 3 * d.submits, "step {i}: {d:?}");
+        // attention's input projections one a format: 558 dispatches for 130 submits here
+        // (683 for 173 before the projections were merged; 941 with three dispatches an MLP)
+        assert!(d.dispatches <= 5 * d.submits, "step {i}: {d:?}");
         assert_eq!(d.maps, d.submits, "step {i}: one read-back a batch: {d:?}");
         assert_eq!(d.buffers_created, 0, "step {i}: {d:?}");
         assert_eq!(d.bind_groups_created, 0, "step {i}: {d:?}");
@@ -252,4 +253,56 @@ fn merged_input_projections_are_one_dispatch_a_format_and_change_no_bit() {
             }
         }
     }
+}
+
+/// The attention's first chain (its input projections, `q_norm` over `wq_a`'s output, the query
+/// LoRA's products) runs on the device as one submit, and gives the bits of the level-by-level
+/// fallback a prefill takes (`chain::on_host`, its RMSNorm the same kernel run alone).
+#[test]
+fn the_input_chain_is_one_submit_and_the_bits_of_the_fallback() {
+    use runner::deepseek::chain::{on_host, Input, Link};
+    use runner::deepseek::gpu::GpuLinears;
+    use runner::deepseek::linear::Linears;
+    use runner::deepseek::model::merged_projections;
+    use runner::deepseek::{ReleaseDir, V4Config, WeightSource};
+    use std::sync::Arc;
+
+    let src: Arc<dyn WeightSource> =
+        Arc::new(ReleaseDir::open(deepseek_common::release()).expect("release opens"));
+    let c = V4Config::parse(&src.root_file("config.json").unwrap(), "config.json").unwrap();
+    let csa = (0..c.layers)
+        .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
+        .expect("a CSA layer");
+    let mut lin = GpuLinears::new(src.clone(), false, 0).expect("adapter");
+    let [(xin, inputs), (xlora, lora)] = merged_projections(&c, csa);
+    lin.declare_merged(&xin, &inputs).unwrap();
+    lin.declare_merged(&xlora, &lora).unwrap();
+    let x: Vec<f32> = (0..c.hidden)
+        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 11.0)
+        .collect();
+    let q_norm: Vec<f32> = (0..c.q_lora).map(|i| 0.5 + (i % 7) as f32 / 8.0).collect();
+    let qr = Input::RmsNorm {
+        of: 0,
+        weight: &q_norm,
+        eps: c.eps,
+    };
+    let mut links: Vec<Link<'_>> = inputs
+        .iter()
+        .map(|(stem, rows, _)| Link::new(stem.clone(), *rows, Input::Host(&x), 1))
+        .collect();
+    links[0] = links[0].clone().internal();
+    for (stem, rows, _) in &lora {
+        links.push(Link::new(stem.clone(), *rows, qr.clone(), 1));
+    }
+    let want = on_host(&mut lin, &links).expect("level by level");
+    let before = lin.gpu_stats().unwrap();
+    let got = lin.linear_chain(&links).expect("one submit");
+    let d = lin.gpu_stats().unwrap() - before;
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(bits(w), bits(g), "link {i} ({})", links[i].stem);
+    }
+    assert!(got[0].is_empty() && !got[8].is_empty());
+    // two merged input matrices, the RMSNorm, the merged query LoRA
+    assert_eq!((d.submits, d.maps, d.dispatches), (1, 1, 4), "{d:?}");
 }

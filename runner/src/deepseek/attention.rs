@@ -17,7 +17,7 @@ use super::chain::{Input, Link};
 use super::compress::{update, CompCache, CompParams};
 use super::config::{LayerKind, V4Config};
 use super::error::V4Error;
-use super::linear::{Linears, Product, Results};
+use super::linear::{Linears, Results};
 use super::ops::{rmsnorm, rope, softmax};
 
 /// One layer's small attention parameters (matrices go through [`Linears`] by stem).
@@ -103,28 +103,33 @@ pub fn forward(
     let (h, hd, d) = (c.heads, c.head_dim, c.hidden);
     let freq = c.inv_freq(p.kind);
     let s = &p.stem;
-    // Every product of the normalised input in one batch, then those of the normalised query
-    // LoRA in another (independent products: one device round trip each).
-    let mut first = vec![
-        Product::new(format!("{s}.wq_a"), c.q_lora, x, tokens),
-        Product::new(format!("{s}.wkv"), hd, x, tokens),
+    // Every product of the normalised input, then those of the normalised query LoRA (`wq_a`'s
+    // output through `q_norm`): one chain, so one device round trip where it runs on the device.
+    let host = |stem: String, rows: usize| Link::new(stem, rows, Input::Host(x), tokens);
+    let mut links = vec![
+        host(format!("{s}.wq_a"), c.q_lora).internal(),
+        host(format!("{s}.wkv"), hd),
     ];
     for cp in [&p.comp, &p.indexer].into_iter().flatten() {
         let w = cp.coff * cp.dim;
-        first.push(Product::new(format!("{}.wkv", cp.stem), w, x, tokens));
-        first.push(Product::new(format!("{}.wgate", cp.stem), w, x, tokens));
+        links.push(host(format!("{}.wkv", cp.stem), w));
+        links.push(host(format!("{}.wgate", cp.stem), w));
     }
     let (ih, ihd) = (c.index_heads, c.index_head_dim);
     if p.indexer.is_some() {
-        first.push(Product::new(
-            format!("{s}.indexer.weights_proj"),
-            ih,
-            x,
-            tokens,
-        ));
+        links.push(host(format!("{s}.indexer.weights_proj"), ih));
     }
-    let mut ys = Results::of(l.linear_batch(&first)?);
-    let qa = ys.take()?;
+    let qr = Input::RmsNorm {
+        of: 0,
+        weight: &p.q_norm,
+        eps: c.eps,
+    };
+    links.push(Link::new(format!("{s}.wq_b"), h * hd, qr.clone(), tokens));
+    if p.indexer.is_some() {
+        links.push(Link::new(format!("{s}.indexer.wq_b"), ih * ihd, qr, tokens));
+    }
+    // (the first output, `wq_a`'s, is not read back)
+    let mut ys = Results::of(l.linear_chain(&links)?.into_iter().skip(1).collect());
     let kv_raw = ys.take()?;
     let comp_out = match &p.comp {
         Some(_) => Some((ys.take()?, ys.take()?)),
@@ -134,20 +139,6 @@ pub fn forward(
         Some(_) => Some((ys.take()?, ys.take()?, ys.take()?)),
         None => None,
     };
-    let qr: Vec<f32> = qa
-        .chunks_exact(c.q_lora)
-        .flat_map(|r| rmsnorm(r, Some(&p.q_norm), c.eps))
-        .collect();
-    let mut second = vec![Product::new(format!("{s}.wq_b"), h * hd, &qr, tokens)];
-    if p.indexer.is_some() {
-        second.push(Product::new(
-            format!("{s}.indexer.wq_b"),
-            ih * ihd,
-            &qr,
-            tokens,
-        ));
-    }
-    let mut ys = Results::of(l.linear_batch(&second)?);
     let mut q = ys.take()?;
     let iq = match &p.indexer {
         Some(_) => Some(ys.take()?),

@@ -21,6 +21,13 @@ pub enum Input<'a> {
     /// SwiGLU of two earlier links' outputs (equal lengths), clamped at `limit`
     /// ([`Linears::swiglu`]).
     SwiGlu { gate: usize, up: usize, limit: f64 },
+    /// Per token, the RMSNorm of an earlier link's output with `weight` (as long as that
+    /// output) and `eps` ([`Linears::rmsnorm`]).
+    RmsNorm {
+        of: usize,
+        weight: &'a [f32],
+        eps: f64,
+    },
 }
 
 /// One product of a chain: rows `rows` of weight `stem` times `tokens` inputs from `input`.
@@ -61,6 +68,7 @@ impl<'a> Link<'a> {
             Input::Host(_) => Vec::new(),
             Input::Concat(v) => v.clone(),
             Input::SwiGlu { gate, up, .. } => vec![*gate, *up],
+            Input::RmsNorm { of, .. } => vec![*of],
         }
     }
 }
@@ -101,18 +109,34 @@ pub fn on_host<L: Linears + ?Sized>(
     for lv in 0..=level.iter().copied().max().unwrap_or(0) {
         let at: Vec<usize> = (0..links.len()).filter(|&i| level[i] == lv).collect();
         let mut derived = swiglus(l, links, &at, &outs)?;
-        for (d, &i) in derived.iter_mut().zip(&at) {
-            if d.is_none() {
-                *d = concat(links, i, &outs)?;
+        // a derived input equal to an earlier one of the level is that one (made once, and one
+        // slice: products of one matrix over it run once, `linear_batch`)
+        let first: Vec<usize> = at
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let same = |&k: &usize| links[at[k]].input == links[i].input;
+                (0..j).find(same).unwrap_or(j)
+            })
+            .collect();
+        for (j, &i) in at.iter().enumerate() {
+            if first[j] != j {
+                continue;
+            }
+            if derived[j].is_none() {
+                derived[j] = concat(links, i, &outs)?;
+            }
+            if let Input::RmsNorm { of, weight, eps } = links[i].input {
+                derived[j] = Some(l.rmsnorm(output(&outs, of)?, weight, eps)?);
             }
         }
         let products: Vec<Product<'_>> = at
             .iter()
-            .zip(&derived)
-            .map(|(&i, d)| Product {
+            .zip(&first)
+            .map(|(&i, &f)| Product {
                 stem: links[i].stem.clone(),
                 rows: links[i].rows.clone(),
-                x: match (&links[i].input, d) {
+                x: match (&links[i].input, &derived[f]) {
                     (Input::Host(x), _) => x,
                     (_, Some(d)) => d.as_slice(),
                     (_, None) => &[],

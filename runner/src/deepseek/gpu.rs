@@ -42,6 +42,7 @@ use super::source::WeightSource;
 mod chain;
 mod fused;
 mod merged;
+mod norm;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -77,6 +78,8 @@ pub struct GpuLinears {
     fused: fused::FusedMlps,
     /// Parts of a merged matrix ([`Linears::declare_merged`]) → the matrix and their first row.
     merged: HashMap<String, (String, usize)>,
+    /// The RMSNorms between chain levels, made at their first use ([`norm`]).
+    norms: HashMap<norm::NormKey, norm::NormOp>,
 }
 
 impl GpuLinears {
@@ -109,6 +112,7 @@ impl GpuLinears {
             mlps: HashMap::new(),
             fused: fused::FusedMlps::default(),
             merged: HashMap::new(),
+            norms: HashMap::new(),
         })
     }
 
@@ -504,6 +508,12 @@ impl Linears for GpuLinears {
         let yb = g.zeros("swiglu out", (gate.len() * 4) as u64)?;
         self.engine.swiglu(&gb, &ub, &yb, gate.len(), lim)?;
         Ok(g.read_f32(&yb, gate.len())?)
+    }
+
+    /// The kernel a chain uses for its RMSNorm links (`rmsnorm.wgsl`, f32), run alone: a chain
+    /// that cannot run in one submit gives the same bits.
+    fn rmsnorm(&mut self, x: &[f32], weight: &[f32], eps: f64) -> Result<Vec<f32>, V4Error> {
+        self.rmsnorm_alone(x, weight, eps)
     }
 
     fn gpu_stats(&self) -> Option<GpuStats> {

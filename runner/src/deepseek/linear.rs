@@ -317,6 +317,20 @@ pub trait Linears {
         }
         Ok(super::moe::swiglu(gate, up, limit))
     }
+    /// Per row of `weight.len()` values of `x`, `x · w / sqrt(mean(x²) + eps)`; here in f64,
+    /// rounded to f32 (`ops::rmsnorm`, the reference's order of operations).
+    fn rmsnorm(&mut self, x: &[f32], weight: &[f32], eps: f64) -> Result<Vec<f32>, V4Error> {
+        let n = weight.len();
+        if n == 0 || x.len() % n != 0 {
+            return Err(V4Error::Input(format!(
+                "RMSNorm of {} values in rows of {n}",
+                x.len()
+            )));
+        }
+        Ok(x.chunks_exact(n)
+            .flat_map(|row| super::ops::rmsnorm(row, Some(weight), eps))
+            .collect())
+    }
     /// The device's counters so far (`None`: the backend has no device).
     fn gpu_stats(&self) -> Option<kernels::gpu::GpuStats> {
         None

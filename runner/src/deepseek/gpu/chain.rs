@@ -21,6 +21,7 @@ use super::super::chain::{levels, Input, Link};
 use super::super::error::V4Error;
 use super::super::linear::{check_shape, tensor_err, Product};
 use super::super::prepared::{Prepared, MAX_SLOTS};
+use super::norm::{NormKey, READ_ALIGN};
 use super::{device_limit, find, GpuLinears};
 
 /// The clamped SwiGLU of two prepared products' outputs, ready to record.
@@ -68,6 +69,9 @@ struct Plan<'a> {
     derived: Vec<usize>,
     level: Vec<usize>,
     fused: Vec<(usize, usize, usize)>,
+    /// Links whose product an earlier link of the same matrix over the same input runs (parts
+    /// of a merged matrix): they take their rows from its output.
+    shared: Vec<bool>,
 }
 
 impl Plan<'_> {
@@ -130,14 +134,20 @@ impl GpuLinears {
             })
             .collect();
         let fused = self.fused_pairs(links, &stems);
+        let mut shared = vec![false; links.len()];
         for (i, p) in stems.iter().enumerate() {
             if fused.iter().any(|&(a, b, _)| i == a || i == b) {
                 continue; // the fused product runs instead (it was prepared when declared)
             }
             let on_device = self.resident.contains_key(&p.stem)
                 || self.experts.iter().any(|(n, _, _)| *n == p.stem);
-            let twice = stems[..i].iter().any(|q| q.stem == p.stem);
-            if !on_device || twice || !self.ensure_prepared(&p.stem) {
+            let earlier = |j: &usize| stems[*j].stem == p.stem;
+            match (0..i).find(earlier) {
+                Some(j) if links[j].input == links[i].input && !shared[j] => shared[i] = true,
+                Some(_) => return Ok(None),
+                None => {}
+            }
+            if !on_device || !self.ensure_prepared(&p.stem) {
                 return Ok(None);
             }
         }
@@ -151,6 +161,7 @@ impl GpuLinears {
             derived,
             level,
             fused,
+            shared,
         }))
     }
 
@@ -216,6 +227,15 @@ impl GpuLinears {
                 let usable = device_limit(*limit).is_some();
                 (usable && Some(n) == self.whole_rows(&stems[*up])).then_some(n)
             }
+            // the op reads the resident product's output in place
+            Input::RmsNorm { of, weight, .. } => {
+                let p = &stems[*of];
+                let fits = self.resident.contains_key(&p.stem)
+                    && weight.len() == p.rows.len()
+                    && (p.rows.start * 4) % READ_ALIGN == 0
+                    && !fused;
+                fits.then_some(p.rows.len())
+            }
         }
     }
 
@@ -258,10 +278,14 @@ impl GpuLinears {
         (p.rows == (0..rows)).then_some(rows)
     }
 
-    /// Binds every link's product to its window and makes the SwiGLU ops the chain lacks.
+    /// Binds every link's product to its window and makes the SwiGLU and RMSNorm ops the chain
+    /// lacks.
     fn bind_chain(&mut self, links: &[Link<'_>], plan: &Plan<'_>) -> Result<(), V4Error> {
         let g = self.engine.gpu();
         for (i, p) in plan.stems.iter().enumerate() {
+            if plan.shared[i] {
+                continue;
+            }
             let m = find(&self.resident, &self.experts, None, &p.stem)?;
             let window = self.buffers.window(g, plan.slot[i]);
             let prepared = if plan.fused_gate(i) {
@@ -291,6 +315,12 @@ impl GpuLinears {
                     limit as f32,
                 )?;
                 self.swiglus.insert(key, op);
+            }
+        }
+        // (after the products are bound: an RMSNorm reads a product's output buffer)
+        for &i in &plan.derived {
+            if let Input::RmsNorm { of, weight, eps } = links[i].input {
+                self.norm_op(&norm_key(plan, of, weight), weight, eps)?;
             }
         }
         Ok(())
@@ -326,7 +356,7 @@ impl GpuLinears {
             self.record_derived(&mut enc, links, plan, lv, &windows)?;
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             for (i, p) in plan.stems.iter().enumerate() {
-                if plan.level[i] != lv || plan.fused_up(i) {
+                if plan.level[i] != lv || plan.fused_up(i) || plan.shared[i] {
                     continue;
                 }
                 let product = match plan.fused_gate(i) {
@@ -363,6 +393,10 @@ impl GpuLinears {
                 if let Some(op) = self.swiglu_of(links, plan, i) {
                     g.dispatch_in(&mut pass, &op.compiled, &op.group, op.groups);
                 }
+                if let Input::RmsNorm { of, weight, .. } = links[i].input {
+                    let op = self.norm_of(&norm_key(plan, of, weight))?;
+                    g.dispatch_in(&mut pass, &op.compiled, &op.group, op.groups);
+                }
             }
         }
         for &(i, s) in &made {
@@ -386,6 +420,10 @@ impl GpuLinears {
                         tensor_err(&links[i].stem, "its SwiGLU was not prepared".into())
                     })?;
                     enc.copy_buffer_to_buffer(&op.act, 0, &windows[s], 0, op.act.size());
+                }
+                (Input::RmsNorm { of, weight, .. }, _) => {
+                    let op = self.norm_of(&norm_key(plan, *of, weight))?;
+                    enc.copy_buffer_to_buffer(&op.out, 0, &windows[s], 0, op.out.size());
                 }
                 (Input::Host(_), _) => {}
             }
@@ -435,6 +473,12 @@ impl GpuLinears {
             .ok_or_else(|| tensor_err(w13, "has no fused gate/up product".into()))
     }
 
+    fn norm_of(&self, key: &NormKey) -> Result<&super::norm::NormOp, V4Error> {
+        self.norms
+            .get(key)
+            .ok_or_else(|| tensor_err(&key.0, "its RMSNorm was not prepared".into()))
+    }
+
     fn swiglu_of(&self, links: &[Link<'_>], plan: &Plan<'_>, i: usize) -> Option<&SwigluOp> {
         let Input::SwiGlu { gate, up, .. } = links[i].input else {
             return None;
@@ -442,4 +486,15 @@ impl GpuLinears {
         self.swiglus
             .get(&(plan.stems[gate].stem.clone(), plan.stems[up].stem.clone()))
     }
+}
+
+/// The key of the RMSNorm of link `of`'s output with `weight`.
+fn norm_key(plan: &Plan<'_>, of: usize, weight: &[f32]) -> NormKey {
+    let p = &plan.stems[of];
+    (
+        p.stem.clone(),
+        p.rows.start,
+        p.rows.len(),
+        weight.as_ptr() as usize,
+    )
 }
