@@ -134,11 +134,14 @@ pub struct Gpu {
     pipelines: Mutex<HashMap<(Kernel, Variant), Arc<Compiled>>>,
     generated: Mutex<HashMap<String, Arc<Compiled>>>,
     counters: Counters,
-    /// Staging memory for [`Gpu::write_in`]: chunks mapped for writing, reused once the submit
-    /// that copied from them is done (`Queue::write_buffer` makes and frees a staging buffer
-    /// per call).
-    belt: Mutex<wgpu::util::StagingBelt>,
 }
+
+/// Staging memory for [`Gpu::write_in`], owned by one recorder (one thread's encoders, submitted
+/// through [`Gpu::submit_staged`]): chunks mapped for writing, reused once the submit that copied
+/// from them is done (`Queue::write_buffer` makes and frees a staging buffer per call). Not
+/// shared: another thread's submit must not close chunks an unsubmitted encoder still copies
+/// from.
+pub struct Staging(wgpu::util::StagingBelt);
 
 /// Bytes of one staging chunk of [`Gpu::write_in`] (one-token inputs are a few KiB; a larger
 /// write gets a chunk of its own size).
@@ -202,7 +205,6 @@ impl Gpu {
     /// Wraps a device the caller set up (tests, or an engine sharing one device).
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self {
-            belt: Mutex::new(wgpu::util::StagingBelt::new(device.clone(), BELT_CHUNK)),
             device,
             queue,
             info: None,
@@ -239,19 +241,33 @@ impl Gpu {
     /// [`Gpu::write_in`] are closed before and recalled after it.
     pub fn submit(&self, commands: wgpu::CommandBuffer) {
         bump(&self.counters.submits, 1);
-        let mut belt = self.belt.lock().unwrap_or_else(|e| e.into_inner());
-        belt.finish();
         self.queue.submit(Some(commands));
-        belt.recall();
+    }
+
+    /// New staging memory for [`Gpu::write_in`] (its chunks are made as writes need them).
+    pub fn write_staging(&self) -> Staging {
+        Staging(wgpu::util::StagingBelt::new(
+            self.device.clone(),
+            BELT_CHUNK,
+        ))
+    }
+
+    /// [`Gpu::submit`] of commands that [`Gpu::write_in`] wrote into from `staging`: its chunks
+    /// are closed before and recalled after.
+    pub fn submit_staged(&self, staging: &mut Staging, commands: wgpu::CommandBuffer) {
+        staging.0.finish();
+        self.submit(commands);
+        staging.0.recall();
     }
 
     /// Writes `bytes` into `buffer` at `offset` as a copy recorded into `enc` (so before what
     /// `enc` records next), from staging memory that is reused from one submit to the next:
-    /// nothing is created per write once warm. `enc` must be the next encoder submitted through
-    /// [`Gpu::submit`]. Offsets and lengths are whole words, as for [`Gpu::write`] (wgpu's copy
+    /// nothing is created per write once warm. `enc` must be submitted through
+    /// [`Gpu::submit_staged`] with the same `staging`. Offsets and lengths are whole words, as for [`Gpu::write`] (wgpu's copy
     /// alignment; anything else goes to `Queue::write_buffer`, whose validation names it).
     pub fn write_in(
         &self,
+        staging: &mut Staging,
         enc: &mut wgpu::CommandEncoder,
         buffer: &wgpu::Buffer,
         offset: u64,
@@ -264,8 +280,9 @@ impl Gpu {
             return self.write(buffer, offset, bytes);
         };
         bump(&self.counters.bytes_uploaded, bytes.len() as u64);
-        let mut belt = self.belt.lock().unwrap_or_else(|e| e.into_inner());
-        belt.write_buffer(enc, buffer, offset, size)
+        staging
+            .0
+            .write_buffer(enc, buffer, offset, size)
             .copy_from_slice(bytes);
     }
 

@@ -326,7 +326,7 @@ fn argmax_is_exact() {
 /// `Gpu::write_in` lands its bytes before what the encoder records next, submit after submit
 /// (its staging chunks are reused once the submit that copied from them is done, so a chunk
 /// handed out again too early would show an earlier round's bytes), including writes larger than
-/// a chunk.
+/// a chunk, with another recorder submitting in between.
 #[test]
 fn staged_writes_land_in_order_submit_after_submit() {
     let Some(g) = gpu("staged_writes_land_in_order_submit_after_submit") else {
@@ -334,16 +334,25 @@ fn staged_writes_land_in_order_submit_after_submit() {
     };
     let a = g.zeros("a", 4096).expect("buffer");
     let b = g.zeros("b", 1 << 20).expect("buffer");
+    let mut staging = g.write_staging();
     for round in 0..6u32 {
         let small: Vec<u32> = (0..1024).map(|i| i * 7 + round).collect();
         let large: Vec<u32> = (0..(1 << 18)).map(|i| i ^ (round << 20)).collect();
         let before = g.stats();
         let mut enc = g.encoder("staged writes");
-        g.write_in(&mut enc, &a, 0, bytemuck::cast_slice(&small));
-        g.write_in(&mut enc, &b, 0, bytemuck::cast_slice(&large));
+        g.write_in(&mut staging, &mut enc, &a, 0, bytemuck::cast_slice(&small));
+        g.write_in(&mut staging, &mut enc, &b, 0, bytemuck::cast_slice(&large));
         // the second write of `a`'s first words wins (copies run in record order)
-        g.write_in(&mut enc, &a, 0, bytemuck::cast_slice(&[round + 1000]));
-        g.submit(enc.finish());
+        g.write_in(
+            &mut staging,
+            &mut enc,
+            &a,
+            0,
+            bytemuck::cast_slice(&[round + 1000]),
+        );
+        // another recorder's submit in between (tests share one device) leaves ours alone
+        g.submit(g.encoder("another recorder").finish());
+        g.submit_staged(&mut staging, enc.finish());
         let uploaded = (g.stats() - before).bytes_uploaded;
         assert_eq!(uploaded, (4096 + (1 << 20) + 4) as u64, "round {round}");
         let got_a = g.read_f32(&a, 1024).expect("read a");

@@ -39,9 +39,16 @@ const WINDOW_BYTES: u64 = (UNIFORM_X_ELEMENTS * 4) as u64;
 pub struct BatchBuffers {
     windows: Vec<wgpu::Buffer>,
     staging: Option<(wgpu::Buffer, u64)>,
+    /// Where the input windows are written from (`Gpu::write_in`).
+    belt: Option<kernels::gpu::Staging>,
 }
 
 impl BatchBuffers {
+    /// The staging memory the windows are written from (made at first use).
+    pub fn belt(&mut self, g: &Gpu) -> &mut kernels::gpu::Staging {
+        self.belt.get_or_insert_with(|| g.write_staging())
+    }
+
     /// Window `slot` (made, with those below it, at first use).
     pub fn window(&mut self, g: &Gpu, slot: usize) -> &wgpu::Buffer {
         while self.windows.len() <= slot {
@@ -251,7 +258,14 @@ pub fn run_batch(
 ) -> Result<Vec<Vec<f32>>, V4Error> {
     let mut enc = g.encoder("v4 batched products");
     for (s, x) in inputs.iter().enumerate() {
-        g.write_in(&mut enc, buffers.window(g, s), 0, bytemuck::cast_slice(x));
+        let window = buffers.window(g, s).clone();
+        g.write_in(
+            buffers.belt(g),
+            &mut enc,
+            &window,
+            0,
+            bytemuck::cast_slice(x),
+        );
     }
     {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
@@ -260,16 +274,16 @@ pub fn run_batch(
         }
     }
     let total: u64 = batch.iter().map(|(p, _)| (p.rows * 4) as u64).sum();
-    let staging = buffers.staging(g, total);
+    let staging = buffers.staging(g, total).clone();
     let mut offset = 0;
     for (p, _) in batch {
         let bytes = (p.rows * 4) as u64;
-        enc.copy_buffer_to_buffer(p.y()?, 0, staging, offset, bytes);
+        enc.copy_buffer_to_buffer(p.y()?, 0, &staging, offset, bytes);
         offset += bytes;
     }
-    g.submit(enc.finish());
+    g.submit_staged(buffers.belt(g), enc.finish());
     let mut out = Vec::with_capacity(total as usize);
-    g.read_staging(staging, total, &mut out)?;
+    g.read_staging(&staging, total, &mut out)?;
     let mut rest = out.as_slice();
     let mut ys = Vec::with_capacity(batch.len());
     for (p, _) in batch {

@@ -342,9 +342,11 @@ impl GpuLinears {
         let g = self.engine.gpu();
         let mut enc = g.encoder("v4 chained products");
         for (s, x) in plan.hosts.iter().enumerate() {
+            let window = self.buffers.window(g, s).clone();
             g.write_in(
+                self.buffers.belt(g),
                 &mut enc,
-                self.buffers.window(g, s),
+                &window,
                 0,
                 bytemuck::cast_slice(x),
             );
@@ -453,7 +455,7 @@ impl GpuLinears {
             enc.copy_buffer_to_buffer(y, (p.rows.start * 4) as u64, &staging, at, bytes);
             at += bytes;
         }
-        g.submit(enc.finish());
+        g.submit_staged(self.buffers.belt(g), enc.finish());
         let mut bytes = Vec::with_capacity(total as usize);
         g.read_staging(&staging, total, &mut bytes)?;
         let mut rest = bytes.as_slice();
