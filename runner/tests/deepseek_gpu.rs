@@ -209,15 +209,8 @@ fn merged_input_projections_are_one_dispatch_a_format_and_change_no_bit() {
     use runner::deepseek::gpu::GpuLinears;
     use runner::deepseek::linear::{Linears, Product};
     use runner::deepseek::model::merged_projections;
-    use runner::deepseek::{ReleaseDir, V4Config, WeightSource};
-    use std::sync::Arc;
 
-    let src: Arc<dyn WeightSource> =
-        Arc::new(ReleaseDir::open(deepseek_common::release()).expect("release opens"));
-    let c = V4Config::parse(&src.root_file("config.json").unwrap(), "config.json").unwrap();
-    let csa = (0..c.layers)
-        .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
-        .expect("a CSA layer (seven input projections)");
+    let (src, c, csa) = csa_layer();
     let mut apart = GpuLinears::new(src.clone(), false, 0).expect("adapter");
     let mut merged = GpuLinears::new(src.clone(), false, 0).expect("adapter");
     for (name, parts) in merged_projections(&c, csa) {
@@ -264,15 +257,8 @@ fn the_input_chain_is_one_submit_and_the_bits_of_the_fallback() {
     use runner::deepseek::gpu::GpuLinears;
     use runner::deepseek::linear::Linears;
     use runner::deepseek::model::merged_projections;
-    use runner::deepseek::{ReleaseDir, V4Config, WeightSource};
-    use std::sync::Arc;
 
-    let src: Arc<dyn WeightSource> =
-        Arc::new(ReleaseDir::open(deepseek_common::release()).expect("release opens"));
-    let c = V4Config::parse(&src.root_file("config.json").unwrap(), "config.json").unwrap();
-    let csa = (0..c.layers)
-        .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
-        .expect("a CSA layer");
+    let (src, c, csa) = csa_layer();
     let mut lin = GpuLinears::new(src.clone(), false, 0).expect("adapter");
     let [(xin, inputs), (xlora, lora)] = merged_projections(&c, csa);
     lin.declare_merged(&xin, &inputs).unwrap();
@@ -305,4 +291,22 @@ fn the_input_chain_is_one_submit_and_the_bits_of_the_fallback() {
     assert!(got[0].is_empty() && !got[8].is_empty());
     // two merged input matrices, the RMSNorm, the merged query LoRA
     assert_eq!((d.submits, d.maps, d.dispatches), (1, 1, 4), "{d:?}");
+}
+
+/// The release's weights, its configuration and its first CSA layer (seven input projections).
+fn csa_layer() -> (
+    std::sync::Arc<dyn runner::deepseek::WeightSource>,
+    runner::deepseek::V4Config,
+    usize,
+) {
+    use runner::deepseek::model::merged_projections;
+    use runner::deepseek::{ReleaseDir, V4Config, WeightSource};
+    let src: std::sync::Arc<dyn WeightSource> =
+        std::sync::Arc::new(ReleaseDir::open(deepseek_common::release()).expect("release opens"));
+    let bytes = src.root_file("config.json").expect("config.json");
+    let c = V4Config::parse(&bytes, "config.json").expect("config parses");
+    let csa = (0..c.layers)
+        .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
+        .expect("a CSA layer (seven input projections)");
+    (src, c, csa)
 }

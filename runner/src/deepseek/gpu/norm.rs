@@ -107,21 +107,9 @@ impl GpuLinears {
             g.upload_f32("rmsnorm w", weight)?,
         );
         let yb = g.zeros("rmsnorm out", (x.len() * 4) as u64)?;
-        let (p, groups) = params(n, x.len() / n, eps)?;
-        let mut enc = g.encoder("rmsnorm");
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            let compiled = g.compiled(Kernel::RmsNorm);
-            let ub = g.uniform("rmsnorm params", bytemuck::bytes_of(&p));
-            let group = g.bind_group_for(
-                &compiled,
-                Kernel::RmsNorm,
-                &ub.as_entire_binding(),
-                &[Bind::from(&xb), Bind::from(&wb), Bind::from(&yb)],
-            )?;
-            g.dispatch_in(&mut pass, &compiled, &group, groups);
-        }
-        g.submit(enc.finish());
+        // the engine's RMSNorm: the op's kernel and parameters (`params`), every row at once
+        self.engine
+            .rmsnorm(&xb, &wb, &yb, n, x.len() / n, eps as f32)?;
         Ok(g.read_f32(&yb, x.len())?)
     }
 
