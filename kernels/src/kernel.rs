@@ -85,6 +85,10 @@ pub const ACTIVATION: &str = include_str!("../wgsl/activation.wgsl");
 pub const EMBEDDING: &str = include_str!("../wgsl/embedding.wgsl");
 pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
 pub const STREAM_READ: &str = include_str!("../wgsl/stream_read.wgsl");
+pub const HC_MIX: &str = include_str!("../wgsl/hc_mix.wgsl");
+pub const HC_EXPAND: &str = include_str!("../wgsl/hc_expand.wgsl");
+pub const MOE_ROUTE: &str = include_str!("../wgsl/moe_route.wgsl");
+pub const MOE_COMBINE: &str = include_str!("../wgsl/moe_combine.wgsl");
 
 /// How the multiply body declares its input vectors (binding 1) and reads them (`xv`).
 pub const X_STORAGE: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -153,10 +157,14 @@ pub enum Kernel {
     Embedding,
     Argmax,
     StreamRead,
+    HcMix,
+    HcExpand,
+    MoeRoute,
+    MoeCombine,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 34] = [
+    pub const ALL: [Kernel; 38] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -191,6 +199,10 @@ impl Kernel {
         Kernel::Embedding,
         Kernel::Argmax,
         Kernel::StreamRead,
+        Kernel::HcMix,
+        Kernel::HcExpand,
+        Kernel::MoeRoute,
+        Kernel::MoeCombine,
     ];
 
     /// The WGSL file name under `kernels/wgsl/`.
@@ -217,6 +229,10 @@ impl Kernel {
             Kernel::Embedding => "embedding.wgsl",
             Kernel::Argmax => "argmax.wgsl",
             Kernel::StreamRead => "stream_read.wgsl",
+            Kernel::HcMix => "hc_mix.wgsl",
+            Kernel::HcExpand => "hc_expand.wgsl",
+            Kernel::MoeRoute => "moe_route.wgsl",
+            Kernel::MoeCombine => "moe_combine.wgsl",
         }
     }
 
@@ -243,6 +259,10 @@ impl Kernel {
             Kernel::Embedding => EMBEDDING,
             Kernel::Argmax => ARGMAX,
             Kernel::StreamRead => STREAM_READ,
+            Kernel::HcMix => HC_MIX,
+            Kernel::HcExpand => HC_EXPAND,
+            Kernel::MoeRoute => MOE_ROUTE,
+            Kernel::MoeCombine => MOE_COMBINE,
         }
     }
 
@@ -282,6 +302,10 @@ impl Kernel {
             Kernel::Embedding => "embedding",
             Kernel::Argmax => "argmax",
             Kernel::StreamRead => "stream_read",
+            Kernel::HcMix => "hc_mix",
+            Kernel::HcExpand => "hc_expand",
+            Kernel::MoeRoute => "moe_route",
+            Kernel::MoeCombine => "moe_combine",
         }
     }
 
@@ -356,6 +380,10 @@ impl Kernel {
             Kernel::Embedding => "embedding",
             Kernel::Argmax => "argmax",
             Kernel::StreamRead => "stream_read",
+            Kernel::HcMix => "hc_mix",
+            Kernel::HcExpand => "hc_expand",
+            Kernel::MoeRoute => "moe_route",
+            Kernel::MoeCombine => "moe_combine",
         }
     }
 
@@ -402,6 +430,14 @@ impl Kernel {
             Kernel::Argmax => &[Read, ReadWrite],
             // src, out
             Kernel::StreamRead => &[Read, ReadWrite],
+            // streams, fn, base, scale, norm, mix (out), x (out)
+            Kernel::HcMix => &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+            // mix, out, streams (in place)
+            Kernel::HcExpand => &[Read, Read, ReadWrite],
+            // logits, bias, table, token, ids (out), weights (out)
+            Kernel::MoeRoute => &[Read, Read, Read, Read, ReadWrite, ReadWrite],
+            // ys, w, shared, out
+            Kernel::MoeCombine => &[Read, Read, Read, ReadWrite],
         }
     }
 }

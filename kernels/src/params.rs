@@ -167,6 +167,61 @@ pub struct StreamReadParams {
     pub _pad: u32,
 }
 
+/// `hc_mix.wgsl`: the mHC mixer (`head` 0: pre, post and comb over (2 + hc)·hc rows) or the
+/// head's collapse (`head` 1: pre over hc rows) of one token.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct HcMixParams {
+    pub hc: u32,
+    pub d: u32,
+    /// Sinkhorn iterations (`hc_sinkhorn_iters`).
+    pub iters: u32,
+    pub head: u32,
+    /// `hc_eps`.
+    pub eps: f32,
+    /// The RMSNorm epsilon (`rms_norm_eps`).
+    pub norm_eps: f32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+}
+
+/// `hc_expand.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct HcExpandParams {
+    pub hc: u32,
+    pub d: u32,
+    pub groups_x: u32,
+    pub _pad0: u32,
+}
+
+/// `moe_route.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct MoeRouteParams {
+    pub experts: u32,
+    pub top_k: u32,
+    /// 1: the picks are row `token` of the `tid2eid` table (hash layers).
+    pub hash: u32,
+    /// Where the token id is in the token binding.
+    pub token_at: u32,
+    /// `routed_scaling_factor`.
+    pub scale: f32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
+}
+
+/// `moe_combine.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct MoeCombineParams {
+    pub d: u32,
+    pub k: u32,
+    pub groups_x: u32,
+    pub _pad0: u32,
+}
+
 const _: () = assert!(size_of::<MatmulParams>() == 48);
 const _: () = assert!(size_of::<StreamReadParams>() == 16);
 const _: () = assert!(size_of::<RmsNormParams>() == 16);
@@ -176,3 +231,7 @@ const _: () = assert!(size_of::<AttentionParams>() == 32);
 const _: () = assert!(size_of::<ActivationParams>() == 16);
 const _: () = assert!(size_of::<EmbeddingParams>() == 32);
 const _: () = assert!(size_of::<ArgmaxParams>() == 16);
+const _: () = assert!(size_of::<HcMixParams>() == 32);
+const _: () = assert!(size_of::<HcExpandParams>() == 16);
+const _: () = assert!(size_of::<MoeRouteParams>() == 32);
+const _: () = assert!(size_of::<MoeCombineParams>() == 16);

@@ -8,4 +8,5 @@ mod fused;
 mod gpu;
 mod matmul;
 mod support;
+mod v4;
 mod validate_wgsl;

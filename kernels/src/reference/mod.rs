@@ -8,6 +8,7 @@ mod exact;
 mod gguf_blocks;
 mod matmul;
 mod ops;
+mod v4;
 
 pub use decode::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, f16_to_f32, WeightMatrix};
 pub use exact::{attention_f64, rmsnorm_f64, rope_f64, softmax_f64, swiglu_f64};
@@ -15,6 +16,10 @@ pub use matmul::{matmul, matvec, matvec_f64};
 pub use ops::{
     argmax, attention, embedding, rmsnorm, rope, rope_table, silu, softmax, swiglu, swiglu_clamped,
     AttentionShape,
+};
+pub use v4::{
+    hc_expand, hc_mix, moe_combine, moe_route, sqrt_softplus, HcMixed, HcWeights, Pick,
+    MAX_EXPERTS, MAX_HC, MAX_TOP_K,
 };
 
 use crate::{WeightFormat, LANES};

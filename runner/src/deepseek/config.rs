@@ -304,10 +304,11 @@ mod tests {
 }
 
 #[cfg(test)]
-mod parse_tests {
+pub(super) mod parse_tests {
     use super::*;
 
-    fn base() -> serde_json::Value {
+    /// The tiny test configuration (the generator's dimensions, three layers).
+    pub(in crate::deepseek) fn base() -> serde_json::Value {
         serde_json::json!({
             "model_type": "deepseek_v4", "num_key_value_heads": 1, "n_shared_experts": 1,
             "scoring_func": "sqrtsoftplus", "num_hidden_layers": 3,

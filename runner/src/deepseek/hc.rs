@@ -160,4 +160,73 @@ mod tests {
         }
         assert!(o.post.iter().all(|&p| p > 0.0 && p < 2.0));
     }
+
+    /// The device kernels' f32 references (`kernels::reference::hc_mix` / `hc_expand`, which
+    /// `hc_mix.wgsl` / `hc_expand.wgsl` are tested against) compute this module's f64 forward:
+    /// the mixer's pre/post/comb, the normalised collapsed input, the head and the expansion.
+    #[test]
+    fn the_device_kernels_references_compute_this_forward() {
+        use kernels::reference::{self as kref, HcWeights};
+        let (hc, d, iters, eps) = (4, 96, 20, 1e-6);
+        let wave = |n: usize, a: f32, f: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i as f32 * f).sin() + 0.3 * (i as f32 * 0.37).cos()) * a)
+                .collect()
+        };
+        let p = HcParams {
+            weight: wave((2 + hc) * hc * hc * d, 0.05, 0.731),
+            base: wave((2 + hc) * hc, 0.5, 1.3),
+            scale: vec![0.3, 0.6, 1.1],
+        };
+        let norm = wave(d, 1.0, 0.19);
+        let streams = wave(hc * d, 2.0, 0.053);
+        let want = mix(&p, &streams, hc, iters, eps, eps);
+        let want_x = rmsnorm(&want.collapsed, Some(&norm), eps);
+        let w = HcWeights {
+            wfn: &p.weight,
+            base: &p.base,
+            scale: &p.scale,
+            norm: &norm,
+        };
+        let got = kref::hc_mix(&streams, w, hc, iters, false, eps as f32, eps as f32)
+            .expect("reference mixer");
+        let close = |a: f64, b: f64, what: &str| {
+            assert!((a - b).abs() <= 1e-6 + 1e-5 * b.abs(), "{what}: {a} vs {b}");
+        };
+        for i in 0..hc {
+            close(f64::from(got.mix[hc + i]), want.post[i], "post");
+        }
+        for (i, &c) in want.comb.iter().enumerate() {
+            close(f64::from(got.mix[2 * hc + i]), c, "comb");
+        }
+        for (a, b) in got.x.iter().zip(&want_x) {
+            close(f64::from(*a), f64::from(*b), "x");
+        }
+        // the expansion of a block output with these coefficients
+        let out = wave(d, 1.0, 0.41);
+        let want_next = expand(&want, &out, &streams, hc);
+        let mut next = streams.clone();
+        kref::hc_expand(&got.mix, &out, &mut next, hc).expect("reference expansion");
+        for (a, b) in next.iter().zip(&want_next) {
+            close(f64::from(*a), f64::from(*b), "expanded streams");
+        }
+        // the head: pre over hc rows, then the final norm
+        let hp = HcParams {
+            weight: wave(hc * hc * d, 0.05, 0.29),
+            base: wave(hc, 0.5, 0.7),
+            scale: vec![0.8],
+        };
+        let want_head = rmsnorm(&head(&hp, &streams, hc, eps, eps), Some(&norm), eps);
+        let hw = HcWeights {
+            wfn: &hp.weight,
+            base: &hp.base,
+            scale: &hp.scale,
+            norm: &norm,
+        };
+        let got_head = kref::hc_mix(&streams, hw, hc, iters, true, eps as f32, eps as f32)
+            .expect("reference head");
+        for (a, b) in got_head.x.iter().zip(&want_head) {
+            close(f64::from(*a), f64::from(*b), "head");
+        }
+    }
 }

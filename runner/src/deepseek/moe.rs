@@ -170,6 +170,58 @@ pub fn forward(
 mod tests {
     use super::*;
 
+    /// The router kernel's f32 reference (`kernels::reference::moe_route`, which
+    /// `moe_route.wgsl` is tested against), given the gate product's logits, picks this
+    /// module's experts with its weights, for learned (top-k of score + bias) and hash layers.
+    #[test]
+    fn the_router_kernels_reference_routes_as_this_module() {
+        use kernels::reference::{self as kref, Pick};
+        let mut json = super::super::config::parse_tests::base();
+        json["n_routed_experts"] = serde_json::json!(64);
+        json["num_experts_per_tok"] = serde_json::json!(6);
+        let c = V4Config::parse(json.to_string().as_bytes(), "config.json").expect("config");
+        let d = c.hidden;
+        let wave = |n: usize, a: f32, f: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i as f32 * f).sin() + 0.2 * (i as f32 * 0.61).cos()) * a)
+                .collect()
+        };
+        let vocab = 5;
+        let tid2eid: Vec<u32> = (0..vocab * c.top_k).map(|i| (i * 37 % 64) as u32).collect();
+        for (learned, seed) in [(true, 0.113f32), (true, 0.071), (false, 0.291)] {
+            let p = MoeParams {
+                stem: "layers.0.ffn".into(),
+                gate: wave(c.experts * d, 0.2, seed),
+                bias: learned.then(|| wave(c.experts, 0.3, 0.47)),
+                tid2eid: (!learned).then(|| tid2eid.clone()),
+            };
+            let x = wave(d, 1.0, 0.093);
+            let want = route(&c, &p, &x, 3).expect("route");
+            let logits: Vec<f32> = (0..c.experts)
+                .map(|e| super::super::linear::dot(&p.gate[e * d..(e + 1) * d], &x) as f32)
+                .collect();
+            let pick = match (&p.bias, &p.tid2eid) {
+                (Some(bias), _) => Pick::TopK { bias },
+                (None, t) => Pick::Table {
+                    table: t.as_deref().unwrap_or(&[]),
+                    token: 3,
+                },
+            };
+            let (ids, w) =
+                kref::moe_route(&logits, pick, c.top_k, c.routed_scale as f32).expect("reference");
+            let mut want = want;
+            want.sort_by_key(|&(e, _)| e);
+            let want_ids: Vec<u32> = want.iter().map(|&(e, _)| e as u32).collect();
+            assert_eq!(ids, want_ids, "learned {learned}");
+            for (a, (_, b)) in w.iter().zip(&want) {
+                assert!(
+                    (f64::from(*a) - b).abs() < 1e-5 * b.abs() + 1e-7,
+                    "{a} vs {b}"
+                );
+            }
+        }
+    }
+
     /// The clamp never binds on the generated checkpoint (docs/deepseek-v4-reference.md: largest
     /// gate 5.30, |up| 5.73 < 10), so the transformers fixture cannot check it; this pins the
     /// rule: the gate is capped above only, the up projection on both sides.

@@ -1,0 +1,334 @@
+//! The DeepSeek V4 block kernels (`hc_mix`, `hc_expand`, `moe_route`, `moe_combine`) against
+//! their CPU references (`kernels::reference::v4`), on shapes with partial lane strides, plus the
+//! properties the references must have (Sinkhorn doubly stochastic, the router's tie and hash
+//! rules). The references are held against the runner's f64 forward in
+//! `runner/src/deepseek/hc.rs` and `moe.rs`.
+
+use kernels::gpu::{elementwise_groups, Gpu};
+use kernels::reference::{self, HcWeights, Pick};
+use kernels::{HcExpandParams, HcMixParams, Kernel, MoeCombineParams, MoeRouteParams};
+
+use crate::support::{assert_close, gpu, Rng};
+
+// |gpu − reference| ≤ abs + rel · |reference|: exp/sqrt may differ by an ulp or two between the
+// adapter and Rust's libm, and a rounding moved early moves the sums after it.
+const HC: (f32, f32) = (2e-6, 2e-5);
+const ROUTE: (f32, f32) = (1e-7, 2e-5);
+
+struct HcCase {
+    streams: Vec<f32>,
+    wfn: Vec<f32>,
+    base: Vec<f32>,
+    scale: Vec<f32>,
+    norm: Vec<f32>,
+}
+
+impl HcCase {
+    fn new(rng: &mut Rng, hc: usize, d: usize, head: bool) -> Self {
+        let rows = if head { hc } else { (2 + hc) * hc };
+        Self {
+            streams: rng.normals(hc * d, 2.0),
+            wfn: rng.normals(rows * hc * d, 0.05),
+            base: rng.normals(rows, 0.5),
+            scale: if head { vec![0.7] } else { vec![0.3, 0.6, 1.1] },
+            norm: rng.normals(d, 1.0),
+        }
+    }
+
+    fn weights(&self) -> HcWeights<'_> {
+        HcWeights {
+            wfn: &self.wfn,
+            base: &self.base,
+            scale: &self.scale,
+            norm: &self.norm,
+        }
+    }
+
+    /// The kernel's (mix, x).
+    fn run(&self, g: &Gpu, hc: usize, head: bool) -> (Vec<f32>, Vec<f32>) {
+        let d = self.norm.len();
+        let rows = if head { hc } else { (2 + hc) * hc };
+        let up = |name: &str, v: &[f32]| g.upload_f32(name, v).expect("upload");
+        let bufs = [
+            up("streams", &self.streams),
+            up("fn", &self.wfn),
+            up("base", &self.base),
+            up("scale", &self.scale),
+            up("norm", &self.norm),
+        ];
+        let mix = g.zeros("mix", (rows * 4) as u64).expect("mix");
+        let x = g.zeros("x", (d * 4) as u64).expect("x");
+        let p = HcMixParams {
+            hc: hc as u32,
+            d: d as u32,
+            iters: 20,
+            head: u32::from(head),
+            eps: 1e-6,
+            norm_eps: 1e-6,
+            _pad0: 0,
+            _pad1: 0,
+        };
+        let mut binds: Vec<_> = bufs.iter().map(Into::into).collect();
+        binds.push((&mix).into());
+        binds.push((&x).into());
+        g.dispatch(Kernel::HcMix, &p, &binds, (1, 1, 1))
+            .expect("dispatch");
+        (
+            g.read_f32(&mix, rows).expect("mix"),
+            g.read_f32(&x, d).expect("x"),
+        )
+    }
+}
+
+#[test]
+fn hc_mix_matches_its_reference_for_the_mixer_and_the_head() {
+    let Some(g) = gpu("hc_mix_matches_its_reference_for_the_mixer_and_the_head") else {
+        return;
+    };
+    let mut rng = Rng(41);
+    for (hc, d, head) in [
+        (4, 256, false),
+        (4, 1000, false),
+        (4, 256, true),
+        (2, 96, false),
+    ] {
+        let c = HcCase::new(&mut rng, hc, d, head);
+        let want = reference::hc_mix(&c.streams, c.weights(), hc, 20, head, 1e-6, 1e-6)
+            .expect("reference");
+        let (mix, x) = c.run(g, hc, head);
+        let what = format!("hc_mix hc {hc} d {d} head {head}");
+        assert_close(&format!("{what} mix"), &mix, &want.mix, |i| {
+            HC.0 + HC.1 * want.mix[i].abs()
+        });
+        assert_close(&format!("{what} x"), &x, &want.x, |i| {
+            HC.0 + HC.1 * want.x[i].abs()
+        });
+    }
+}
+
+#[test]
+fn the_reference_mixer_makes_comb_doubly_stochastic_and_post_in_0_2() {
+    let mut rng = Rng(5);
+    let (hc, d) = (4, 64);
+    let c = HcCase::new(&mut rng, hc, d, false);
+    let m =
+        reference::hc_mix(&c.streams, c.weights(), hc, 20, false, 1e-6, 1e-6).expect("reference");
+    let comb = &m.mix[2 * hc..];
+    for k in 0..hc {
+        let col: f32 = (0..hc).map(|j| comb[j * hc + k]).sum();
+        let row: f32 = (0..hc).map(|j| comb[k * hc + j]).sum();
+        assert!((col - 1.0).abs() < 1e-5, "column {k} sums to {col}");
+        assert!((row - 1.0).abs() < 1e-3, "row {k} sums to {row}");
+    }
+    assert!(m.mix[hc..2 * hc].iter().all(|&p| p > 0.0 && p < 2.0));
+    // one iteration is the column normalisation alone: columns sum to 1, rows need not
+    let one =
+        reference::hc_mix(&c.streams, c.weights(), hc, 1, false, 1e-6, 1e-6).expect("reference");
+    assert_ne!(one.mix, m.mix);
+}
+
+#[test]
+fn hc_expand_matches_its_reference_in_place() {
+    let Some(g) = gpu("hc_expand_matches_its_reference_in_place") else {
+        return;
+    };
+    let mut rng = Rng(9);
+    for (hc, d) in [(4, 256), (4, 1000), (3, 300)] {
+        let mix = rng.normals((2 + hc) * hc, 0.5);
+        let out = rng.normals(d, 1.0);
+        let streams = rng.normals(hc * d, 1.0);
+        let mut want = streams.clone();
+        reference::hc_expand(&mix, &out, &mut want, hc).expect("reference");
+        let mb = g.upload_f32("mix", &mix).expect("mix");
+        let ob = g.upload_f32("out", &out).expect("out");
+        let sb = g.upload_f32("streams", &streams).expect("streams");
+        let groups = elementwise_groups(d as u32);
+        let p = HcExpandParams {
+            hc: hc as u32,
+            d: d as u32,
+            groups_x: groups.0,
+            _pad0: 0,
+        };
+        g.dispatch(
+            Kernel::HcExpand,
+            &p,
+            &[(&mb).into(), (&ob).into(), (&sb).into()],
+            groups,
+        )
+        .expect("dispatch");
+        let got = g.read_f32(&sb, hc * d).expect("read");
+        assert_close(&format!("hc_expand hc {hc} d {d}"), &got, &want, |i| {
+            1e-6 + 1e-6 * want[i].abs()
+        });
+    }
+}
+
+/// Runs the router kernel: (ids, weights).
+fn route_on(
+    g: &Gpu,
+    logits: &[f32],
+    bias: &[f32],
+    table: Option<&[u32]>,
+    token: u32,
+    top_k: usize,
+) -> (Vec<u32>, Vec<f32>) {
+    let lb = g.upload_f32("logits", logits).expect("logits");
+    let bb = g.upload_f32("bias", bias).expect("bias");
+    let tb = g.upload_u32("table", table.unwrap_or(&[0])).expect("table");
+    // the token id sits at index 3 of its buffer (as an argmax row among others would)
+    let kb = g.upload_u32("token", &[7, 7, 7, token]).expect("token");
+    let ib = g.zeros("ids", (top_k * 4) as u64).expect("ids");
+    let wb = g.zeros("weights", (top_k * 4) as u64).expect("weights");
+    let p = MoeRouteParams {
+        experts: logits.len() as u32,
+        top_k: top_k as u32,
+        hash: u32::from(table.is_some()),
+        token_at: 3,
+        scale: 1.5,
+        _pad0: 0,
+        _pad1: 0,
+        _pad2: 0,
+    };
+    g.dispatch(
+        Kernel::MoeRoute,
+        &p,
+        &[
+            (&lb).into(),
+            (&bb).into(),
+            (&tb).into(),
+            (&kb).into(),
+            (&ib).into(),
+            (&wb).into(),
+        ],
+        (1, 1, 1),
+    )
+    .expect("dispatch");
+    let ids = g.read_bytes(&ib, (top_k * 4) as u64).expect("ids");
+    let ids = ids
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (ids, g.read_f32(&wb, top_k).expect("weights"))
+}
+
+#[test]
+fn moe_route_matches_its_reference_for_learned_and_hash_layers() {
+    let Some(g) = gpu("moe_route_matches_its_reference_for_learned_and_hash_layers") else {
+        return;
+    };
+    let mut rng = Rng(77);
+    for (experts, top_k) in [(4, 2), (256, 6), (300, 8)] {
+        // logits across softplus's regimes: far below 0, near 0, above the threshold 20
+        let mut logits = rng.normals(experts, 3.0);
+        logits[0] = -30.0;
+        logits[experts - 1] = 25.0;
+        let bias = rng.normals(experts, 0.5);
+        let want = reference::moe_route(&logits, Pick::TopK { bias: &bias }, top_k, 1.5)
+            .expect("reference");
+        let got = route_on(g, &logits, &bias, None, 0, top_k);
+        assert_eq!(got.0, want.0, "learned router's picks, {experts} experts");
+        assert_close("router weights", &got.1, &want.1, |i| {
+            ROUTE.0 + ROUTE.1 * want.1[i].abs()
+        });
+        let vocab = 10;
+        let table: Vec<u32> = (0..vocab * top_k)
+            .map(|i| ((i * 7919 + 3) % experts) as u32)
+            .collect();
+        let zero = vec![0f32; experts];
+        let want = reference::moe_route(
+            &logits,
+            Pick::Table {
+                table: &table,
+                token: 9,
+            },
+            top_k,
+            1.5,
+        )
+        .expect("reference");
+        let got = route_on(g, &logits, &zero, Some(&table), 9, top_k);
+        assert_eq!(got.0, want.0, "hash router's picks, {experts} experts");
+        assert_close("hash router weights", &got.1, &want.1, |i| {
+            ROUTE.0 + ROUTE.1 * want.1[i].abs()
+        });
+    }
+}
+
+#[test]
+fn the_reference_router_breaks_ties_to_the_lower_id_and_sorts_its_picks() {
+    // experts 1 and 3 tie at the top; with k = 2 both are picked, expert 2 is not
+    let logits = [0.0f32, 2.0, 1.0, 2.0];
+    let (ids, w) =
+        reference::moe_route(&logits, Pick::TopK { bias: &[0.0; 4] }, 2, 1.0).expect("route");
+    assert_eq!(ids, [1, 3]);
+    assert!((w[0] - 0.5).abs() < 1e-6 && (w[1] - 0.5).abs() < 1e-6);
+    // k = 1: the lower id wins the tie
+    let (ids, _) =
+        reference::moe_route(&logits, Pick::TopK { bias: &[0.0; 4] }, 1, 1.0).expect("route");
+    assert_eq!(ids, [1]);
+    // the bias chooses, the weights come from the unbiased scores
+    let (ids, w) = reference::moe_route(
+        &logits,
+        Pick::TopK {
+            bias: &[5.0, 0.0, 0.0, 0.0],
+        },
+        2,
+        1.0,
+    )
+    .expect("route");
+    assert_eq!(ids, [0, 1]);
+    let s0 = reference::sqrt_softplus(0.0);
+    let s1 = reference::sqrt_softplus(2.0);
+    assert!((w[0] - s0 / (s0 + s1)).abs() < 1e-6);
+    // a token outside the table is refused
+    assert!(reference::moe_route(
+        &logits,
+        Pick::Table {
+            table: &[0, 1],
+            token: 1
+        },
+        2,
+        1.0
+    )
+    .is_err());
+    // softplus keeps its tail (f32 log(1 + u) would give 0 here)
+    let tail = reference::sqrt_softplus(-20.0);
+    assert!((tail - (-20f64).exp().sqrt() as f32).abs() < 1e-9, "{tail}");
+}
+
+#[test]
+fn moe_combine_matches_its_reference() {
+    let Some(g) = gpu("moe_combine_matches_its_reference") else {
+        return;
+    };
+    let mut rng = Rng(13);
+    for (k, d) in [(2, 256), (6, 1000)] {
+        let ys = rng.normals(k * d, 1.0);
+        let w = rng.normals(k, 0.4);
+        let shared = rng.normals(d, 1.0);
+        let want = reference::moe_combine(&ys, &w, &shared).expect("reference");
+        let (yb, wb, sb) = (
+            g.upload_f32("ys", &ys).expect("ys"),
+            g.upload_f32("w", &w).expect("w"),
+            g.upload_f32("shared", &shared).expect("shared"),
+        );
+        let ob = g.zeros("out", (d * 4) as u64).expect("out");
+        let groups = elementwise_groups(d as u32);
+        let p = MoeCombineParams {
+            d: d as u32,
+            k: k as u32,
+            groups_x: groups.0,
+            _pad0: 0,
+        };
+        g.dispatch(
+            Kernel::MoeCombine,
+            &p,
+            &[(&yb).into(), (&wb).into(), (&sb).into(), (&ob).into()],
+            groups,
+        )
+        .expect("dispatch");
+        let got = g.read_f32(&ob, d).expect("read");
+        assert_close(&format!("moe_combine k {k} d {d}"), &got, &want, |i| {
+            1e-6 + 1e-6 * want[i].abs()
+        });
+    }
+}
