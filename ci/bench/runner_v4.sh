@@ -4,6 +4,8 @@
 # 32 ids of the transformers fixture's prompt then DECODE greedy tokens (EOS ignored), resident and
 # streamed at two expert-cache sizes, ROUNDS round-robin rounds (each runs every configuration
 # once, in turn), medians, peak RSS, the expert cache's counters. Writes docs/bench/runner-v4.md.
+# Resident runs twice: the mHC residual on the host (MINIRUN_V4_RESIDUAL=host, lavapipe's
+# default) and on the device (=device, a GPU's default); the streamed runs keep the host's.
 #
 #   ci/bench/runner_v4.sh [ROUNDS] [DECODE]      (default 5 rounds, 16 decode tokens)
 #
@@ -27,16 +29,17 @@ artifact=$tmp/demo/demo/consumer
 ids=$(python3 -c "import json; print(','.join(map(str, json.load(open('ci/oracles/deepseek_v4/reference.json'))['prompt']['ids'][:32])))")
 experts=$(du -cb "$artifact"/layers*/*.ffn.experts.* | tail -1 | cut -f1)
 
-configs=(resident stream-all stream-small)
+configs=(resident resident-device stream-all stream-small)
 [ -n "${BASELINE:-}" ] && configs=(baseline "${configs[@]}")
 run_one() { # config -> "prefill decode rss_mib hits misses tile_reads"
-    local c=$1 flags=(--resident) run=$bin/minirun-run
+    local c=$1 flags=(--resident) run=$bin/minirun-run residual=host
     case $c in
         baseline) run=$BASELINE ;;
+        resident-device) residual=device ;;
         stream-all) flags=(--stream --expert-cache-mib 1024) ;;
         stream-small) flags=(--stream --expert-cache-mib 4) ;;
     esac
-    /usr/bin/time -f %M -o "$tmp/rss" "$run" --artifact "$artifact" --prompt-ids "$ids" \
+    MINIRUN_V4_RESIDUAL=$residual /usr/bin/time -f %M -o "$tmp/rss" "$run" --artifact "$artifact" --prompt-ids "$ids" \
         -n $((decode + 1)) --ignore-eos "${flags[@]}" --json > "$tmp/out.json" 2> /dev/null
     python3 - "$tmp/out.json" "$tmp/rss" <<'PY'
 import json, sys
@@ -63,7 +66,8 @@ names = {}
 if os.path.exists(os.path.join(tmp, "baseline")):
     names["baseline"] = f"baseline: {baseline or 'an older minirun-run'}, resident"
 names |= {
-    "resident": "minirun-run `--artifact` resident (wgpu)",
+    "resident": "minirun-run `--artifact` resident (wgpu), mHC residual on the host (the CPU-adapter default)",
+    "resident-device": "resident, `MINIRUN_V4_RESIDUAL=device` (the mHC residual on the device: 2 submits a layer)",
     "stream-all": "`--stream --expert-cache-mib 1024` (every expert fits)",
     "stream-small": "`--stream --expert-cache-mib 4`",
 }

@@ -436,8 +436,8 @@ impl Kernel {
             Kernel::HcExpand => &[Read, Read, ReadWrite],
             // logits, bias, table, token, ids (out), weights (out)
             Kernel::MoeRoute => &[Read, Read, Read, Read, ReadWrite, ReadWrite],
-            // ys, w, shared, out
-            Kernel::MoeCombine => &[Read, Read, Read, ReadWrite],
+            // ys (the routed rows, then the shared one), w, out
+            Kernel::MoeCombine => &[Read, Read, ReadWrite],
         }
     }
 }

@@ -90,7 +90,7 @@ fn hc_mix_matches_its_reference_for_the_mixer_and_the_head() {
         (4, 256, false),
         (4, 1000, false),
         (4, 256, true),
-        (2, 96, false),
+        (4, 4096, false),
     ] {
         let c = HcCase::new(&mut rng, hc, d, head);
         let want = reference::hc_mix(&c.streams, c.weights(), hc, 20, head, 1e-6, 1e-6)
@@ -133,7 +133,7 @@ fn hc_expand_matches_its_reference_in_place() {
         return;
     };
     let mut rng = Rng(9);
-    for (hc, d) in [(4, 256), (4, 1000), (3, 300)] {
+    for (hc, d) in [(4, 256), (4, 1000), (4, 4097)] {
         let mix = rng.normals((2 + hc) * hc, 0.5);
         let out = rng.normals(d, 1.0);
         let streams = rng.normals(hc * d, 1.0);
@@ -302,14 +302,12 @@ fn moe_combine_matches_its_reference() {
     };
     let mut rng = Rng(13);
     for (k, d) in [(2, 256), (6, 1000)] {
-        let ys = rng.normals(k * d, 1.0);
+        let ys = rng.normals((k + 1) * d, 1.0);
         let w = rng.normals(k, 0.4);
-        let shared = rng.normals(d, 1.0);
-        let want = reference::moe_combine(&ys, &w, &shared).expect("reference");
-        let (yb, wb, sb) = (
+        let want = reference::moe_combine(&ys, &w).expect("reference");
+        let (yb, wb) = (
             g.upload_f32("ys", &ys).expect("ys"),
             g.upload_f32("w", &w).expect("w"),
-            g.upload_f32("shared", &shared).expect("shared"),
         );
         let ob = g.zeros("out", (d * 4) as u64).expect("out");
         let groups = elementwise_groups(d as u32);
@@ -322,7 +320,7 @@ fn moe_combine_matches_its_reference() {
         g.dispatch(
             Kernel::MoeCombine,
             &p,
-            &[(&yb).into(), (&wb).into(), (&sb).into(), (&ob).into()],
+            &[(&yb).into(), (&wb).into(), (&ob).into()],
             groups,
         )
         .expect("dispatch");
@@ -330,5 +328,8 @@ fn moe_combine_matches_its_reference() {
         assert_close(&format!("moe_combine k {k} d {d}"), &got, &want, |i| {
             1e-6 + 1e-6 * want[i].abs()
         });
+        // the shared row is added last, the routed rows weighted
+        let only_shared = reference::moe_combine(&ys, &vec![0.0; k]).expect("reference");
+        assert_eq!(only_shared, ys[k * d..].to_vec());
     }
 }

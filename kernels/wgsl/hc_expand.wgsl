@@ -4,7 +4,8 @@
 // Layout: binding 1 `mix` f32 [pre hc | post hc | comb hc·hc] (`hc_mix.wgsl`'s output); binding 2
 // `out` f32 [d] (the block's output); binding 3 `streams` f32 [hc · d], read and rewritten. One
 // invocation a channel c (2-D grid of 256-wide workgroups, c = x + y · groups_x · 256); it reads
-// every stream's value of c before writing any, so in place is safe; hc ≤ 4.
+// every stream's value of c before writing any, so in place is safe. hc is the constant HC = 4
+// (`p.hc` must equal it; `hc_mix.wgsl` says why).
 // Order (`reference::hc_expand`): v = post[k] · out[c]; then v = fma(comb[j][k], s_j, v) for j = 0, 1, ….
 
 struct Params {
@@ -14,6 +15,8 @@ struct Params {
     _pad0: u32,
 }
 
+const HC: u32 = 4u;
+
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> mix: array<f32>;
 @group(0) @binding(2) var<storage, read> out: array<f32>;
@@ -22,10 +25,10 @@ struct Params {
 @compute @workgroup_size(256)
 fn hc_expand(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x + gid.y * p.groups_x * 256u;
-    if (c >= p.d) {
+    if (c >= p.d || p.hc != HC) {
         return;
     }
-    let hc = min(p.hc, 4u);
+    let hc = HC;
     var s: array<f32, 4>;
     for (var j = 0u; j < hc; j++) {
         s[j] = streams[j * p.d + c];

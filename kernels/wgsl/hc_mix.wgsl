@@ -6,16 +6,22 @@
 // binding 5 `norm` f32 [d] (the block's input norm, or the final norm for the head); binding 6
 // `mix` f32: the mixer writes [pre hc | post hc | comb hc·hc] (the head only pre); binding 7 `x`
 // f32 [d]: the collapsed streams Σ_i pre[i] · streams[i], RMS-normalised with `norm`.
-// rows = (2 + hc) · hc for the mixer, hc for the head (`p.head` = 1); hc ≤ 4.
+// rows = (2 + hc) · hc for the mixer, hc for the head (`p.head` = 1). hc is the constant HC = 4
+// (V4's `hc_mult`; `p.hc` must equal it): with hc a runtime bound, llvmpipe took ~30 ms a
+// dispatch for the coefficient loops (docs/kernels.md "V4 block kernels").
 //
-// One workgroup of 64 lanes. Order (`reference::hc_mix`):
-// 1. ss: lane l sums fma(s, s, ·) over i = l, l + 64, … < hc·d; the tree fold; inv = 1/sqrt(ss/n + norm_eps).
-// 2. m[r]: lane l sums fma(wfn[r, i], streams[i] · inv, ·) over the same i; the tree fold per row.
+// The vectors are read as vec4 (d a multiple of 4). One workgroup of 64 lanes. Order
+// (`reference::hc_mix`), with "the lane order" meaning: lane l takes the 4-element chunks
+// l, l + 64, … and the 4 elements of a chunk in order; then the tree fold of the 64 partials:
+// 1. ss = Σ fma(s, s, ·) in the lane order over hc·d; inv = 1/sqrt(ss/(hc·d) + norm_eps).
+// 2. m[r] = Σ fma(wfn[r, i], streams[i] · inv, ·) in the lane order, except that the 64 lane
+//    partials are added in lane order ((p0 + p1) + p2 …, lane r summing row r: one barrier where
+//    the tree took six, 140 → 106 µs a dispatch on lavapipe).
 // 3. lane 0: pre[i] = sigmoid(m[i]·scale0 + base[i]) + eps; post[i] = 2·sigmoid(m[hc+i]·scale1 + base[hc+i]);
 //    comb[j][k] = softmax_k(m[2hc + j·hc + k]·scale2 + base[…]) + eps, then column normalisation
 //    (÷ (sum + eps)), then iters − 1 times row then column normalisation.
-// 4. x[c] = Σ_i fma(pre[i], streams[i·d + c], ·) (i ascending, from 0), c = l, l + 64, …; its ss
-//    summed and folded as in 1; x[c] · inv2 · norm[c], inv2 = 1/sqrt(ss/d + norm_eps).
+// 4. x[c] = Σ_i fma(pre[i], streams[i·d + c], ·) (i ascending, from 0); Σ x² in the lane order
+//    over d; x[c] · inv2 · norm[c], inv2 = 1/sqrt(Σ/d + norm_eps).
 
 struct Params {
     hc: u32,
@@ -29,28 +35,20 @@ struct Params {
 }
 
 const LANES: u32 = 64u;
+const HC: u32 = 4u;
 const MAX_ROWS: u32 = 24u;
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> streams: array<f32>;
-@group(0) @binding(2) var<storage, read> wfn: array<f32>;
+@group(0) @binding(1) var<storage, read> streams: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> wfn: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> base: array<f32>;
 @group(0) @binding(4) var<storage, read> scale: array<f32>;
-@group(0) @binding(5) var<storage, read> norm: array<f32>;
+@group(0) @binding(5) var<storage, read> norm: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> mix: array<f32>;
-@group(0) @binding(7) var<storage, read_write> x: array<f32>;
+@group(0) @binding(7) var<storage, read_write> x: array<vec4<f32>>;
 
 var<workgroup> partial: array<f32, 1536>;
 var<workgroup> coef: array<f32, 24>;
-
-fn fold(r: u32, lane: u32) {
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            partial[r * LANES + lane] = partial[r * LANES + lane] + partial[r * LANES + lane + s];
-        }
-        workgroupBarrier();
-    }
-}
 
 fn sigmoid(v: f32) -> f32 {
     return 1.0 / (1.0 + exp(-v));
@@ -58,14 +56,14 @@ fn sigmoid(v: f32) -> f32 {
 
 fn rows_of() -> u32 {
     if (p.head == 1u) {
-        return p.hc;
+        return HC;
     }
-    return (2u + p.hc) * p.hc;
+    return (2u + HC) * HC;
 }
 
 // Lane 0: pre, post and comb from the projections m (in `partial[r · LANES]`), into `coef`.
 fn coefficients() {
-    let hc = p.hc;
+    let hc = HC;
     for (var i = 0u; i < hc; i++) {
         coef[i] = sigmoid(partial[i * LANES] * scale[0] + base[i]) + p.eps;
     }
@@ -110,7 +108,7 @@ fn coefficients() {
 }
 
 fn normalise_columns() {
-    let hc = p.hc;
+    let hc = HC;
     let c0 = 2u * hc;
     for (var k = 0u; k < hc; k++) {
         var sum = 0.0;
@@ -125,37 +123,57 @@ fn normalise_columns() {
 
 @compute @workgroup_size(64)
 fn hc_mix(@builtin(local_invocation_index) lane: u32) {
-    let n = p.hc * p.d;
-    let rows = min(rows_of(), MAX_ROWS);
+    if (p.hc != HC) {
+        return;
+    }
+    let n4 = HC * p.d / 4u;
+    let d4 = p.d / 4u;
+    let rows = rows_of();
     var ss = 0.0;
-    for (var i = lane; i < n; i += LANES) {
+    for (var i = lane; i < n4; i += LANES) {
         let v = streams[i];
-        ss = fma(v, v, ss);
+        ss = fma(v.x, v.x, ss);
+        ss = fma(v.y, v.y, ss);
+        ss = fma(v.z, v.z, ss);
+        ss = fma(v.w, v.w, ss);
     }
     partial[lane] = ss;
     workgroupBarrier();
-    fold(0u, lane);
-    let inv = 1.0 / sqrt(partial[0] / f32(n) + p.norm_eps);
-    workgroupBarrier();
-    var acc: array<f32, 24>;
-    for (var i = lane; i < n; i += LANES) {
-        let v = streams[i] * inv;
-        for (var r = 0u; r < rows; r++) {
-            acc[r] = fma(wfn[r * n + i], v, acc[r]);
-        }
-    }
-    for (var r = 0u; r < rows; r++) {
-        partial[r * LANES + lane] = acc[r];
-    }
-    workgroupBarrier();
     for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
         if (lane < s) {
-            for (var r = 0u; r < rows; r++) {
-                partial[r * LANES + lane] = partial[r * LANES + lane] + partial[r * LANES + lane + s];
-            }
+            partial[lane] = partial[lane] + partial[lane + s];
         }
         workgroupBarrier();
     }
+    let inv = 1.0 / sqrt(partial[0] / f32(4u * n4) + p.norm_eps);
+    workgroupBarrier();
+    var acc: array<f32, 24>;
+    for (var i = lane; i < n4; i += LANES) {
+        let v = streams[i] * inv;
+        for (var r = 0u; r < MAX_ROWS; r++) {
+            if (r < rows) {
+                let w = wfn[r * n4 + i];
+                var a = acc[r];
+                a = fma(w.x, v.x, a);
+                a = fma(w.y, v.y, a);
+                a = fma(w.z, v.z, a);
+                a = fma(w.w, v.w, a);
+                acc[r] = a;
+            }
+        }
+    }
+    for (var r = 0u; r < MAX_ROWS; r++) {
+        partial[r * LANES + lane] = acc[r];
+    }
+    workgroupBarrier();
+    if (lane < MAX_ROWS) {
+        var t = partial[lane * LANES];
+        for (var l = 1u; l < LANES; l++) {
+            t = t + partial[lane * LANES + l];
+        }
+        partial[lane * LANES] = t;
+    }
+    workgroupBarrier();
     if (lane == 0u) {
         coefficients();
         for (var r = 0u; r < rows; r++) {
@@ -164,19 +182,27 @@ fn hc_mix(@builtin(local_invocation_index) lane: u32) {
     }
     workgroupBarrier();
     var ss2 = 0.0;
-    for (var c = lane; c < p.d; c += LANES) {
-        var v = 0.0;
-        for (var i = 0u; i < p.hc; i++) {
-            v = fma(coef[i], streams[i * p.d + c], v);
+    for (var c = lane; c < d4; c += LANES) {
+        var v = vec4<f32>(0.0);
+        for (var i = 0u; i < HC; i++) {
+            v = fma(vec4<f32>(coef[i]), streams[i * d4 + c], v);
         }
         x[c] = v;
-        ss2 = fma(v, v, ss2);
+        ss2 = fma(v.x, v.x, ss2);
+        ss2 = fma(v.y, v.y, ss2);
+        ss2 = fma(v.z, v.z, ss2);
+        ss2 = fma(v.w, v.w, ss2);
     }
     partial[lane] = ss2;
     workgroupBarrier();
-    fold(0u, lane);
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial[lane] = partial[lane] + partial[lane + s];
+        }
+        workgroupBarrier();
+    }
     let inv2 = 1.0 / sqrt(partial[0] / f32(p.d) + p.norm_eps);
-    for (var c = lane; c < p.d; c += LANES) {
+    for (var c = lane; c < d4; c += LANES) {
         x[c] = (x[c] * inv2) * norm[c];
     }
 }

@@ -11,6 +11,14 @@ use runner::deepseek::{Mode, V4Model};
 
 #[test]
 fn gpu_resident_and_streamed_match_transformers_and_each_other() {
+    // the residual on the host (the default on a CPU adapter) and on the device (on a GPU)
+    for device_residual in [false, true] {
+        eprintln!("mHC residual on the device: {device_residual}");
+        resident_and_streamed_match(device_residual);
+    }
+}
+
+fn resident_and_streamed_match(device_residual: bool) {
     let fx = deepseek_common::fixture();
     let dir = deepseek_common::release();
 
@@ -23,6 +31,7 @@ fn gpu_resident_and_streamed_match_transformers_and_each_other() {
         },
     )
     .expect("opens resident");
+    assert!(resident.set_device_residual(device_residual));
     let reads_open = resident.tile_reads();
     let rows_r = resident
         .teacher_forced(&fx.prompt, &fx.greedy)
@@ -39,7 +48,14 @@ fn gpu_resident_and_streamed_match_transformers_and_each_other() {
         reads_after, reads_open,
         "a resident run reads no tile after open"
     );
-    deepseek_common::dump("gpu", &rows_r);
+    deepseek_common::dump(
+        if device_residual {
+            "gpu-device-residual"
+        } else {
+            "gpu"
+        },
+        &rows_r,
+    );
     let report = deepseek_common::compare(&rows_r, fx);
     let vs64 = deepseek_common::max_abs_vs_f64(&rows_r, fx);
     eprintln!("max |Δ| vs transformers f64: {vs64:e}");
@@ -73,6 +89,7 @@ fn gpu_resident_and_streamed_match_transformers_and_each_other() {
         },
     )
     .expect("opens streamed");
+    assert!(streamed.set_device_residual(device_residual));
     let s_open = streamed.tile_reads();
     let short_s = streamed
         .teacher_forced(prompt, forced)
@@ -157,15 +174,29 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
 }
 
 /// A resident decode step's device work, counted by the one wgpu wrapper (`kernels::gpu::Gpu`):
-/// a layer's products go in chains recorded into one submit each (the normalised input's
-/// projections, one merged matrix a format, through `q_norm` into the query LoRA's; the grouped
-/// output projection into `wo_b`; the experts' gate/up products through SwiGLU on the device into
-/// their down products, gate/up and SwiGLU one fused dispatch an MLP), so at most 3 submits a
-/// layer and one for the head, each read back with one map; and once the experts a token routes to have run before (a second pass over the same
+/// a layer's products go in chains (the normalised input's projections, one merged matrix a
+/// format, through `q_norm` into the query LoRA's; the grouped output projection into `wo_b`;
+/// the experts' gate/up products through SwiGLU on the device into their down products, gate/up
+/// and SwiGLU one fused dispatch an MLP). With the mHC residual on the host that is 3 submits a
+/// layer; with it on the device (mixers, expansions and the MoE's weighted sum recorded with
+/// the chains) 2 (the attention's inputs and the router's input come back); the head one more,
+/// each read back with one map; and once the experts a token routes to have run before (a second pass over the same
 /// tokens), a step creates no buffer and no bind group. The second pass gives the first pass's
 /// logits bit for bit.
 #[test]
-fn a_resident_decode_step_is_three_submits_a_layer_and_creates_nothing_when_warm() {
+fn a_resident_decode_step_is_two_submits_a_layer_and_creates_nothing_when_warm() {
+    // the residual on the host: the mixers run there, between 3 submits a layer (130 here; 173
+    // before `q_norm` was chained), each MLP's gate/up and SwiGLU one fused dispatch and the
+    // attention's input projections one a format: 558 dispatches (683 before the projections
+    // were merged; 941 with three dispatches an MLP)
+    decode_structure(false, 3, 5);
+    // on the device: a layer reads back the attention's inputs (with the previous layer's MoE)
+    // and the router's input (with `wo_a`→`wo_b`), 2 submits a layer (87 here); the two mixers,
+    // two expansions and the MoE's weighted sum are five dispatches more a layer (774)
+    decode_structure(true, 2, 9);
+}
+
+fn decode_structure(device_residual: bool, per_layer: u64, per_submit: u64) {
     let fx = deepseek_common::fixture();
     let mut m = V4Model::open_dir(
         deepseek_common::release(),
@@ -175,25 +206,24 @@ fn a_resident_decode_step_is_three_submits_a_layer_and_creates_nothing_when_warm
         },
     )
     .expect("opens resident");
+    assert!(m.set_device_residual(device_residual));
     let ids = &fx.prompt[..6];
-    let first: Vec<Vec<f32>> = ids.iter().map(|&id| m.forward(&[id]).unwrap()).collect();
+    let first: Vec<Vec<f32>> = ids
+        .iter()
+        .map(|&id| m.forward(&[id]).expect("first pass"))
+        .collect();
     m.reset();
     let layers = m.config.layers as u64;
     for (i, &id) in ids.iter().enumerate() {
         let before = m.gpu_stats().expect("a GPU model counts");
-        let row = m.forward(&[id]).unwrap();
-        let d = m.gpu_stats().unwrap() - before;
-        eprintln!("step {i}: {d:?}");
+        let row = m.forward(&[id]).expect("second pass");
+        let d = m.gpu_stats().expect("counters") - before;
+        eprintln!("device residual {device_residual}, step {i}: {d:?}");
         let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&row), bits(&first[i]), "step {i}: the logits moved");
-        // the input projections, q_norm and the query LoRA are one chain: 3 submits a layer
-        // (130 here; 173 with 4)
-        assert!(d.submits <= 3 * layers + 1, "step {i}: {d:?}");
+        assert!(d.submits <= per_layer * layers + 1, "step {i}: {d:?}");
         assert!(d.dispatches >= 3 * d.submits, "step {i}: {d:?}");
-        // each resident MLP's gate and up products and SwiGLU are one fused dispatch, and the
-        // attention's input projections one a format: 558 dispatches for 130 submits here
-        // (683 for 173 before the projections were merged; 941 with three dispatches an MLP)
-        assert!(d.dispatches <= 5 * d.submits, "step {i}: {d:?}");
+        assert!(d.dispatches <= per_submit * d.submits, "step {i}: {d:?}");
         assert_eq!(d.maps, d.submits, "step {i}: one read-back a batch: {d:?}");
         assert_eq!(d.buffers_created, 0, "step {i}: {d:?}");
         assert_eq!(d.bind_groups_created, 0, "step {i}: {d:?}");

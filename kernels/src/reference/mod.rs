@@ -63,6 +63,16 @@ pub fn lane_dot_chunked(chunks: usize, len: usize, term: impl FnMut(usize) -> (f
     lane_order_sum(&lane_partials(chunks, len, term))
 }
 
+/// [`lane_dot_tree`] over `chunks` chunks of `len` terms (lane l takes chunks l, l + LANES, …,
+/// a chunk's terms in order): the order of the vec4 reductions of `hc_mix.wgsl`.
+pub fn lane_dot_tree_chunked(
+    chunks: usize,
+    len: usize,
+    term: impl FnMut(usize) -> (f32, f32),
+) -> f32 {
+    tree_sum(&mut lane_partials(chunks, len, term))
+}
+
 /// Σ a(i)·b(i) with the lanes folded by [`tree_sum`] (the order RMSNorm uses for Σ x²).
 pub fn lane_dot_tree(n: usize, term: impl FnMut(usize) -> (f32, f32)) -> f32 {
     tree_sum(&mut lane_partials(n, 1, term))

@@ -2,10 +2,11 @@
 //! mHC expansion (`hc_expand.wgsl`), the MoE router (`moe_route.wgsl`) and the MoE combine
 //! (`moe_combine.wgsl`), each in its kernel's order (the header of each `.wgsl` file).
 
-use super::lane_dot_tree;
+use super::{lane_dot_chunked, lane_dot_tree_chunked};
 use crate::error::KernelError;
 
-/// Most streams (`hc_mult`) the mHC kernels take: their per-lane row partials are `(2 + 4) · 4`.
+/// The streams (`hc_mult`) the mHC kernels take: a constant of theirs (`hc_mix.wgsl` says why).
+/// The references take 1 to 4.
 pub const MAX_HC: usize = 4;
 /// Most routed experts and picks the router kernel takes.
 pub const MAX_EXPERTS: usize = 512;
@@ -67,8 +68,12 @@ pub fn hc_mix(
     eps: f32,
     norm_eps: f32,
 ) -> Result<HcMixed, KernelError> {
-    if hc == 0 || hc > MAX_HC || streams.len() % hc != 0 {
-        return Err(shape("hc", hc, "must be 1 to 4 and divide the streams"));
+    if hc == 0 || hc > MAX_HC || streams.len() % (4 * hc) != 0 {
+        return Err(shape(
+            "hc",
+            hc,
+            "must be 1 to 4, the streams hc rows of 4·m",
+        ));
     }
     let n = streams.len();
     let d = n / hc;
@@ -77,10 +82,10 @@ pub fn hc_mix(
     len("hc base", rows, w.base.len())?;
     len("hc scale", if head { 1 } else { 3 }, w.scale.len())?;
     len("hc norm", d, w.norm.len())?;
-    let ss = lane_dot_tree(n, |i| (streams[i], streams[i]));
+    let ss = lane_dot_tree_chunked(n / 4, 4, |i| (streams[i], streams[i]));
     let inv = 1.0 / (ss / n as f32 + norm_eps).sqrt();
     let m: Vec<f32> = (0..rows)
-        .map(|r| lane_dot_tree(n, |i| (w.wfn[r * n + i], streams[i] * inv)))
+        .map(|r| lane_dot_chunked(n / 4, 4, |i| (w.wfn[r * n + i], streams[i] * inv)))
         .collect();
     let mut coef = vec![0f32; rows];
     for i in 0..hc {
@@ -103,7 +108,7 @@ pub fn hc_mix(
     let mut x: Vec<f32> = (0..d)
         .map(|c| (0..hc).fold(0f32, |v, i| coef[i].mul_add(streams[i * d + c], v)))
         .collect();
-    let ss2 = lane_dot_tree(d, |c| (x[c], x[c]));
+    let ss2 = lane_dot_tree_chunked(d / 4, 4, |c| (x[c], x[c]));
     let inv2 = 1.0 / (ss2 / d as f32 + norm_eps).sqrt();
     for (v, g) in x.iter_mut().zip(w.norm) {
         *v = (*v * inv2) * g;
@@ -256,17 +261,21 @@ pub fn moe_route(
     Ok((picked.into_iter().map(|e| e as u32).collect(), weights))
 }
 
-/// `moe_combine.wgsl`: Σ_j ys[j] · w[j] (each product rounded) + shared, per channel.
-pub fn moe_combine(ys: &[f32], w: &[f32], shared: &[f32]) -> Result<Vec<f32>, KernelError> {
-    let d = shared.len();
-    len("moe_combine outputs", w.len() * d, ys.len())?;
+/// `moe_combine.wgsl`: Σ_j ys[j] · w[j] (each product rounded) + ys[k], per channel, for
+/// `ys` [k + 1, d] (the picks' outputs, then the shared expert's).
+pub fn moe_combine(ys: &[f32], w: &[f32]) -> Result<Vec<f32>, KernelError> {
+    let rows = w.len() + 1;
+    if ys.is_empty() || ys.len() % rows != 0 {
+        return Err(shape("moe_combine outputs", ys.len(), "must be k + 1 rows"));
+    }
+    let d = ys.len() / rows;
     Ok((0..d)
         .map(|c| {
             let acc = w
                 .iter()
                 .enumerate()
                 .fold(0f32, |acc, (j, &wj)| acc + ys[j * d + c] * wj);
-            acc + shared[c]
+            acc + ys[w.len() * d + c]
         })
         .collect())
 }

@@ -88,24 +88,28 @@ fn select(scores: &[f64], causal: usize, topk: usize) -> Vec<usize> {
     order
 }
 
-/// Runs the attention block on `tokens` normalised inputs `x` at positions `pos0..`.
+/// Runs the attention block on `tokens` normalised inputs `x` (the host's, or one token's
+/// [`Input::Block`] on the device) at positions `pos0..`. Its output comes back to the host
+/// unless `x` is the device's block input: then it stays where the backend keeps `wo_b`'s
+/// output ([`super::residual::BlockOut::Product`]) and the result is empty.
 #[allow(clippy::too_many_arguments)]
 pub fn forward(
     c: &V4Config,
     p: &AttnParams,
     cache: &mut AttnCache,
     l: &mut dyn Linears,
-    x: &[f32],
+    x: Input<'_>,
     pos0: usize,
     tokens: usize,
     stats: &mut PathStats,
 ) -> Result<Vec<f32>, V4Error> {
+    let on_device = x == Input::Block;
     let (h, hd, d) = (c.heads, c.head_dim, c.hidden);
     let freq = c.inv_freq(p.kind);
     let s = &p.stem;
     // Every product of the normalised input, then those of the normalised query LoRA (`wq_a`'s
     // output through `q_norm`): one chain, so one device round trip where it runs on the device.
-    let host = |stem: String, rows: usize| Link::new(stem, rows, Input::Host(x), tokens);
+    let host = |stem: String, rows: usize| Link::new(stem, rows, x.clone(), tokens);
     let mut links = vec![
         host(format!("{s}.wq_a"), c.q_lora).internal(),
         host(format!("{s}.wkv"), hd),
@@ -289,12 +293,13 @@ pub fn forward(
             read: false,
         })
         .collect();
-    links.push(Link::new(
+    let wo_b = Link::new(
         format!("{s}.wo_b"),
         d,
         Input::Concat((0..g).collect()),
         tokens,
-    ));
+    );
+    links.push(if on_device { wo_b.internal() } else { wo_b });
     l.linear_chain(&links)?
         .pop()
         .ok_or_else(|| V4Error::Input(format!("{s}.wo_b: the chain returned no output")))

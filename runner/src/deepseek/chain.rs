@@ -28,6 +28,9 @@ pub enum Input<'a> {
         weight: &'a [f32],
         eps: f64,
     },
+    /// One token's normalised block input where the backend's device-resident residual holds it
+    /// (the last [`super::residual::Residual::mix`]).
+    Block,
 }
 
 /// One product of a chain: rows `rows` of weight `stem` times `tokens` inputs from `input`.
@@ -65,7 +68,7 @@ impl<'a> Link<'a> {
     /// The links this one reads.
     pub fn reads(&self) -> Vec<usize> {
         match &self.input {
-            Input::Host(_) => Vec::new(),
+            Input::Host(_) | Input::Block => Vec::new(),
             Input::Concat(v) => v.clone(),
             Input::SwiGlu { gate, up, .. } => vec![*gate, *up],
             Input::RmsNorm { of, .. } => vec![*of],
@@ -125,6 +128,15 @@ pub fn on_host<L: Linears + ?Sized>(
             }
             if derived[j].is_none() {
                 derived[j] = concat(links, i, &outs)?;
+            }
+            if links[i].input == Input::Block {
+                let residual = l.residual().ok_or_else(|| {
+                    V4Error::Input(format!(
+                        "{} reads the device's block input, and this backend keeps none",
+                        links[i].stem
+                    ))
+                })?;
+                derived[j] = Some(residual.read_block()?);
             }
             if let Input::RmsNorm { of, weight, eps } = links[i].input {
                 derived[j] = Some(l.rmsnorm(output(&outs, of)?, weight, eps)?);

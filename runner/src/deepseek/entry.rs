@@ -153,7 +153,22 @@ pub fn open_artifact<'a>(
         streamed: opts.residency == Residency::Streamed,
         expert_cache_bytes: opts.expert_cache_bytes,
     };
-    let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
+    let mut model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
+    match std::env::var("MINIRUN_V4_RESIDUAL").as_deref() {
+        Ok("device") => {
+            model.set_device_residual(true);
+        }
+        Ok("host") => {
+            model.set_device_residual(false);
+        }
+        Ok(other) => {
+            return Err(RunError::Usage(format!(
+                "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the \
+                 device on a GPU, the host on a CPU adapter)"
+            )))
+        }
+        Err(_) => {}
+    }
     Ok(Box::new(V4Artifact {
         model,
         snapshots: Vec::new(),

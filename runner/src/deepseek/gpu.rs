@@ -43,6 +43,7 @@ mod chain;
 mod fused;
 mod merged;
 mod norm;
+mod residual;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -80,6 +81,15 @@ pub struct GpuLinears {
     merged: HashMap<String, (String, usize)>,
     /// The RMSNorms between chain levels, made at their first use ([`norm`]).
     norms: HashMap<norm::NormKey, norm::NormOp>,
+    /// The device-resident residual of one-token steps ([`residual`]), made at the first.
+    residual: Option<residual::DeviceResidual>,
+    /// Recorded and not yet submitted: a device-resident step's ops and the chains that read
+    /// nothing, up to the next read.
+    open: Option<wgpu::CommandEncoder>,
+    /// Whether one-token steps keep the residual on the device: by default on a GPU, not on a
+    /// CPU adapter, where each dispatch costs more than the host's mixer (docs "Device-resident
+    /// residual").
+    device_residual: bool,
 }
 
 impl GpuLinears {
@@ -91,8 +101,10 @@ impl GpuLinears {
         streamed: bool,
         expert_cache_bytes: u64,
     ) -> Result<Self, V4Error> {
+        let engine = Engine::new()?;
+        let device_residual = engine.gpu().matvec_shape() != MatvecShape::Rows;
         Ok(Self {
-            engine: Engine::new()?,
+            engine,
             src,
             streamed,
             shapes: HashMap::new(),
@@ -113,6 +125,9 @@ impl GpuLinears {
             fused: fused::FusedMlps::default(),
             merged: HashMap::new(),
             norms: HashMap::new(),
+            residual: None,
+            open: None,
+            device_residual,
         })
     }
 
@@ -416,6 +431,7 @@ impl Linears for GpuLinears {
     /// [`MAX_SLOTS`] distinct inputs (and before a cache miss, which may evict); the others
     /// (prefill chunks, experts in the transient slot) one by one, in order.
     fn linear_batch(&mut self, items: &[Product<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
+        self.submit_open();
         let sliced: Vec<Product<'_>> = items.iter().map(|it| self.sliced(it)).collect();
         let items = sliced.as_slice();
         let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
@@ -503,6 +519,7 @@ impl Linears for GpuLinears {
         let Some(lim) = device_limit(limit) else {
             return Ok(super::moe::swiglu(gate, up, limit));
         };
+        self.submit_open();
         let g = self.engine.gpu();
         let (gb, ub) = (g.upload_f32("gate", gate)?, g.upload_f32("up", up)?);
         let yb = g.zeros("swiglu out", (gate.len() * 4) as u64)?;
@@ -513,7 +530,21 @@ impl Linears for GpuLinears {
     /// The kernel a chain uses for its RMSNorm links (`rmsnorm.wgsl`, f32), run alone: a chain
     /// that cannot run in one submit gives the same bits.
     fn rmsnorm(&mut self, x: &[f32], weight: &[f32], eps: f64) -> Result<Vec<f32>, V4Error> {
+        self.submit_open();
         self.rmsnorm_alone(x, weight, eps)
+    }
+
+    fn residual(&mut self) -> Option<&mut dyn super::residual::Residual> {
+        if self.device_residual {
+            Some(self)
+        } else {
+            None
+        }
+    }
+
+    fn set_device_residual(&mut self, on: bool) -> bool {
+        self.device_residual = on;
+        true
     }
 
     fn gpu_stats(&self) -> Option<GpuStats> {

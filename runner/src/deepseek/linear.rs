@@ -331,6 +331,17 @@ pub trait Linears {
             .flat_map(|row| super::ops::rmsnorm(row, Some(weight), eps))
             .collect())
     }
+    /// The device-resident residual of one-token steps (`None`: the host forward keeps it).
+    fn residual(&mut self) -> Option<&mut dyn super::residual::Residual> {
+        None
+    }
+
+    /// Asks for one-token steps with the residual on the device (`true`) or on the host; returns
+    /// whether the backend now does as asked (one without a device keeps it on the host).
+    fn set_device_residual(&mut self, on: bool) -> bool {
+        !on
+    }
+
     /// The device's counters so far (`None`: the backend has no device).
     fn gpu_stats(&self) -> Option<kernels::gpu::GpuStats> {
         None

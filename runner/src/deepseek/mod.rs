@@ -7,6 +7,7 @@
 //! * [`config`]: `config.json` and the two RoPE tables;
 //! * [`linear`]: weight loading in the stored formats and the [`linear::Linears`] backends;
 //! * [`hc`], [`attention`], [`compress`], [`moe`], [`ops`]: the forward pass;
+//! * [`residual`]: the mHC residual of a one-token step kept on the device;
 //! * [`gpu`]: matrices through the wgpu kernels, resident or streamed;
 //! * [`model`]: [`V4Model`] (`open`, `forward`, `teacher_forced`, `logits_for`);
 //! * [`chat`]: the conversation format (DeepSeek's own renderer, chat mode).
@@ -27,6 +28,7 @@ pub mod model;
 pub mod moe;
 pub mod ops;
 mod prepared;
+pub mod residual;
 pub mod source;
 pub mod state;
 pub mod tools;

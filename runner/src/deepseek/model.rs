@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::attention::{self, AttnCache, AttnParams, PathStats};
+use super::chain::{Input, Link};
 use super::compress::CompParams;
 use super::config::{LayerKind, V4Config};
 use super::error::V4Error;
@@ -18,6 +19,7 @@ use super::hc::{self, HcParams};
 use super::linear::{load_tid2eid, load_vector, CpuLinears, Linears};
 use super::moe::{self, MoeParams};
 use super::ops::rmsnorm;
+use super::residual::{BlockOut, Mixer, Residual};
 use super::source::{ReleaseDir, WeightSource};
 
 /// How the matrices are multiplied.
@@ -268,6 +270,14 @@ impl V4Model {
         Ok(model)
     }
 
+    /// One-token steps with the mHC residual on the device (`true`) or on the host; returns
+    /// whether the backend does as asked. The default is the backend's (the device on a GPU,
+    /// the host on a CPU adapter and on the CPU reference: docs/runner-deepseek-v4.md
+    /// "Device-resident residual").
+    pub fn set_device_residual(&mut self, on: bool) -> bool {
+        self.lin.set_device_residual(on)
+    }
+
     /// Positions consumed so far.
     pub fn position(&self) -> usize {
         self.pos
@@ -301,7 +311,15 @@ impl V4Model {
     }
 
     /// Feeds `ids` (a prefill chunk or one decode token) and returns the logits of the last one.
+    /// One token on a backend with a device-resident residual runs [`V4Model::forward_device`]
+    /// (where the device kernels take the shape: 4 streams of a multiple of 4).
     pub fn forward(&mut self, ids: &[u32]) -> Result<Vec<f32>, V4Error> {
+        let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
+        if let [id] = ids {
+            if shaped && self.lin.residual().is_some() {
+                return self.forward_device(*id);
+            }
+        }
         let c = &self.config;
         let (d, hc, s) = (c.hidden, c.hc, ids.len());
         let last = s
@@ -341,7 +359,7 @@ impl V4Model {
                 &l.attn,
                 cache,
                 self.lin.as_mut(),
-                &x,
+                Input::Host(&x),
                 self.pos,
                 s,
                 &mut self.stats,
@@ -375,6 +393,59 @@ impl V4Model {
         self.lin.linear_rows("head", 0..c.vocab, &x, 1)
     }
 
+    /// One token with the mHC residual on the device (docs/runner-deepseek-v4.md "Device-resident
+    /// residual"): the mixers, expansions and the MoE's weighted sum are recorded there, so a
+    /// layer reads back only the attention's inputs (with the previous layer's MoE) and the
+    /// router's input (with the attention's output projection).
+    fn forward_device(&mut self, id: u32) -> Result<Vec<f32>, V4Error> {
+        let c = &self.config;
+        let d = c.hidden;
+        let row = self
+            .embed
+            .get(id as usize * d..(id as usize + 1) * d)
+            .ok_or_else(|| {
+                V4Error::Input(format!(
+                    "token id {id} is outside the vocabulary ({})",
+                    c.vocab
+                ))
+            })?;
+        let h: Vec<f32> = (0..c.hc).flat_map(|_| row.iter().copied()).collect();
+        let read = self.lin.expert_cache().is_some();
+        let lin = self.lin.as_mut();
+        res(lin)?.streams_in(&h, c.hc)?;
+        for (li, l) in self.layers.iter().enumerate() {
+            let key = format!("layers.{li}.hc_attn");
+            res(lin)?.mix(&mixer(c, &key, &l.hc_attn, &l.attn_norm, false))?;
+            let cache = self
+                .cache
+                .get_mut(li)
+                .ok_or_else(|| V4Error::Input("decode state lost a layer".into()))?;
+            attention::forward(
+                c,
+                &l.attn,
+                cache,
+                lin,
+                Input::Block,
+                self.pos,
+                1,
+                &mut self.stats,
+            )?;
+            let wo_b = format!("{}.wo_b", l.attn.stem);
+            res(lin)?.expand(BlockOut::Product(&wo_b))?;
+            let key = format!("layers.{li}.hc_ffn");
+            res(lin)?.mix(&mixer(c, &key, &l.hc_ffn, &l.ffn_norm, false))?;
+            let x = res(lin)?.read_block()?;
+            moe::forward_device(c, &l.moe, lin, &x, id, read)?;
+            res(lin)?.expand(BlockOut::Combined)?;
+        }
+        self.pos += 1;
+        res(lin)?.mix(&mixer(c, "hc_head", &self.hc_head, &self.norm, true))?;
+        let head = [Link::new("head".into(), c.vocab, Input::Block, 1)];
+        lin.linear_chain(&head)?
+            .pop()
+            .ok_or_else(|| V4Error::Input("head: the chain returned no output".into()))
+    }
+
     /// Teacher-forced logits: row 0 after prefilling `prompt`, then one row after each token of
     /// `forced` fed as a decode step (from a fresh state).
     pub fn teacher_forced(
@@ -400,6 +471,31 @@ impl V4Model {
             rows.push(self.forward(&[next])?);
         }
         Ok(rows)
+    }
+}
+
+/// The backend's device-resident residual.
+fn res(lin: &mut dyn Linears) -> Result<&mut dyn Residual, V4Error> {
+    lin.residual()
+        .ok_or_else(|| V4Error::Input("the backend lost its device residual".into()))
+}
+
+/// Mixer `key` of the device-resident residual with the model's constants.
+fn mixer<'a>(
+    c: &V4Config,
+    key: &'a str,
+    params: &'a HcParams,
+    norm: &'a [f32],
+    head: bool,
+) -> Mixer<'a> {
+    Mixer {
+        key,
+        params,
+        norm,
+        head,
+        iters: c.sinkhorn_iters,
+        eps: c.hc_eps,
+        norm_eps: c.eps,
     }
 }
 

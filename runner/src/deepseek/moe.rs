@@ -12,6 +12,7 @@ use super::config::V4Config;
 use super::error::V4Error;
 use super::linear::{Linears, Results};
 use super::ops::{silu, sqrt_softplus};
+use super::residual::Experts;
 
 /// One layer's router parameters.
 pub struct MoeParams {
@@ -164,6 +165,73 @@ pub fn forward(
         .zip(&shared)
         .map(|(a, &s)| (a + f64::from(s)) as f32)
         .collect())
+}
+
+/// One token's MoE on the device-resident residual (docs/runner-deepseek-v4.md "Device-resident
+/// residual"): routed on the host from `x` (the block input, read back), every picked expert's
+/// MLP and the shared one over [`Input::Block`] in one chain, then their weighted sum on the
+/// device ([`super::residual::Residual::combine`], the picks in [`forward`]'s order). With
+/// `read` (a backend whose experts may not stay on the device) the experts' outputs come back
+/// and are written to the combine: the same values, so the same bits.
+pub fn forward_device(
+    c: &V4Config,
+    p: &MoeParams,
+    l: &mut dyn Linears,
+    x: &[f32],
+    id: u32,
+    read: bool,
+) -> Result<(), V4Error> {
+    let mut picks = route(c, p, x, id)?;
+    // by expert id; a hash row that names an expert twice keeps both weights (stable sort)
+    picks.sort_by_key(|&(e, _)| e);
+    let mut experts: Vec<usize> = picks.iter().map(|&(e, _)| e).collect();
+    experts.dedup();
+    let shared = format!("{}.shared_experts", p.stem);
+    let stems: Vec<String> = experts
+        .iter()
+        .map(|e| format!("{}.experts.{e}", p.stem))
+        .chain([shared.clone()])
+        .collect();
+    let (i, d) = (c.moe_inter, c.hidden);
+    let mut links = Vec::with_capacity(3 * stems.len());
+    for stem in &stems {
+        let g = links.len();
+        links.push(Link::new(format!("{stem}.w1"), i, Input::Block, 1).internal());
+        links.push(Link::new(format!("{stem}.w3"), i, Input::Block, 1).internal());
+        let act = Input::SwiGlu {
+            gate: g,
+            up: g + 1,
+            limit: c.swiglu_limit,
+        };
+        let down = Link::new(format!("{stem}.w2"), d, act, 1);
+        links.push(if read { down } else { down.internal() });
+    }
+    let outs = l.linear_chain(&links)?;
+    let weights: Vec<f32> = picks.iter().map(|&(_, w)| w as f32).collect();
+    let slot = |e: usize| experts.iter().position(|&x| x == e).unwrap_or(0);
+    let residual = l.residual().ok_or_else(|| {
+        V4Error::Input(format!("{}: this backend keeps no device residual", p.stem))
+    })?;
+    if read {
+        let rows: Vec<Vec<f32>> = picks
+            .iter()
+            .map(|&(e, _)| slot(e))
+            .chain([experts.len()])
+            .map(|j| outs.get(3 * j + 2).cloned().unwrap_or_default())
+            .collect();
+        residual.combine(Experts::Host(&rows), &weights)
+    } else {
+        let downs: Vec<String> = picks
+            .iter()
+            .map(|&(e, _)| format!("{}.w2", stems[slot(e)]))
+            .collect();
+        let shared = format!("{shared}.w2");
+        let routed = Experts::Products {
+            picks: &downs,
+            shared: &shared,
+        };
+        residual.combine(routed, &weights)
+    }
 }
 
 #[cfg(test)]

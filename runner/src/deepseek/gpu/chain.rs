@@ -227,6 +227,7 @@ impl GpuLinears {
                 let usable = device_limit(*limit).is_some();
                 (usable && Some(n) == self.whole_rows(&stems[*up])).then_some(n)
             }
+            Input::Block => self.residual.as_ref().map(|r| r.block_len()),
             // the op reads the resident product's output in place
             Input::RmsNorm { of, weight, .. } => {
                 let p = &stems[*of];
@@ -339,8 +340,8 @@ impl GpuLinears {
         links: &[Link<'_>],
         plan: &Plan<'_>,
     ) -> Result<Vec<Vec<f32>>, V4Error> {
+        let mut enc = self.open_encoder();
         let g = self.engine.gpu();
-        let mut enc = g.encoder("v4 chained products");
         for (s, x) in plan.hosts.iter().enumerate() {
             let window = self.buffers.window(g, s).clone();
             g.write_in(
@@ -427,21 +428,34 @@ impl GpuLinears {
                     let op = self.norm_of(&norm_key(plan, *of, weight))?;
                     enc.copy_buffer_to_buffer(&op.out, 0, &windows[s], 0, op.out.size());
                 }
+                (Input::Block, _) => {
+                    let r = self.residual.as_ref().ok_or_else(|| {
+                        tensor_err(&links[i].stem, "reads a block input never made".into())
+                    })?;
+                    let x = r.block();
+                    enc.copy_buffer_to_buffer(x, 0, &windows[s], 0, x.size());
+                }
                 (Input::Host(_), _) => {}
             }
         }
         Ok(())
     }
 
-    /// Copies the outputs the caller reads into the read-back buffer, submits `enc` and maps once.
+    /// Copies the outputs the caller reads into the read-back buffer, submits `enc` and maps once;
+    /// a chain that reads nothing leaves `enc` open for what is recorded next (a device-resident
+    /// step: [`super::residual`]).
     fn read_back(
         &mut self,
         mut enc: wgpu::CommandEncoder,
         links: &[Link<'_>],
         plan: &Plan<'_>,
     ) -> Result<Vec<Vec<f32>>, V4Error> {
-        let g = self.engine.gpu();
         let read: Vec<usize> = (0..links.len()).filter(|&i| links[i].read).collect();
+        if read.is_empty() {
+            self.open = Some(enc);
+            return Ok(vec![Vec::new(); links.len()]);
+        }
+        let g = self.engine.gpu();
         let total: u64 = read
             .iter()
             .map(|&i| (plan.stems[i].rows.len() * 4) as u64)

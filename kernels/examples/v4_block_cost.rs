@@ -1,0 +1,140 @@
+//! What the DeepSeek V4 block kernels cost a dispatch (docs/kernels.md "V4 block kernels"): the
+//! mHC mixer, the expansion, the MoE combine and router at the demo's shapes (4 streams of 256;
+//! 2 picks; 256 experts, top 6), next to `rmsnorm` over 256 values. Each is recorded 100 times
+//! into one submit with its bind group made once (as a decode step records them); the minimum
+//! of 7 such submits, a dispatch.
+//!
+//!   cargo run --release -p kernels --example v4_block_cost
+
+#![allow(clippy::unwrap_used)]
+use std::time::{Duration, Instant};
+
+use kernels::gpu::{elementwise_groups, Bind, Gpu};
+use kernels::{
+    HcExpandParams, HcMixParams, Kernel, MoeCombineParams, MoeRouteParams, RmsNormParams,
+};
+
+fn time<P: bytemuck::Pod>(
+    g: &Gpu,
+    name: &str,
+    kernel: Kernel,
+    params: &P,
+    binds: &[Bind<'_>],
+    groups: (u32, u32, u32),
+) {
+    let compiled = g.compiled(kernel);
+    let uniform = g.uniform("params", bytemuck::bytes_of(params));
+    let group = g
+        .bind_group(kernel, &uniform.as_entire_binding(), binds)
+        .unwrap();
+    let mut best = Duration::MAX;
+    for _ in 0..7 {
+        let t = Instant::now();
+        let mut enc = g.encoder(name);
+        for _ in 0..100 {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            g.dispatch_in(&mut pass, &compiled, &group, groups);
+        }
+        g.submit(enc.finish());
+        let last = binds.last().unwrap().buffer;
+        g.read_bytes(last, 4).unwrap();
+        best = best.min(t.elapsed() / 100);
+    }
+    println!("{name:<24} {:>8.1} µs a dispatch", best.as_secs_f64() * 1e6);
+}
+
+fn main() {
+    let g = Gpu::new().unwrap();
+    let (hc, d) = (4usize, 256usize);
+    let rows = (2 + hc) * hc;
+    let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<f32>>();
+    let up = |name: &str, v: &[f32]| g.upload_f32(name, v).unwrap();
+    let streams = up("streams", &wave(hc * d, 0.37));
+    let wfn = up("fn", &wave(rows * hc * d, 0.011));
+    let base = up("base", &wave(rows, 0.5));
+    let scale = up("scale", &[0.3, 0.6, 1.1]);
+    let norm = up("norm", &vec![1.0; d]);
+    let mix = g.zeros("mix", (rows * 4) as u64).unwrap();
+    let x = g.zeros("x", (d * 4) as u64).unwrap();
+    let y = g.zeros("y", (d * 4) as u64).unwrap();
+    let p = RmsNormParams {
+        n: d as u32,
+        tokens: 1,
+        eps: 1e-6,
+        groups_x: 1,
+    };
+    let binds = [(&streams).into(), (&norm).into(), (&y).into()];
+    time(&g, "rmsnorm (256)", Kernel::RmsNorm, &p, &binds, (1, 1, 1));
+    let p = HcMixParams {
+        hc: hc as u32,
+        d: d as u32,
+        iters: 20,
+        head: 0,
+        eps: 1e-6,
+        norm_eps: 1e-6,
+        _pad0: 0,
+        _pad1: 0,
+    };
+    let binds = [&streams, &wfn, &base, &scale, &norm, &mix, &x].map(Bind::from);
+    time(&g, "hc_mix (4 × 256)", Kernel::HcMix, &p, &binds, (1, 1, 1));
+    let groups = elementwise_groups(d as u32);
+    let p = HcExpandParams {
+        hc: hc as u32,
+        d: d as u32,
+        groups_x: groups.0,
+        _pad0: 0,
+    };
+    let binds = [&mix, &x, &streams].map(Bind::from);
+    time(
+        &g,
+        "hc_expand (4 × 256)",
+        Kernel::HcExpand,
+        &p,
+        &binds,
+        groups,
+    );
+    let k = 2usize;
+    let ys = up("ys", &wave((k + 1) * d, 0.21));
+    let w = up("w", &[0.5, 0.5]);
+    let p = MoeCombineParams {
+        d: d as u32,
+        k: k as u32,
+        groups_x: groups.0,
+        _pad0: 0,
+    };
+    let binds = [&ys, &w, &y].map(Bind::from);
+    time(
+        &g,
+        "moe_combine (2 picks)",
+        Kernel::MoeCombine,
+        &p,
+        &binds,
+        groups,
+    );
+    let experts = 256usize;
+    let logits = up("logits", &wave(experts, 0.37));
+    let bias = up("bias", &vec![0.0; experts]);
+    let table = g.upload_u32("table", &[0]).unwrap();
+    let token = g.upload_u32("token", &[0]).unwrap();
+    let ids = g.zeros("ids", 64).unwrap();
+    let weights = g.zeros("weights", 64).unwrap();
+    let p = MoeRouteParams {
+        experts: experts as u32,
+        top_k: 6,
+        hash: 0,
+        token_at: 0,
+        scale: 1.5,
+        _pad0: 0,
+        _pad1: 0,
+        _pad2: 0,
+    };
+    let binds = [&logits, &bias, &table, &token, &ids, &weights].map(Bind::from);
+    time(
+        &g,
+        "moe_route (256, top 6)",
+        Kernel::MoeRoute,
+        &p,
+        &binds,
+        (1, 1, 1),
+    );
+}
