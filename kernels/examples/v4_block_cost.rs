@@ -1,6 +1,7 @@
 //! What the DeepSeek V4 block kernels cost a dispatch (docs/kernels.md "V4 block kernels"): the
-//! mHC mixer, the expansion, the MoE combine and router at the demo's shapes (4 streams of 256;
-//! 2 picks; 256 experts, top 6), next to `rmsnorm` over 256 values. Each is recorded 100 times
+//! mHC step alone, after `wo_b` and after the MoE (with the expansion and the weighted sum), and
+//! the router, at the demo's shapes (4 streams of 256; 2 picks; 256 experts, top 6), next to
+//! `rmsnorm` over 256 values. Each is recorded 100 times
 //! into one submit with its bind group made once (as a decode step records them); the minimum
 //! of 7 such submits, a dispatch.
 //!
@@ -9,10 +10,8 @@
 #![allow(clippy::unwrap_used)]
 use std::time::{Duration, Instant};
 
-use kernels::gpu::{elementwise_groups, Bind, Gpu};
-use kernels::{
-    HcExpandParams, HcMixParams, Kernel, MoeCombineParams, MoeRouteParams, RmsNormParams,
-};
+use kernels::gpu::{Bind, Gpu};
+use kernels::{HcMixParams, Kernel, MoeRouteParams, RmsNormParams};
 
 fn time<P: bytemuck::Pod>(
     g: &Gpu,
@@ -51,10 +50,10 @@ fn main() {
     let up = |name: &str, v: &[f32]| g.upload_f32(name, v).unwrap();
     let streams = up("streams", &wave(hc * d, 0.37));
     let wfn = up("fn", &wave(rows * hc * d, 0.011));
-    let base = up("base", &wave(rows, 0.5));
-    let scale = up("scale", &[0.3, 0.6, 1.1]);
-    let norm = up("norm", &vec![1.0; d]);
-    let mix = g.zeros("mix", (rows * 4) as u64).unwrap();
+    let mut small = wave(28 + d, 0.5);
+    small[24..27].copy_from_slice(&[0.3, 0.6, 1.1]);
+    let small = up("base, scale, norm", &small);
+    let mix = up("mix", &wave(48, 0.3));
     let x = g.zeros("x", (d * 4) as u64).unwrap();
     let y = g.zeros("y", (d * 4) as u64).unwrap();
     let p = RmsNormParams {
@@ -63,54 +62,33 @@ fn main() {
         eps: 1e-6,
         groups_x: 1,
     };
-    let binds = [(&streams).into(), (&norm).into(), (&y).into()];
+    let binds = [(&streams).into(), (&small).into(), (&y).into()];
     time(&g, "rmsnorm (256)", Kernel::RmsNorm, &p, &binds, (1, 1, 1));
-    let p = HcMixParams {
-        hc: hc as u32,
-        d: d as u32,
-        iters: 20,
-        head: 0,
-        eps: 1e-6,
-        norm_eps: 1e-6,
-        _pad0: 0,
-        _pad1: 0,
-    };
-    let binds = [&streams, &wfn, &base, &scale, &norm, &mix, &x].map(Bind::from);
-    time(&g, "hc_mix (4 × 256)", Kernel::HcMix, &p, &binds, (1, 1, 1));
-    let groups = elementwise_groups(d as u32);
-    let p = HcExpandParams {
-        hc: hc as u32,
-        d: d as u32,
-        groups_x: groups.0,
-        _pad0: 0,
-    };
-    let binds = [&mix, &x, &streams].map(Bind::from);
-    time(
-        &g,
-        "hc_expand (4 × 256)",
-        Kernel::HcExpand,
-        &p,
-        &binds,
-        groups,
-    );
     let k = 2usize;
     let ys = up("ys", &wave((k + 1) * d, 0.21));
     let w = up("w", &[0.5, 0.5]);
-    let p = MoeCombineParams {
-        d: d as u32,
-        k: k as u32,
-        groups_x: groups.0,
-        _pad0: 0,
-    };
-    let binds = [&ys, &w, &y].map(Bind::from);
-    time(
-        &g,
-        "moe_combine (2 picks)",
-        Kernel::MoeCombine,
-        &p,
-        &binds,
-        groups,
-    );
+    for (name, expand, k) in [
+        ("hc_mix (4 × 256)", 0, 0),
+        ("hc_mix after wo_b", 1, 0),
+        ("hc_mix after the MoE", 1, k),
+    ] {
+        let p = HcMixParams {
+            hc: hc as u32,
+            d: d as u32,
+            iters: 20,
+            head: 0,
+            eps: 1e-6,
+            norm_eps: 1e-6,
+            expand,
+            k: k as u32,
+            prev: 24,
+            cur: 0,
+            _pad0: 0,
+            _pad1: 0,
+        };
+        let binds = [&streams, &wfn, &small, &mix, &x, &ys, &w].map(Bind::from);
+        time(&g, name, Kernel::HcMix, &p, &binds, (1, 1, 1));
+    }
     let experts = 256usize;
     let logits = up("logits", &wave(experts, 0.37));
     let bias = up("bias", &vec![0.0; experts]);

@@ -86,9 +86,7 @@ pub const EMBEDDING: &str = include_str!("../wgsl/embedding.wgsl");
 pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
 pub const STREAM_READ: &str = include_str!("../wgsl/stream_read.wgsl");
 pub const HC_MIX: &str = include_str!("../wgsl/hc_mix.wgsl");
-pub const HC_EXPAND: &str = include_str!("../wgsl/hc_expand.wgsl");
 pub const MOE_ROUTE: &str = include_str!("../wgsl/moe_route.wgsl");
-pub const MOE_COMBINE: &str = include_str!("../wgsl/moe_combine.wgsl");
 
 /// How the multiply body declares its input vectors (binding 1) and reads them (`xv`).
 pub const X_STORAGE: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -158,13 +156,11 @@ pub enum Kernel {
     Argmax,
     StreamRead,
     HcMix,
-    HcExpand,
     MoeRoute,
-    MoeCombine,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 38] = [
+    pub const ALL: [Kernel; 36] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -200,9 +196,7 @@ impl Kernel {
         Kernel::Argmax,
         Kernel::StreamRead,
         Kernel::HcMix,
-        Kernel::HcExpand,
         Kernel::MoeRoute,
-        Kernel::MoeCombine,
     ];
 
     /// The WGSL file name under `kernels/wgsl/`.
@@ -230,9 +224,7 @@ impl Kernel {
             Kernel::Argmax => "argmax.wgsl",
             Kernel::StreamRead => "stream_read.wgsl",
             Kernel::HcMix => "hc_mix.wgsl",
-            Kernel::HcExpand => "hc_expand.wgsl",
             Kernel::MoeRoute => "moe_route.wgsl",
-            Kernel::MoeCombine => "moe_combine.wgsl",
         }
     }
 
@@ -260,9 +252,7 @@ impl Kernel {
             Kernel::Argmax => ARGMAX,
             Kernel::StreamRead => STREAM_READ,
             Kernel::HcMix => HC_MIX,
-            Kernel::HcExpand => HC_EXPAND,
             Kernel::MoeRoute => MOE_ROUTE,
-            Kernel::MoeCombine => MOE_COMBINE,
         }
     }
 
@@ -303,9 +293,7 @@ impl Kernel {
             Kernel::Argmax => "argmax",
             Kernel::StreamRead => "stream_read",
             Kernel::HcMix => "hc_mix",
-            Kernel::HcExpand => "hc_expand",
             Kernel::MoeRoute => "moe_route",
-            Kernel::MoeCombine => "moe_combine",
         }
     }
 
@@ -381,9 +369,7 @@ impl Kernel {
             Kernel::Argmax => "argmax",
             Kernel::StreamRead => "stream_read",
             Kernel::HcMix => "hc_mix",
-            Kernel::HcExpand => "hc_expand",
             Kernel::MoeRoute => "moe_route",
-            Kernel::MoeCombine => "moe_combine",
         }
     }
 
@@ -430,14 +416,10 @@ impl Kernel {
             Kernel::Argmax => &[Read, ReadWrite],
             // src, out
             Kernel::StreamRead => &[Read, ReadWrite],
-            // streams, fn, base, scale, norm, mix (out), x (out)
-            Kernel::HcMix => &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
-            // mix, out, streams (in place)
-            Kernel::HcExpand => &[Read, Read, ReadWrite],
+            // streams (expanded in place), fn, base/scale/norm, mix (previous, new), x (out), ys, w
+            Kernel::HcMix => &[ReadWrite, Read, Read, ReadWrite, ReadWrite, Read, Read],
             // logits, bias, table, token, ids (out), weights (out)
             Kernel::MoeRoute => &[Read, Read, Read, Read, ReadWrite, ReadWrite],
-            // ys (the routed rows, then the shared one), w, out
-            Kernel::MoeCombine => &[Read, Read, ReadWrite],
         }
     }
 }

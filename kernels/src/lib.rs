@@ -23,9 +23,8 @@ pub use error::KernelError;
 pub use format::{Dtype, EmbeddingFormat, WeightFormat};
 pub use kernel::{Access, Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 pub use params::{
-    ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, HcExpandParams, HcMixParams,
-    MatmulParams, MoeCombineParams, MoeRouteParams, RmsNormParams, RopeMode, RopeParams,
-    SoftmaxParams, StreamReadParams,
+    ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, HcMixParams, MatmulParams,
+    MoeRouteParams, RmsNormParams, RopeMode, RopeParams, SoftmaxParams, StreamReadParams,
 };
 
 /// Invocations per workgroup of every reduction kernel: the number of lane partial sums.

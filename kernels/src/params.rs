@@ -167,8 +167,9 @@ pub struct StreamReadParams {
     pub _pad: u32,
 }
 
-/// `hc_mix.wgsl`: the mHC mixer (`head` 0: pre, post and comb over (2 + hc)·hc rows) or the
-/// head's collapse (`head` 1: pre over hc rows) of one token.
+/// `hc_mix.wgsl`: the mHC step of one token — with `expand` 1 the expansion after a block, then
+/// the mixer (`head` 0: pre, post and comb over (2 + hc)·hc rows) or the head's collapse (`head`
+/// 1: pre over hc rows).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
 pub struct HcMixParams {
@@ -181,18 +182,16 @@ pub struct HcMixParams {
     pub eps: f32,
     /// The RMSNorm epsilon (`rms_norm_eps`).
     pub norm_eps: f32,
+    /// 1: expand the streams with the block output first.
+    pub expand: u32,
+    /// Weighted rows of the block output before its last, unweighted one (the MoE's picks; 0
+    /// for a plain output).
+    pub k: u32,
+    /// Where in the mix binding the previous mixer's coefficients are, and where this one's go.
+    pub prev: u32,
+    pub cur: u32,
     pub _pad0: u32,
     pub _pad1: u32,
-}
-
-/// `hc_expand.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub struct HcExpandParams {
-    pub hc: u32,
-    pub d: u32,
-    pub groups_x: u32,
-    pub _pad0: u32,
 }
 
 /// `moe_route.wgsl`.
@@ -212,16 +211,6 @@ pub struct MoeRouteParams {
     pub _pad2: u32,
 }
 
-/// `moe_combine.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub struct MoeCombineParams {
-    pub d: u32,
-    pub k: u32,
-    pub groups_x: u32,
-    pub _pad0: u32,
-}
-
 const _: () = assert!(size_of::<MatmulParams>() == 48);
 const _: () = assert!(size_of::<StreamReadParams>() == 16);
 const _: () = assert!(size_of::<RmsNormParams>() == 16);
@@ -231,7 +220,5 @@ const _: () = assert!(size_of::<AttentionParams>() == 32);
 const _: () = assert!(size_of::<ActivationParams>() == 16);
 const _: () = assert!(size_of::<EmbeddingParams>() == 32);
 const _: () = assert!(size_of::<ArgmaxParams>() == 16);
-const _: () = assert!(size_of::<HcMixParams>() == 32);
-const _: () = assert!(size_of::<HcExpandParams>() == 16);
+const _: () = assert!(size_of::<HcMixParams>() == 48);
 const _: () = assert!(size_of::<MoeRouteParams>() == 32);
-const _: () = assert!(size_of::<MoeCombineParams>() == 16);

@@ -1,12 +1,12 @@
-//! The DeepSeek V4 block kernels (`hc_mix`, `hc_expand`, `moe_route`, `moe_combine`) against
-//! their CPU references (`kernels::reference::v4`), on shapes with partial lane strides, plus the
-//! properties the references must have (Sinkhorn doubly stochastic, the router's tie and hash
-//! rules). The references are held against the runner's f64 forward in
+//! The DeepSeek V4 block kernels (`hc_mix`: the MoE's weighted sum, the expansion and the next
+//! mixer; `moe_route`) against their CPU references (`kernels::reference::v4`), on shapes with
+//! partial lane strides, plus the properties the references must have (Sinkhorn doubly
+//! stochastic, the router's tie and hash rules, the block output's order). The references are held against the runner's f64 forward in
 //! `runner/src/deepseek/hc.rs` and `moe.rs`.
 
-use kernels::gpu::{elementwise_groups, Gpu};
-use kernels::reference::{self, HcWeights, Pick};
-use kernels::{HcExpandParams, HcMixParams, Kernel, MoeCombineParams, MoeRouteParams};
+use kernels::gpu::Gpu;
+use kernels::reference::{self, After, HcWeights, Pick};
+use kernels::{HcMixParams, Kernel, MoeRouteParams};
 
 use crate::support::{assert_close, gpu, Rng};
 
@@ -21,10 +21,15 @@ struct HcCase {
     base: Vec<f32>,
     scale: Vec<f32>,
     norm: Vec<f32>,
+    /// The previous mixer's coefficients, the block output rows and weights (`k` + 1 rows).
+    prev: Vec<f32>,
+    ys: Vec<f32>,
+    w: Vec<f32>,
 }
 
 impl HcCase {
-    fn new(rng: &mut Rng, hc: usize, d: usize, head: bool) -> Self {
+    fn new(rng: &mut Rng, d: usize, head: bool, k: usize) -> Self {
+        let hc = 4;
         let rows = if head { hc } else { (2 + hc) * hc };
         Self {
             streams: rng.normals(hc * d, 2.0),
@@ -32,6 +37,9 @@ impl HcCase {
             base: rng.normals(rows, 0.5),
             scale: if head { vec![0.7] } else { vec![0.3, 0.6, 1.1] },
             norm: rng.normals(d, 1.0),
+            prev: rng.normals((2 + hc) * hc, 0.5),
+            ys: rng.normals((k + 1) * d, 1.0),
+            w: rng.normals(k, 0.4),
         }
     }
 
@@ -44,20 +52,37 @@ impl HcCase {
         }
     }
 
-    /// The kernel's (mix, x).
-    fn run(&self, g: &Gpu, hc: usize, head: bool) -> (Vec<f32>, Vec<f32>) {
-        let d = self.norm.len();
+    fn after(&self) -> After<'_> {
+        After {
+            mix: &self.prev,
+            ys: &self.ys,
+            w: &self.w,
+        }
+    }
+
+    /// The kernel's (mix, x, streams).
+    fn run(&self, g: &Gpu, head: bool, expand: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let (hc, d) = (4, self.norm.len());
         let rows = if head { hc } else { (2 + hc) * hc };
         let up = |name: &str, v: &[f32]| g.upload_f32(name, v).expect("upload");
-        let bufs = [
-            up("streams", &self.streams),
-            up("fn", &self.wfn),
-            up("base", &self.base),
-            up("scale", &self.scale),
-            up("norm", &self.norm),
-        ];
-        let mix = g.zeros("mix", (rows * 4) as u64).expect("mix");
+        // binding 3: base at 0, scale at 24, the norm at 28
+        let mut small = vec![0f32; 28 + d];
+        small[..rows].copy_from_slice(&self.base);
+        small[24..24 + self.scale.len()].copy_from_slice(&self.scale);
+        small[28..].copy_from_slice(&self.norm);
+        // binding 4: the previous coefficients at 24, the new ones written at 0
+        let mut mix = vec![0f32; 48];
+        mix[24..].copy_from_slice(&self.prev);
+        let w = if self.w.is_empty() {
+            vec![0.0]
+        } else {
+            self.w.clone()
+        };
+        let streams = up("streams", &self.streams);
+        let bufs = [up("fn", &self.wfn), up("small", &small)];
+        let mixb = up("mix", &mix);
         let x = g.zeros("x", (d * 4) as u64).expect("x");
+        let (ys, wb) = (up("ys", &self.ys), up("w", &w));
         let p = HcMixParams {
             hc: hc as u32,
             d: d as u32,
@@ -65,44 +90,70 @@ impl HcCase {
             head: u32::from(head),
             eps: 1e-6,
             norm_eps: 1e-6,
+            expand: u32::from(expand),
+            k: self.w.len() as u32,
+            prev: 24,
+            cur: 0,
             _pad0: 0,
             _pad1: 0,
         };
-        let mut binds: Vec<_> = bufs.iter().map(Into::into).collect();
-        binds.push((&mix).into());
-        binds.push((&x).into());
+        let binds = [&streams, &bufs[0], &bufs[1], &mixb, &x, &ys, &wb].map(Into::into);
         g.dispatch(Kernel::HcMix, &p, &binds, (1, 1, 1))
             .expect("dispatch");
         (
-            g.read_f32(&mix, rows).expect("mix"),
+            g.read_f32(&mixb, rows).expect("mix"),
             g.read_f32(&x, d).expect("x"),
+            g.read_f32(&streams, hc * d).expect("streams"),
         )
     }
 }
 
 #[test]
-fn hc_mix_matches_its_reference_for_the_mixer_and_the_head() {
-    let Some(g) = gpu("hc_mix_matches_its_reference_for_the_mixer_and_the_head") else {
+fn hc_mix_matches_its_reference_with_and_without_the_expansion() {
+    let Some(g) = gpu("hc_mix_matches_its_reference_with_and_without_the_expansion") else {
         return;
     };
     let mut rng = Rng(41);
-    for (hc, d, head) in [
-        (4, 256, false),
-        (4, 1000, false),
-        (4, 256, true),
-        (4, 4096, false),
+    // (d, head, expand, k): the first mixer; after `wo_b` (k = 0); after the MoE (k picks); the
+    // head after the MoE; a long row
+    for (d, head, expand, k) in [
+        (256, false, false, 0),
+        (1000, false, true, 0),
+        (256, false, true, 2),
+        (256, true, true, 6),
+        (4096, false, true, 2),
     ] {
-        let c = HcCase::new(&mut rng, hc, d, head);
-        let want = reference::hc_mix(&c.streams, c.weights(), hc, 20, head, 1e-6, 1e-6)
-            .expect("reference");
-        let (mix, x) = c.run(g, hc, head);
-        let what = format!("hc_mix hc {hc} d {d} head {head}");
-        assert_close(&format!("{what} mix"), &mix, &want.mix, |i| {
-            HC.0 + HC.1 * want.mix[i].abs()
-        });
-        assert_close(&format!("{what} x"), &x, &want.x, |i| {
-            HC.0 + HC.1 * want.x[i].abs()
-        });
+        let c = HcCase::new(&mut rng, d, head, k);
+        let mut want_streams = c.streams.clone();
+        let after = expand.then(|| c.after());
+        let want = reference::hc_step(
+            &mut want_streams,
+            after,
+            c.weights(),
+            4,
+            20,
+            head,
+            1e-6,
+            1e-6,
+        )
+        .expect("reference");
+        let (mix, x, streams) = c.run(g, head, expand);
+        let what = format!("hc_mix d {d} head {head} expand {expand} k {k}");
+        for (part, got, exp) in [
+            ("streams", &streams, &want_streams),
+            ("mix", &mix, &want.mix),
+            ("x", &x, &want.x),
+        ] {
+            assert_close(&format!("{what} {part}"), got, exp, |i| {
+                HC.0 + HC.1 * exp[i].abs()
+            });
+        }
+        if !expand {
+            assert_eq!(
+                streams, c.streams,
+                "{what}: the streams moved without an expansion"
+            );
+        }
     }
 }
 
@@ -110,7 +161,7 @@ fn hc_mix_matches_its_reference_for_the_mixer_and_the_head() {
 fn the_reference_mixer_makes_comb_doubly_stochastic_and_post_in_0_2() {
     let mut rng = Rng(5);
     let (hc, d) = (4, 64);
-    let c = HcCase::new(&mut rng, hc, d, false);
+    let c = HcCase::new(&mut rng, d, false, 0);
     let m =
         reference::hc_mix(&c.streams, c.weights(), hc, 20, false, 1e-6, 1e-6).expect("reference");
     let comb = &m.mix[2 * hc..];
@@ -128,39 +179,22 @@ fn the_reference_mixer_makes_comb_doubly_stochastic_and_post_in_0_2() {
 }
 
 #[test]
-fn hc_expand_matches_its_reference_in_place() {
-    let Some(g) = gpu("hc_expand_matches_its_reference_in_place") else {
-        return;
-    };
-    let mut rng = Rng(9);
-    for (hc, d) in [(4, 256), (4, 1000), (4, 4097)] {
-        let mix = rng.normals((2 + hc) * hc, 0.5);
-        let out = rng.normals(d, 1.0);
-        let streams = rng.normals(hc * d, 1.0);
-        let mut want = streams.clone();
-        reference::hc_expand(&mix, &out, &mut want, hc).expect("reference");
-        let mb = g.upload_f32("mix", &mix).expect("mix");
-        let ob = g.upload_f32("out", &out).expect("out");
-        let sb = g.upload_f32("streams", &streams).expect("streams");
-        let groups = elementwise_groups(d as u32);
-        let p = HcExpandParams {
-            hc: hc as u32,
-            d: d as u32,
-            groups_x: groups.0,
-            _pad0: 0,
-        };
-        g.dispatch(
-            Kernel::HcExpand,
-            &p,
-            &[(&mb).into(), (&ob).into(), (&sb).into()],
-            groups,
-        )
-        .expect("dispatch");
-        let got = g.read_f32(&sb, hc * d).expect("read");
-        assert_close(&format!("hc_expand hc {hc} d {d}"), &got, &want, |i| {
-            1e-6 + 1e-6 * want[i].abs()
-        });
+fn the_reference_block_output_weights_the_picks_and_adds_the_shared_row() {
+    let mut rng = Rng(13);
+    let (k, d) = (3, 8);
+    let ys = rng.normals((k + 1) * d, 1.0);
+    let w = [0.5f32, 0.25, 2.0];
+    let out = reference::moe_combine(&ys, &w).expect("combine");
+    for c in 0..d {
+        let want = ((ys[c] * w[0] + ys[d + c] * w[1]) + ys[2 * d + c] * w[2]) + ys[3 * d + c];
+        assert_eq!(out[c], want, "channel {c}");
     }
+    // k = 0: the row itself
+    assert_eq!(
+        reference::moe_combine(&ys[..d], &[]).expect("combine"),
+        ys[..d].to_vec()
+    );
+    assert!(reference::moe_combine(&ys[..d + 1], &[1.0]).is_err());
 }
 
 /// Runs the router kernel: (ids, weights).
@@ -293,43 +327,4 @@ fn the_reference_router_breaks_ties_to_the_lower_id_and_sorts_its_picks() {
     // softplus keeps its tail (f32 log(1 + u) would give 0 here)
     let tail = reference::sqrt_softplus(-20.0);
     assert!((tail - (-20f64).exp().sqrt() as f32).abs() < 1e-9, "{tail}");
-}
-
-#[test]
-fn moe_combine_matches_its_reference() {
-    let Some(g) = gpu("moe_combine_matches_its_reference") else {
-        return;
-    };
-    let mut rng = Rng(13);
-    for (k, d) in [(2, 256), (6, 1000)] {
-        let ys = rng.normals((k + 1) * d, 1.0);
-        let w = rng.normals(k, 0.4);
-        let want = reference::moe_combine(&ys, &w).expect("reference");
-        let (yb, wb) = (
-            g.upload_f32("ys", &ys).expect("ys"),
-            g.upload_f32("w", &w).expect("w"),
-        );
-        let ob = g.zeros("out", (d * 4) as u64).expect("out");
-        let groups = elementwise_groups(d as u32);
-        let p = MoeCombineParams {
-            d: d as u32,
-            k: k as u32,
-            groups_x: groups.0,
-            _pad0: 0,
-        };
-        g.dispatch(
-            Kernel::MoeCombine,
-            &p,
-            &[(&yb).into(), (&wb).into(), (&ob).into()],
-            groups,
-        )
-        .expect("dispatch");
-        let got = g.read_f32(&ob, d).expect("read");
-        assert_close(&format!("moe_combine k {k} d {d}"), &got, &want, |i| {
-            1e-6 + 1e-6 * want[i].abs()
-        });
-        // the shared row is added last, the routed rows weighted
-        let only_shared = reference::moe_combine(&ys, &vec![0.0; k]).expect("reference");
-        assert_eq!(only_shared, ys[k * d..].to_vec());
-    }
 }

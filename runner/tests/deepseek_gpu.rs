@@ -178,8 +178,9 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
 /// format, through `q_norm` into the query LoRA's; the grouped output projection into `wo_b`;
 /// the experts' gate/up products through SwiGLU on the device into their down products, gate/up
 /// and SwiGLU one fused dispatch an MLP). With the mHC residual on the host that is 3 submits a
-/// layer; with it on the device (mixers, expansions and the MoE's weighted sum recorded with
-/// the chains) 2 (the attention's inputs and the router's input come back); the head one more,
+/// layer; with it on the device (the mixers, each with the expansion and the MoE's weighted sum
+/// before it, recorded with the chains) 2 (the attention's inputs and the router's input come
+/// back); the head one more,
 /// each read back with one map; and once the experts a token routes to have run before (a second pass over the same
 /// tokens), a step creates no buffer and no bind group. The second pass gives the first pass's
 /// logits bit for bit.
@@ -191,9 +192,10 @@ fn a_resident_decode_step_is_two_submits_a_layer_and_creates_nothing_when_warm()
     // were merged; 941 with three dispatches an MLP)
     decode_structure(false, 3, 5);
     // on the device: a layer reads back the attention's inputs (with the previous layer's MoE)
-    // and the router's input (with `wo_a`→`wo_b`), 2 submits a layer (87 here); the two mixers,
-    // two expansions and the MoE's weighted sum are five dispatches more a layer (774)
-    decode_structure(true, 2, 9);
+    // and the router's input (with `wo_a`→`wo_b`), 2 submits a layer (87 here); its two mixers
+    // (each with the expansion and the MoE's weighted sum before it) are two dispatches more a
+    // layer (645; 774 when the expansions and the sum were dispatches of their own)
+    decode_structure(true, 2, 8);
 }
 
 fn decode_structure(device_residual: bool, per_layer: u64, per_submit: u64) {

@@ -18,8 +18,8 @@ pub use ops::{
     AttentionShape,
 };
 pub use v4::{
-    hc_expand, hc_mix, moe_combine, moe_route, sqrt_softplus, HcMixed, HcWeights, Pick,
-    MAX_EXPERTS, MAX_HC, MAX_TOP_K,
+    hc_expand, hc_mix, hc_step, moe_combine, moe_route, sqrt_softplus, After, HcMixed, HcWeights,
+    Pick, MAX_EXPERTS, MAX_HC, MAX_TOP_K,
 };
 
 use crate::{WeightFormat, LANES};

@@ -1,6 +1,7 @@
-//! CPU references of the DeepSeek V4 block kernels: the mHC mixer and head (`hc_mix.wgsl`), the
-//! mHC expansion (`hc_expand.wgsl`), the MoE router (`moe_route.wgsl`) and the MoE combine
-//! (`moe_combine.wgsl`), each in its kernel's order (the header of each `.wgsl` file).
+//! CPU references of the DeepSeek V4 block kernels: the mHC step (`hc_mix.wgsl`: the MoE's
+//! weighted sum, the expansion and the next mixer or the head's collapse, [`hc_step`] of
+//! [`moe_combine`], [`hc_expand`] and [`hc_mix`]) and the MoE router (`moe_route.wgsl`), each in
+//! its kernel's order (the header of each `.wgsl` file).
 
 use super::{lane_dot_chunked, lane_dot_tree_chunked};
 use crate::error::KernelError;
@@ -57,7 +58,8 @@ fn sigmoid(v: f32) -> f32 {
     1.0 / (1.0 + (-v).exp())
 }
 
-/// `hc_mix.wgsl` for `streams` [hc · d]; `head`: the head's collapse (pre only).
+/// The mixer part of `hc_mix.wgsl` for `streams` [hc · d]; `head`: the head's collapse (pre
+/// only).
 #[allow(clippy::too_many_arguments)]
 pub fn hc_mix(
     streams: &[f32],
@@ -163,7 +165,8 @@ fn sinkhorn(
     }
 }
 
-/// `hc_expand.wgsl`: the streams after a block whose output is `out` [d].
+/// The expansion part of `hc_mix.wgsl`: the streams after a block whose output is `out` [d],
+/// with the coefficients `mix` of the mixer before the block.
 pub fn hc_expand(
     mix: &[f32],
     out: &[f32],
@@ -261,8 +264,9 @@ pub fn moe_route(
     Ok((picked.into_iter().map(|e| e as u32).collect(), weights))
 }
 
-/// `moe_combine.wgsl`: Σ_j ys[j] · w[j] (each product rounded) + ys[k], per channel, for
-/// `ys` [k + 1, d] (the picks' outputs, then the shared expert's).
+/// The block output of `hc_mix.wgsl`'s expansion: Σ_j ys[j] · w[j] (each product rounded) +
+/// ys[k], per channel, for `ys` [k + 1, d] (the MoE: the picks' outputs, then the shared
+/// expert's; k = 0: the row itself).
 pub fn moe_combine(ys: &[f32], w: &[f32]) -> Result<Vec<f32>, KernelError> {
     let rows = w.len() + 1;
     if ys.is_empty() || ys.len() % rows != 0 {
@@ -278,4 +282,33 @@ pub fn moe_combine(ys: &[f32], w: &[f32]) -> Result<Vec<f32>, KernelError> {
             acc + ys[w.len() * d + c]
         })
         .collect())
+}
+
+/// What a block left for the expansion: the coefficients of the mixer before it, and its output
+/// as [`moe_combine`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct After<'a> {
+    pub mix: &'a [f32],
+    pub ys: &'a [f32],
+    pub w: &'a [f32],
+}
+
+/// `hc_mix.wgsl` whole: with `after`, the expansion of `streams` (in place) with the block's
+/// output, then [`hc_mix`].
+#[allow(clippy::too_many_arguments)]
+pub fn hc_step(
+    streams: &mut [f32],
+    after: Option<After<'_>>,
+    w: HcWeights<'_>,
+    hc: usize,
+    iters: usize,
+    head: bool,
+    eps: f32,
+    norm_eps: f32,
+) -> Result<HcMixed, KernelError> {
+    if let Some(a) = after {
+        let out = moe_combine(a.ys, a.w)?;
+        hc_expand(a.mix, &out, streams, hc)?;
+    }
+    hc_mix(streams, w, hc, iters, head, eps, norm_eps)
 }

@@ -394,7 +394,7 @@ impl V4Model {
     }
 
     /// One token with the mHC residual on the device (docs/runner-deepseek-v4.md "Device-resident
-    /// residual"): the mixers, expansions and the MoE's weighted sum are recorded there, so a
+    /// residual"): each mixer with the expansion and MoE sum before it is recorded there, so a
     /// layer reads back only the attention's inputs (with the previous layer's MoE) and the
     /// router's input (with the attention's output projection).
     fn forward_device(&mut self, id: u32) -> Result<Vec<f32>, V4Error> {
@@ -415,7 +415,8 @@ impl V4Model {
         res(lin)?.streams_in(&h, c.hc)?;
         for (li, l) in self.layers.iter().enumerate() {
             let key = format!("layers.{li}.hc_attn");
-            res(lin)?.mix(&mixer(c, &key, &l.hc_attn, &l.attn_norm, false))?;
+            let after = (li > 0).then_some(BlockOut::Moe);
+            res(lin)?.mix(&mixer(c, &key, &l.hc_attn, &l.attn_norm, false), after)?;
             let cache = self
                 .cache
                 .get_mut(li)
@@ -431,15 +432,16 @@ impl V4Model {
                 &mut self.stats,
             )?;
             let wo_b = format!("{}.wo_b", l.attn.stem);
-            res(lin)?.expand(BlockOut::Product(&wo_b))?;
             let key = format!("layers.{li}.hc_ffn");
-            res(lin)?.mix(&mixer(c, &key, &l.hc_ffn, &l.ffn_norm, false))?;
+            let after = Some(BlockOut::Product(&wo_b));
+            res(lin)?.mix(&mixer(c, &key, &l.hc_ffn, &l.ffn_norm, false), after)?;
             let x = res(lin)?.read_block()?;
             moe::forward_device(c, &l.moe, lin, &x, id, read)?;
-            res(lin)?.expand(BlockOut::Combined)?;
         }
         self.pos += 1;
-        res(lin)?.mix(&mixer(c, "hc_head", &self.hc_head, &self.norm, true))?;
+        let head = mixer(c, "hc_head", &self.hc_head, &self.norm, true);
+        let after = (!self.layers.is_empty()).then_some(BlockOut::Moe);
+        res(lin)?.mix(&head, after)?;
         let head = [Link::new("head".into(), c.vocab, Input::Block, 1)];
         lin.linear_chain(&head)?
             .pop()

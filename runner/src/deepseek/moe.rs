@@ -169,10 +169,11 @@ pub fn forward(
 
 /// One token's MoE on the device-resident residual (docs/runner-deepseek-v4.md "Device-resident
 /// residual"): routed on the host from `x` (the block input, read back), every picked expert's
-/// MLP and the shared one over [`Input::Block`] in one chain, then their weighted sum on the
-/// device ([`super::residual::Residual::combine`], the picks in [`forward`]'s order). With
+/// MLP and the shared one over [`Input::Block`] in one chain, their outputs staged for the
+/// weighted sum the next mixer makes ([`super::residual::Residual::stage_moe`], the picks in
+/// [`forward`]'s order). With
 /// `read` (a backend whose experts may not stay on the device) the experts' outputs come back
-/// and are written to the combine: the same values, so the same bits.
+/// and are written to the staging buffer: the same values, so the same bits.
 pub fn forward_device(
     c: &V4Config,
     p: &MoeParams,
@@ -219,7 +220,7 @@ pub fn forward_device(
             .chain([experts.len()])
             .map(|j| outs.get(3 * j + 2).cloned().unwrap_or_default())
             .collect();
-        residual.combine(Experts::Host(&rows), &weights)
+        residual.stage_moe(Experts::Host(&rows), &weights)
     } else {
         let downs: Vec<String> = picks
             .iter()
@@ -230,7 +231,7 @@ pub fn forward_device(
             picks: &downs,
             shared: &shared,
         };
-        residual.combine(routed, &weights)
+        residual.stage_moe(routed, &weights)
     }
 }
 

@@ -25,11 +25,12 @@ pub struct Mixer<'a> {
 pub enum BlockOut<'a> {
     /// The output of this matrix's last one-token product, where the backend keeps it (`wo_b`).
     Product(&'a str),
-    /// The last [`Residual::combine`]'s output.
-    Combined,
+    /// The MoE's picks and shared expert as the last [`Residual::stage_moe`] left them, summed
+    /// with their weights.
+    Moe,
 }
 
-/// The routed experts' outputs for [`Residual::combine`].
+/// The routed experts' outputs for [`Residual::stage_moe`].
 pub enum Experts<'a> {
     /// Each pick's down projection (`{expert}.w2`) as its last one-token product left it, then
     /// the shared expert's.
@@ -46,14 +47,14 @@ pub enum Experts<'a> {
 pub trait Residual {
     /// Sets the `hc` streams to one token's `hc · d` values (the embedding, `hc` times).
     fn streams_in(&mut self, h: &[f32], hc: usize) -> Result<(), V4Error>;
-    /// Runs mixer `m` over the streams: its coefficients for the next [`Residual::expand`] and the
-    /// normalised block input that [`super::chain::Input::Block`] reads.
-    fn mix(&mut self, m: &Mixer<'_>) -> Result<(), V4Error>;
-    /// `streams[k] = post[k] · out + Σ_j comb[j][k] · streams[j]` with the last mixer's
-    /// coefficients.
-    fn expand(&mut self, out: BlockOut<'_>) -> Result<(), V4Error>;
+    /// With `after`, first the expansion after the block that output it
+    /// (`streams[k] = post[k] · out + Σ_j comb[j][k] · streams[j]`, the last mixer's
+    /// coefficients); then mixer `m` over the streams: its coefficients and the normalised block
+    /// input that [`super::chain::Input::Block`] reads. One dispatch (`hc_mix.wgsl`).
+    fn mix(&mut self, m: &Mixer<'_>, after: Option<BlockOut<'_>>) -> Result<(), V4Error>;
     /// The block input on the host (the router reads it).
     fn read_block(&mut self) -> Result<Vec<f32>, V4Error>;
-    /// The MoE output: `Σ_j weight_j · routed_j + shared`, the picks in the host's order.
-    fn combine(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error>;
+    /// The MoE's outputs and weights (the picks in the host's order) for [`BlockOut::Moe`]:
+    /// copied (or written) into one buffer, no dispatch.
+    fn stage_moe(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error>;
 }

@@ -1,54 +1,40 @@
 //! [`Residual`] on the device (docs/runner-deepseek-v4.md "Device-resident residual"): the
-//! token's streams, the last mixer's coefficients, its block input and the MoE's combined output
-//! are four buffers made at the first step; each mixer, expansion and combine is a dispatch whose
-//! bind group is made at its first use. The calls record into the backend's open encoder
-//! (`GpuLinears::open`), which the next read — a chain that reads an output, or
-//! [`Residual::read_block`] — submits with everything recorded before it.
+//! token's streams, two slots of mixer coefficients (each mixer reads the previous one's and
+//! writes its own), its block input, and the MoE's staged outputs and weights are buffers made at
+//! the first step; each mixer is one dispatch of `hc_mix.wgsl` (the expansion after the block
+//! before it, then the mixer) whose bind group is made at its first use. The calls record into
+//! the backend's open encoder (`GpuLinears::open`), which the next read — a chain that reads an
+//! output, or [`Residual::read_block`] — submits with everything recorded before it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kernels::gpu::{elementwise_groups, Bind, Compiled, Gpu};
-use kernels::{HcExpandParams, HcMixParams, Kernel, MoeCombineParams};
+use kernels::gpu::{Bind, Compiled, Gpu};
+use kernels::{HcMixParams, Kernel};
 
 use super::super::error::V4Error;
 use super::super::linear::tensor_err;
 use super::super::residual::{BlockOut, Experts, Mixer, Residual};
 use super::GpuLinears;
 
-/// One recorded op: its pipeline, bind group and grid, and the buffers only it reads.
-struct Op {
+/// Where a mixer's coefficients go in the mix buffer: slot 0 or 1, each 24 values apart.
+const SLOT: u32 = 24;
+/// Where the parts of a mixer's small parameters are (`hc_mix.wgsl` binding 3).
+const SCALE_AT: usize = 24;
+const NORM_AT: usize = 28;
+
+/// One mixer's dispatch: its pipeline, bind group, and the buffers only it reads.
+struct MixOp {
     compiled: Arc<Compiled>,
     group: wgpu::BindGroup,
-    groups: (u32, u32, u32),
-    _keep: Vec<wgpu::Buffer>,
+    _keep: [wgpu::Buffer; 3],
 }
 
-impl Op {
-    fn new<P: bytemuck::Pod>(
-        g: &Gpu,
-        kernel: Kernel,
-        params: &P,
-        binds: &[Bind<'_>],
-        groups: (u32, u32, u32),
-        mut keep: Vec<wgpu::Buffer>,
-    ) -> Result<Self, V4Error> {
-        let compiled = g.compiled(kernel);
-        let uniform = g.uniform(kernel.name(), bytemuck::bytes_of(params));
-        let group = g.bind_group_for(&compiled, kernel, &uniform.as_entire_binding(), binds)?;
-        keep.push(uniform);
-        Ok(Self {
-            compiled,
-            group,
-            groups,
-            _keep: keep,
-        })
-    }
-
-    fn record(&self, g: &Gpu, enc: &mut wgpu::CommandEncoder) {
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-        g.dispatch_in(&mut pass, &self.compiled, &self.group, self.groups);
-    }
+/// The MoE's staged outputs (k + 1 rows) and weights.
+struct Staged {
+    k: usize,
+    ys: wgpu::Buffer,
+    w: wgpu::Buffer,
 }
 
 /// The residual's buffers and ops.
@@ -56,17 +42,18 @@ pub(super) struct DeviceResidual {
     hc: usize,
     d: usize,
     streams: wgpu::Buffer,
-    /// [pre hc | post hc | comb hc·hc] of the last mixer.
+    /// Two slots of [pre hc | post hc | comb hc·hc].
     mix: wgpu::Buffer,
+    /// The slot the last mixer wrote.
+    last: u32,
     /// The last mixer's normalised block input.
     x: wgpu::Buffer,
-    /// The last combine's output.
-    out: wgpu::Buffer,
-    /// The combine's inputs: k + 1 rows of d, and k weights (made for the first k seen).
-    ys: Option<(usize, wgpu::Buffer, wgpu::Buffer, Op)>,
-    mixers: HashMap<String, Op>,
-    /// Expansions by the buffer they read the block output from ("" for the combine's).
-    expands: HashMap<String, Op>,
+    /// The weights' binding where the block output has none (a product's output), and the
+    /// rows' and weights' where there is no expansion (one vec4, never read).
+    no_weights: wgpu::Buffer,
+    moe: Option<Staged>,
+    /// Mixers by key, with the slot they write (a key runs in one place of the step).
+    mixers: HashMap<(String, u32), MixOp>,
 }
 
 impl DeviceResidual {
@@ -75,12 +62,12 @@ impl DeviceResidual {
             hc,
             d,
             streams: g.zeros("v4 streams", (hc * d * 4) as u64)?,
-            mix: g.zeros("v4 mix", ((2 + hc) * hc * 4) as u64)?,
+            mix: g.zeros("v4 mix", u64::from(2 * SLOT) * 4)?,
+            last: 0,
             x: g.zeros("v4 block input", (d * 4) as u64)?,
-            out: g.zeros("v4 moe out", (d * 4) as u64)?,
-            ys: None,
+            no_weights: g.zeros("v4 no weights", 16)?,
+            moe: None,
             mixers: HashMap::new(),
-            expands: HashMap::new(),
         })
     }
 
@@ -93,95 +80,116 @@ impl DeviceResidual {
         &self.x
     }
 
-    fn mixer(&mut self, g: &Gpu, m: &Mixer<'_>) -> Result<&Op, V4Error> {
-        if !self.mixers.contains_key(m.key) {
-            let (hc, d) = (self.hc, self.d);
-            let rows = if m.head { hc } else { (2 + hc) * hc };
-            let p = m.params;
-            let fits = p.weight.len() == rows * hc * d
-                && p.base.len() == rows
-                && p.scale.len() == if m.head { 1 } else { 3 }
-                && m.norm.len() == d
-                && d % 4 == 0
-                && hc == kernels::reference::MAX_HC;
-            if !fits {
-                return Err(tensor_err(
-                    m.key,
-                    format!("is not an mHC mixer of {hc} streams of {d}"),
-                ));
-            }
-            let up = |name: &str, v: &[f32]| g.upload_f32(name, v);
-            let keep = vec![
-                up("hc fn", &p.weight)?,
-                up("hc base", &p.base)?,
-                up("hc scale", &p.scale)?,
-                up("hc norm", m.norm)?,
-            ];
-            let params = HcMixParams {
-                hc: hc as u32,
-                d: d as u32,
-                iters: m.iters as u32,
-                head: u32::from(m.head),
-                eps: m.eps as f32,
-                norm_eps: m.norm_eps as f32,
-                _pad0: 0,
-                _pad1: 0,
-            };
-            let mut binds: Vec<Bind<'_>> = vec![Bind::from(&self.streams)];
-            binds.extend(keep.iter().map(Bind::from));
-            binds.push(Bind::from(&self.mix));
-            binds.push(Bind::from(&self.x));
-            let op = Op::new(g, Kernel::HcMix, &params, &binds, (1, 1, 1), Vec::new())?;
-            let op = Op { _keep: keep, ..op };
-            self.mixers.insert(m.key.to_owned(), op);
+    /// Mixer `m` writing slot `cur`, expanding first with `after` (its rows, weights and k).
+    fn mixer(
+        &mut self,
+        g: &Gpu,
+        m: &Mixer<'_>,
+        cur: u32,
+        after: Option<(&wgpu::Buffer, &wgpu::Buffer, usize)>,
+    ) -> Result<&MixOp, V4Error> {
+        let key = (m.key.to_owned(), cur);
+        if !self.mixers.contains_key(&key) {
+            let op = self.make(g, m, cur, after)?;
+            self.mixers.insert(key.clone(), op);
         }
         self.mixers
-            .get(m.key)
+            .get(&key)
             .ok_or_else(|| tensor_err(m.key, "lost its mixer".into()))
     }
 
-    fn expansion(&mut self, g: &Gpu, key: &str, out: &wgpu::Buffer) -> Result<&Op, V4Error> {
-        if !self.expands.contains_key(key) {
-            let groups = elementwise_groups(self.d as u32);
-            let params = HcExpandParams {
-                hc: self.hc as u32,
-                d: self.d as u32,
-                groups_x: groups.0,
-                _pad0: 0,
-            };
-            let out = Bind {
-                buffer: out,
-                offset: 0,
-                size: Some((self.d * 4) as u64),
-            };
-            let binds = [Bind::from(&self.mix), out, Bind::from(&self.streams)];
-            let op = Op::new(g, Kernel::HcExpand, &params, &binds, groups, Vec::new())?;
-            self.expands.insert(key.to_owned(), op);
+    fn make(
+        &self,
+        g: &Gpu,
+        m: &Mixer<'_>,
+        cur: u32,
+        after: Option<(&wgpu::Buffer, &wgpu::Buffer, usize)>,
+    ) -> Result<MixOp, V4Error> {
+        let (hc, d) = (self.hc, self.d);
+        let rows = if m.head { hc } else { (2 + hc) * hc };
+        let p = m.params;
+        let fits = p.weight.len() == rows * hc * d
+            && p.base.len() == rows
+            && p.scale.len() == if m.head { 1 } else { 3 }
+            && m.norm.len() == d
+            && d % 4 == 0
+            && hc == kernels::reference::MAX_HC;
+        if !fits {
+            return Err(tensor_err(
+                m.key,
+                format!("is not an mHC mixer of {hc} streams of {d}"),
+            ));
         }
-        self.expands
-            .get(key)
-            .ok_or_else(|| tensor_err(key, "lost its expansion".into()))
+        let mut small = vec![0f32; NORM_AT + d];
+        small[..rows].copy_from_slice(&p.base);
+        small[SCALE_AT..SCALE_AT + p.scale.len()].copy_from_slice(&p.scale);
+        small[NORM_AT..].copy_from_slice(m.norm);
+        let wfn = g.upload_f32("hc fn", &p.weight)?;
+        let small = g.upload_f32("hc base, scale, norm", &small)?;
+        let params = HcMixParams {
+            hc: hc as u32,
+            d: d as u32,
+            iters: m.iters as u32,
+            head: u32::from(m.head),
+            eps: m.eps as f32,
+            norm_eps: m.norm_eps as f32,
+            expand: u32::from(after.is_some()),
+            k: after.map_or(0, |(_, _, k)| k as u32),
+            prev: SLOT - cur,
+            cur,
+            _pad0: 0,
+            _pad1: 0,
+        };
+        let uniform = g.uniform("hc_mix params", bytemuck::bytes_of(&params));
+        // (without an expansion neither is read)
+        let (ys, w) = match after {
+            Some((ys, w, k)) => (
+                Bind {
+                    buffer: ys,
+                    offset: 0,
+                    size: Some(((k + 1) * d * 4) as u64),
+                },
+                Bind::from(w),
+            ),
+            None => (Bind::from(&self.no_weights), Bind::from(&self.no_weights)),
+        };
+        let binds = [
+            Bind::from(&self.streams),
+            Bind::from(&wfn),
+            Bind::from(&small),
+            Bind::from(&self.mix),
+            Bind::from(&self.x),
+            ys,
+            w,
+        ];
+        let compiled = g.compiled(Kernel::HcMix);
+        let group = g.bind_group_for(
+            &compiled,
+            Kernel::HcMix,
+            &uniform.as_entire_binding(),
+            &binds,
+        )?;
+        Ok(MixOp {
+            compiled,
+            group,
+            _keep: [wfn, small, uniform],
+        })
     }
 
-    /// The combine's buffers and op for `k` picks.
-    fn combiner(&mut self, g: &Gpu, k: usize) -> Result<(), V4Error> {
-        if self.ys.as_ref().is_some_and(|(n, ..)| *n == k) {
-            return Ok(());
+    /// The MoE's staging buffers for `k` picks.
+    fn staged(&mut self, g: &Gpu, k: usize) -> Result<&Staged, V4Error> {
+        if self.moe.as_ref().is_none_or(|s| s.k != k) {
+            // (a mixer bound to the old buffers would read stale ones: forget them)
+            self.mixers.clear();
+            self.moe = Some(Staged {
+                k,
+                ys: g.zeros("v4 moe rows", ((k + 1) * self.d * 4) as u64)?,
+                w: g.zeros("v4 moe weights", (k.max(1) * 4) as u64)?,
+            });
         }
-        let d = self.d;
-        let ys = g.zeros("v4 moe rows", ((k + 1) * d * 4) as u64)?;
-        let w = g.zeros("v4 moe weights", (k.max(1) * 4) as u64)?;
-        let groups = elementwise_groups(d as u32);
-        let params = MoeCombineParams {
-            d: d as u32,
-            k: k as u32,
-            groups_x: groups.0,
-            _pad0: 0,
-        };
-        let binds = [Bind::from(&ys), Bind::from(&w), Bind::from(&self.out)];
-        let op = Op::new(g, Kernel::MoeCombine, &params, &binds, groups, Vec::new())?;
-        self.ys = Some((k, ys, w, op));
-        Ok(())
+        self.moe
+            .as_ref()
+            .ok_or_else(|| V4Error::Input("the MoE's staging buffers were lost".into()))
     }
 }
 
@@ -250,30 +258,35 @@ impl Residual for GpuLinears {
         Ok(())
     }
 
-    fn mix(&mut self, m: &Mixer<'_>) -> Result<(), V4Error> {
-        let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        let r = self
-            .residual
-            .as_mut()
-            .ok_or_else(|| tensor_err(m.key, "mixes streams never set".into()))?;
-        r.mixer(g, m)?.record(g, &mut enc);
-        self.open = Some(enc);
-        Ok(())
-    }
-
-    fn expand(&mut self, out: BlockOut<'_>) -> Result<(), V4Error> {
-        let (key, buffer) = match out {
-            BlockOut::Product(stem) => (stem, self.product_out(stem)?.clone()),
-            BlockOut::Combined => ("", self.state()?.out.clone()),
+    fn mix(&mut self, m: &Mixer<'_>, after: Option<BlockOut<'_>>) -> Result<(), V4Error> {
+        let rows = match &after {
+            Some(BlockOut::Product(stem)) => Some((self.product_out(stem)?.clone(), None)),
+            Some(BlockOut::Moe) => {
+                let s = self.state()?.moe.as_ref().ok_or_else(|| {
+                    tensor_err(m.key, "expands with an MoE output never staged".into())
+                })?;
+                Some((s.ys.clone(), Some((s.w.clone(), s.k))))
+            }
+            None => None,
         };
         let mut enc = self.open_encoder();
         let g = self.engine.gpu();
         let r = self
             .residual
             .as_mut()
-            .ok_or_else(|| tensor_err(key, "expands streams never set".into()))?;
-        r.expansion(g, key, &buffer)?.record(g, &mut enc);
+            .ok_or_else(|| tensor_err(m.key, "mixes streams never set".into()))?;
+        let cur = SLOT - r.last;
+        let no_weights = r.no_weights.clone();
+        let after = rows.as_ref().map(|(ys, w)| match w {
+            Some((w, k)) => (ys, w, *k),
+            None => (ys, &no_weights, 0),
+        });
+        let op = r.mixer(g, m, cur, after)?;
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            g.dispatch_in(&mut pass, &op.compiled, &op.group, (1, 1, 1));
+        }
+        r.last = cur;
         self.open = Some(enc);
         Ok(())
     }
@@ -293,42 +306,22 @@ impl Residual for GpuLinears {
         Ok(bytemuck::pod_collect_to_vec(&out))
     }
 
-    fn combine(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error> {
+    fn stage_moe(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error> {
         let k = weights.len();
         let d = self.state()?.d;
-        {
-            let g = self.engine.gpu();
-            let r = self.residual.as_mut().ok_or_else(|| {
-                V4Error::Input("the MoE combine ran before the streams were set".into())
-            })?;
-            r.combiner(g, k)?;
-        }
         let row = (d * 4) as u64;
         // the rows' sources: device buffers to copy, or host rows to write
         let mut copies: Vec<wgpu::Buffer> = Vec::new();
-        if let Experts::Products { picks, shared } = &routed {
-            if picks.len() != k {
-                return Err(V4Error::Input(format!(
-                    "{} picks for {k} weights",
-                    picks.len()
-                )));
-            }
-            for stem in picks.iter().map(String::as_str).chain([*shared]) {
-                copies.push(self.product_out(stem)?.clone());
-            }
-        }
-        let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        let r = self.residual.as_ref().ok_or_else(|| {
-            V4Error::Input("the MoE combine ran before the streams were set".into())
-        })?;
-        let Some((_, ys, w, op)) = r.ys.as_ref() else {
-            return Err(V4Error::Input("the MoE combine lost its buffers".into()));
-        };
-        match routed {
-            Experts::Products { .. } => {
-                for (j, y) in copies.iter().enumerate() {
-                    enc.copy_buffer_to_buffer(y, 0, ys, j as u64 * row, row);
+        match &routed {
+            Experts::Products { picks, shared } => {
+                if picks.len() != k {
+                    return Err(V4Error::Input(format!(
+                        "{} picks for {k} weights",
+                        picks.len()
+                    )));
+                }
+                for stem in picks.iter().map(String::as_str).chain([*shared]) {
+                    copies.push(self.product_out(stem)?.clone());
                 }
             }
             Experts::Host(rows) => {
@@ -338,20 +331,31 @@ impl Residual for GpuLinears {
                         rows.len()
                     )));
                 }
-                for (j, y) in rows.iter().enumerate() {
-                    let belt = self.buffers.belt(g);
-                    g.write_in(belt, &mut enc, ys, j as u64 * row, bytemuck::cast_slice(y));
-                }
             }
         }
-        g.write_in(
-            self.buffers.belt(g),
-            &mut enc,
-            w,
-            0,
-            bytemuck::cast_slice(weights),
-        );
-        op.record(g, &mut enc);
+        let (ys, w) = {
+            let g = self.engine.gpu();
+            let r = self.residual.as_mut().ok_or_else(|| {
+                V4Error::Input("the MoE was staged before the streams were set".into())
+            })?;
+            let s = r.staged(g, k)?;
+            (s.ys.clone(), s.w.clone())
+        };
+        let mut enc = self.open_encoder();
+        let g = self.engine.gpu();
+        for (j, y) in copies.iter().enumerate() {
+            enc.copy_buffer_to_buffer(y, 0, &ys, j as u64 * row, row);
+        }
+        if let Experts::Host(rows) = routed {
+            for (j, y) in rows.iter().enumerate() {
+                let belt = self.buffers.belt(g);
+                g.write_in(belt, &mut enc, &ys, j as u64 * row, bytemuck::cast_slice(y));
+            }
+        }
+        if k > 0 {
+            let belt = self.buffers.belt(g);
+            g.write_in(belt, &mut enc, &w, 0, bytemuck::cast_slice(weights));
+        }
         self.open = Some(enc);
         Ok(())
     }
