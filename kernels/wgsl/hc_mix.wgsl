@@ -76,6 +76,16 @@ fn norm(c4: u32) -> vec4<f32> {
 var<workgroup> partial: array<f32, 1536>;
 var<workgroup> coef: array<f32, 24>;
 
+// The tree fold of the 64 lane partials in `partial[0..64]` into `partial[0]`.
+fn fold(lane: u32) {
+    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial[lane] = partial[lane] + partial[lane + s];
+        }
+        workgroupBarrier();
+    }
+}
+
 fn sigmoid(v: f32) -> f32 {
     return 1.0 / (1.0 + exp(-v));
 }
@@ -195,12 +205,7 @@ fn hc_mix(@builtin(local_invocation_index) lane: u32) {
     }
     partial[lane] = ss;
     workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            partial[lane] = partial[lane] + partial[lane + s];
-        }
-        workgroupBarrier();
-    }
+    fold(lane);
     let inv = 1.0 / sqrt(partial[0] / f32(4u * n4) + p.norm_eps);
     workgroupBarrier();
     var acc: array<f32, 24>;
@@ -251,12 +256,7 @@ fn hc_mix(@builtin(local_invocation_index) lane: u32) {
     }
     partial[lane] = ss2;
     workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            partial[lane] = partial[lane] + partial[lane + s];
-        }
-        workgroupBarrier();
-    }
+    fold(lane);
     let inv2 = 1.0 / sqrt(partial[0] / f32(p.d) + p.norm_eps);
     for (var c = lane; c < d4; c += LANES) {
         x[c] = (x[c] * inv2) * norm(c);

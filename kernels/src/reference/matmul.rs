@@ -1,24 +1,12 @@
 //! CPU references of the dequantize-and-multiply kernels (`matmul_*.wgsl`), in the kernels' order.
 
 use super::decode::WeightMatrix;
-use super::lane_dot_chunked;
+use super::{elements, lane_dot_chunked};
 use crate::error::KernelError;
-
-fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(KernelError::Elements {
-            what,
-            expected,
-            actual,
-        })
-    }
-}
 
 /// y[r] = Σ_k w(r, k) · x[k], f32 in the kernels' lane-then-tree order.
 pub fn matvec(w: &WeightMatrix<'_>, x: &[f32]) -> Result<Vec<f32>, KernelError> {
-    check_len("x", w.k, x.len())?;
+    elements("x", w.k, x.len())?;
     let len = w.chunk_len();
     Ok((0..w.rows)
         .map(|r| {
@@ -35,7 +23,7 @@ pub fn matmul(w: &WeightMatrix<'_>, x: &[f32], tokens: usize) -> Result<Vec<f32>
     let n = tokens.checked_mul(w.k).ok_or(KernelError::Overflow {
         what: "tokens × k"
     })?;
-    check_len("x", n, x.len())?;
+    elements("x", n, x.len())?;
     let mut y = Vec::with_capacity(tokens * w.rows);
     for t in 0..tokens {
         let xt = x.get(t * w.k..(t + 1) * w.k).unwrap_or(&[]);
@@ -46,7 +34,7 @@ pub fn matmul(w: &WeightMatrix<'_>, x: &[f32], tokens: usize) -> Result<Vec<f32>
 
 /// y[r] = Σ_k w(r, k) · x[k] summed sequentially in f64 (the values w(r, k) are the f32 ones).
 pub fn matvec_f64(w: &WeightMatrix<'_>, x: &[f32]) -> Result<Vec<f64>, KernelError> {
-    check_len("x", w.k, x.len())?;
+    elements("x", w.k, x.len())?;
     Ok((0..w.rows)
         .map(|r| {
             (0..w.k)

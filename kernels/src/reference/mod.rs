@@ -22,7 +22,25 @@ pub use v4::{
     Pick, MAX_EXPERTS, MAX_HC, MAX_TOP_K,
 };
 
+use crate::error::KernelError;
 use crate::{WeightFormat, LANES};
+
+/// `Ok` when `actual` is `expected`, else the [`KernelError::Elements`] naming `what`.
+pub(crate) fn elements(
+    what: &'static str,
+    expected: usize,
+    actual: usize,
+) -> Result<(), KernelError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(KernelError::Elements {
+            what,
+            expected,
+            actual,
+        })
+    }
+}
 
 /// The first byte of the block holding element `k` of row `r` (rows of `k_len` elements) of a
 /// block format, by the one block table ([`WeightFormat::block`]) the WGSL modules and

@@ -2,23 +2,11 @@
 //! embedding lookup and argmax (each mirrors the order documented in its `.wgsl` header).
 
 use super::decode::{q4_1_at, q8_0_at, WeightMatrix};
-use super::{lane_dot_tree, tree_sum};
+use super::{elements, lane_dot_tree, tree_sum};
 use crate::error::KernelError;
 use crate::format::EmbeddingFormat;
 use crate::params::RopeMode;
 use crate::{ARGMAX_NONE, LANES};
-
-fn elements(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(KernelError::Elements {
-            what,
-            expected,
-            actual,
-        })
-    }
-}
 
 fn product(a: usize, b: usize, what: &'static str) -> Result<usize, KernelError> {
     a.checked_mul(b).ok_or(KernelError::Overflow { what })

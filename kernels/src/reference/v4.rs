@@ -3,7 +3,7 @@
 //! [`moe_combine`], [`hc_expand`] and [`hc_mix`]) and the MoE router (`moe_route.wgsl`), each in
 //! its kernel's order (the header of each `.wgsl` file).
 
-use super::{lane_dot_chunked, lane_dot_tree_chunked};
+use super::{elements, lane_dot_chunked, lane_dot_tree_chunked};
 use crate::error::KernelError;
 
 /// The streams (`hc_mult`) the mHC kernels take: a constant of theirs (`hc_mix.wgsl` says why).
@@ -18,18 +18,6 @@ fn shape(what: &'static str, value: usize, reason: &'static str) -> KernelError 
         what,
         value,
         reason,
-    }
-}
-
-fn len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(KernelError::Elements {
-            what,
-            expected,
-            actual,
-        })
     }
 }
 
@@ -80,10 +68,10 @@ pub fn hc_mix(
     let n = streams.len();
     let d = n / hc;
     let rows = if head { hc } else { (2 + hc) * hc };
-    len("hc fn", rows * n, w.wfn.len())?;
-    len("hc base", rows, w.base.len())?;
-    len("hc scale", if head { 1 } else { 3 }, w.scale.len())?;
-    len("hc norm", d, w.norm.len())?;
+    elements("hc fn", rows * n, w.wfn.len())?;
+    elements("hc base", rows, w.base.len())?;
+    elements("hc scale", if head { 1 } else { 3 }, w.scale.len())?;
+    elements("hc norm", d, w.norm.len())?;
     let ss = lane_dot_tree_chunked(n / 4, 4, |i| (streams[i], streams[i]));
     let inv = 1.0 / (ss / n as f32 + norm_eps).sqrt();
     let m: Vec<f32> = (0..rows)
@@ -177,8 +165,8 @@ pub fn hc_expand(
         return Err(shape("hc", hc, "must be 1 to 4"));
     }
     let d = out.len();
-    len("hc_expand streams", hc * d, streams.len())?;
-    len("hc_expand mix", (2 + hc) * hc, mix.len())?;
+    elements("hc_expand streams", hc * d, streams.len())?;
+    elements("hc_expand mix", (2 + hc) * hc, mix.len())?;
     for c in 0..d {
         let s: Vec<f32> = (0..hc).map(|j| streams[j * d + c]).collect();
         for k in 0..hc {
@@ -243,7 +231,7 @@ pub fn moe_route(
             r.iter().map(|&e| (e as usize).min(n - 1)).collect()
         }
         Pick::TopK { bias } => {
-            len("router bias", n, bias.len())?;
+            elements("router bias", n, bias.len())?;
             let biased: Vec<f32> = score.iter().zip(bias).map(|(s, b)| s + b).collect();
             let mut picked: Vec<usize> = Vec::with_capacity(top_k);
             for _ in 0..top_k {

@@ -2,9 +2,10 @@
 //! kernels crate's dequantize-and-multiply WGSL kernels on the stored bytes (`fp8-e4m3-block`
 //! 128×128 for FP8 weights, `mxfp4` for routed experts, plain BF16 for the compressor, indexer
 //! and head projections), and so does the MoE's clamped SwiGLU (in a chain of products,
-//! [`chain`], or fused into an MLP's gate/up product, [`fused`]); everything else (norms, RoPE,
-//! Sinkhorn, compressor pooling, indexer scoring and top-k, routing, attention over ≤ 12 keys)
-//! stays on the CPU (docs/runner-deepseek-v4.md).
+//! [`chain`], or fused into an MLP's gate/up product, [`fused`]); with the device-resident
+//! residual ([`residual`]) so do a one-token step's mHC mixers, expansions and MoE sum; everything
+//! else (norms, RoPE, compressor pooling, indexer scoring and top-k, routing, attention over ≤ 12
+//! keys) stays on the CPU (docs/runner-deepseek-v4.md).
 //!
 //! Resident: every matrix is uploaded when declared. Streamed: only the non-expert matrices are;
 //! a routed expert's matrices are read from the source tile by tile (one `pread` per tile) when a

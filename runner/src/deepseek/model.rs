@@ -327,15 +327,7 @@ impl V4Model {
             .ok_or_else(|| V4Error::Input("no token ids to run".into()))?;
         let mut h = Vec::with_capacity(s * hc * d);
         for &id in ids {
-            let row = self
-                .embed
-                .get(id as usize * d..(id as usize + 1) * d)
-                .ok_or_else(|| {
-                    V4Error::Input(format!(
-                        "token id {id} is outside the vocabulary ({})",
-                        c.vocab
-                    ))
-                })?;
+            let row = self.embedding(id)?;
             for _ in 0..hc {
                 h.extend_from_slice(row);
             }
@@ -393,22 +385,26 @@ impl V4Model {
         self.lin.linear_rows("head", 0..c.vocab, &x, 1)
     }
 
+    /// Token `id`'s embedding row.
+    fn embedding(&self, id: u32) -> Result<&[f32], V4Error> {
+        let d = self.config.hidden;
+        self.embed
+            .get(id as usize * d..(id as usize + 1) * d)
+            .ok_or_else(|| {
+                V4Error::Input(format!(
+                    "token id {id} is outside the vocabulary ({})",
+                    self.config.vocab
+                ))
+            })
+    }
+
     /// One token with the mHC residual on the device (docs/runner-deepseek-v4.md "Device-resident
     /// residual"): each mixer with the expansion and MoE sum before it is recorded there, so a
     /// layer reads back only the attention's inputs (with the previous layer's MoE) and the
     /// router's input (with the attention's output projection).
     fn forward_device(&mut self, id: u32) -> Result<Vec<f32>, V4Error> {
         let c = &self.config;
-        let d = c.hidden;
-        let row = self
-            .embed
-            .get(id as usize * d..(id as usize + 1) * d)
-            .ok_or_else(|| {
-                V4Error::Input(format!(
-                    "token id {id} is outside the vocabulary ({})",
-                    c.vocab
-                ))
-            })?;
+        let row = self.embedding(id)?;
         let h: Vec<f32> = (0..c.hc).flat_map(|_| row.iter().copied()).collect();
         let read = self.lin.expert_cache().is_some();
         let lin = self.lin.as_mut();
