@@ -29,6 +29,6 @@ if [ -f "$model" ]; then
 else
     echo "SKIPPED minirun-run: $model not found"
 fi
-echo "=== DeepSeek V4 (tiny generated artifact): decode tokens/s and bytes read per token, resident vs streamed"
+echo "=== DeepSeek V4 (tiny generated artifact): decode tokens/s, bytes read and submits per token; resident (mHC residual on the host and on the device) vs streamed"
 timeout 120 cargo test --release -p runner --test integration deepseek_bench:: -- --ignored --nocapture 2>&1 \
     | grep -E "mode|resident|streamed|reference|tokens/s|test result" || true

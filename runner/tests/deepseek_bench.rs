@@ -1,6 +1,7 @@
 //! Decode benchmark of the DeepSeek V4 adapter on the tiny artifact (not a CI step: `#[ignore]`).
 //! Run: `cargo test -p runner --test integration deepseek_bench:: -- --ignored --nocapture`.
-//! Prints decode tokens/s and bytes read per decode token, GPU resident vs streamed.
+//! Prints decode tokens/s, bytes read per decode token and submits / dispatches per decode token,
+//! GPU resident (the mHC residual on the host and on the device) vs streamed.
 
 use crate::deepseek_common;
 
@@ -8,17 +9,24 @@ use std::time::Instant;
 
 use runner::deepseek::{argmax, Mode, V4Model};
 
-fn bench(mode: Mode, label: &str) {
+fn bench(mode: Mode, label: &str, device_residual: Option<bool>) {
     let fx = deepseek_common::fixture();
     let dir = deepseek_common::release();
     let t = Instant::now();
     let mut m = V4Model::open_dir(dir, mode).expect("opens");
+    if let Some(on) = device_residual {
+        assert!(
+            m.set_device_residual(on),
+            "{label}: the placement was refused"
+        );
+    }
     let open = t.elapsed();
     let reads0 = m.tile_reads();
     let t = Instant::now();
     let mut row = m.forward(&fx.prompt[..64]).expect("prefill");
     let prefill = t.elapsed();
     let (loads0, bytes0) = m.expert_loads();
+    let stats0 = m.gpu_stats();
     let steps = 16;
     let t = Instant::now();
     for _ in 0..steps {
@@ -26,25 +34,44 @@ fn bench(mode: Mode, label: &str) {
     }
     let decode = t.elapsed();
     let (loads1, bytes1) = m.expert_loads();
+    let per = |n: u64| n as f64 / steps as f64;
+    let device = match (stats0, m.gpu_stats()) {
+        (Some(a), Some(b)) => {
+            let d = b - a;
+            format!(
+                ", {:.0} submits and {:.0} dispatches a decode token",
+                per(d.submits),
+                per(d.dispatches)
+            )
+        }
+        _ => String::new(),
+    };
     eprintln!(
         "{label}: open {open:?} (tile reads {reads0}), prefill 64 {prefill:?}, decode {:.2} tok/s, \
-         expert matrices loaded per decode token {:.1}, bytes per decode token {:.0}",
+         expert matrices loaded per decode token {:.1}, bytes per decode token {:.0}{device}",
         steps as f64 / decode.as_secs_f64(),
-        (loads1 - loads0) as f64 / steps as f64,
-        (bytes1 - bytes0) as f64 / steps as f64
+        per(loads1 - loads0),
+        per(bytes1 - bytes0)
     );
 }
 
 #[test]
 #[ignore]
 fn decode_tokens_per_second_streamed_vs_resident() {
-    bench(
-        Mode::Gpu {
-            streamed: false,
-            expert_cache_bytes: 0,
-        },
-        "gpu resident",
-    );
+    // the mHC residual on the host (a CPU adapter's default) and on the device (a GPU's)
+    for on in [false, true] {
+        bench(
+            Mode::Gpu {
+                streamed: false,
+                expert_cache_bytes: 0,
+            },
+            &format!(
+                "gpu resident (mHC residual on the {})",
+                if on { "device" } else { "host" }
+            ),
+            Some(on),
+        );
+    }
     // Two budgets: one that holds a fraction of a token's routed experts (they are evicted and
     // loaded again every step) and one that holds all of the generated checkpoint's experts.
     for mib in [1u64, 64] {
@@ -54,7 +81,8 @@ fn decode_tokens_per_second_streamed_vs_resident() {
                 expert_cache_bytes: mib << 20,
             },
             &format!("gpu streamed (expert cache {mib} MiB)"),
+            None,
         );
     }
-    bench(Mode::Reference { expert_cache: 64 }, "cpu reference");
+    bench(Mode::Reference { expert_cache: 64 }, "cpu reference", None);
 }

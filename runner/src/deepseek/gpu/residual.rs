@@ -237,6 +237,8 @@ impl Residual for GpuLinears {
             )));
         }
         let d = h.len() / hc;
+        // a step starts from nothing recorded (one that failed may have left its ops open)
+        self.open = None;
         if !self
             .residual
             .as_ref()
