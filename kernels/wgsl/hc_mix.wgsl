@@ -86,6 +86,14 @@ fn fold(lane: u32) {
     }
 }
 
+// acc + Σ v², the components in order, each an fma.
+fn sum_squares(v: vec4<f32>, acc: f32) -> f32 {
+    var a = fma(v.x, v.x, acc);
+    a = fma(v.y, v.y, a);
+    a = fma(v.z, v.z, a);
+    return fma(v.w, v.w, a);
+}
+
 fn sigmoid(v: f32) -> f32 {
     return 1.0 / (1.0 + exp(-v));
 }
@@ -197,11 +205,7 @@ fn hc_mix(@builtin(local_invocation_index) lane: u32) {
     }
     var ss = 0.0;
     for (var i = lane; i < n4; i += LANES) {
-        let v = streams[i];
-        ss = fma(v.x, v.x, ss);
-        ss = fma(v.y, v.y, ss);
-        ss = fma(v.z, v.z, ss);
-        ss = fma(v.w, v.w, ss);
+        ss = sum_squares(streams[i], ss);
     }
     partial[lane] = ss;
     workgroupBarrier();
@@ -249,10 +253,7 @@ fn hc_mix(@builtin(local_invocation_index) lane: u32) {
             v = fma(vec4<f32>(coef[i]), streams[i * d4 + c], v);
         }
         x[c] = v;
-        ss2 = fma(v.x, v.x, ss2);
-        ss2 = fma(v.y, v.y, ss2);
-        ss2 = fma(v.z, v.z, ss2);
-        ss2 = fma(v.w, v.w, ss2);
+        ss2 = sum_squares(v, ss2);
     }
     partial[lane] = ss2;
     workgroupBarrier();

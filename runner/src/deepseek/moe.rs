@@ -82,6 +82,28 @@ pub(super) fn swiglu(gate: &[f32], up: &[f32], limit: f64) -> Vec<f32> {
         .collect()
 }
 
+/// The links of MLP `stem` over `x` (`tokens` inputs): its gate and up products, then its down
+/// product of their clamped SwiGLU, read back when `read`.
+fn mlp_links<'a>(
+    c: &V4Config,
+    links: &mut Vec<Link<'a>>,
+    stem: &str,
+    x: Input<'a>,
+    tokens: usize,
+    read: bool,
+) {
+    let (i, g) = (c.moe_inter, links.len());
+    links.push(Link::new(format!("{stem}.w1"), i, x.clone(), tokens).internal());
+    links.push(Link::new(format!("{stem}.w3"), i, x, tokens).internal());
+    let act = Input::SwiGlu {
+        gate: g,
+        up: g + 1,
+        limit: c.swiglu_limit,
+    };
+    let down = Link::new(format!("{stem}.w2"), c.hidden, act, tokens);
+    links.push(if read { down } else { down.internal() });
+}
+
 /// A routed expert's share of a chunk: its weight stem, the (token, routing weight) pairs it
 /// serves and those tokens' inputs.
 struct Routed {
@@ -125,18 +147,9 @@ pub fn forward(
         .collect();
     // Every expert's gate and up products, then every down product of their SwiGLU: one chain
     // (a backend may run it as one device round trip for the whole MoE of a token).
-    let i = c.moe_inter;
     let mut links = Vec::with_capacity(3 * mlps.len());
     for &(stem, xe, n) in &mlps {
-        let g = links.len();
-        links.push(Link::new(format!("{stem}.w1"), i, Input::Host(xe), n).internal());
-        links.push(Link::new(format!("{stem}.w3"), i, Input::Host(xe), n).internal());
-        let act = Input::SwiGlu {
-            gate: g,
-            up: g + 1,
-            limit: c.swiglu_limit,
-        };
-        links.push(Link::new(format!("{stem}.w2"), d, act, n));
+        mlp_links(c, &mut links, stem, Input::Host(xe), n, true);
     }
     let mut ys = Results::of(
         l.linear_chain(&links)?
@@ -193,19 +206,9 @@ pub fn forward_device(
         .map(|e| format!("{}.experts.{e}", p.stem))
         .chain([shared.clone()])
         .collect();
-    let (i, d) = (c.moe_inter, c.hidden);
     let mut links = Vec::with_capacity(3 * stems.len());
     for stem in &stems {
-        let g = links.len();
-        links.push(Link::new(format!("{stem}.w1"), i, Input::Block, 1).internal());
-        links.push(Link::new(format!("{stem}.w3"), i, Input::Block, 1).internal());
-        let act = Input::SwiGlu {
-            gate: g,
-            up: g + 1,
-            limit: c.swiglu_limit,
-        };
-        let down = Link::new(format!("{stem}.w2"), d, act, 1);
-        links.push(if read { down } else { down.internal() });
+        mlp_links(c, &mut links, stem, Input::Block, 1, read);
     }
     let outs = l.linear_chain(&links)?;
     let weights: Vec<f32> = picks.iter().map(|&(_, w)| w as f32).collect();
