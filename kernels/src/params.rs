@@ -33,7 +33,8 @@ pub struct MatmulParams {
     /// additions into the total's (which would change the bits; `crate::unrolled`).
     pub zero: u32,
     /// The token position of a one-token step (the RoPE table row of the fused Q/K/V kernel,
-    /// `crate::unrolled::qkv_rope`); 0 otherwise.
+    /// `crate::unrolled::qkv_rope`), or the pick slot of an expert-indexed product (the entry of
+    /// its picks binding naming the matrix, `crate::unrolled::source_by_index`); 0 otherwise.
     pub position: u32,
 }
 

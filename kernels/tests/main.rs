@@ -3,6 +3,7 @@
 
 mod attention;
 mod block_layouts;
+mod by_index;
 mod compressed_tensors_mxfp4;
 mod fused;
 mod gpu;

@@ -70,22 +70,51 @@ pub struct RowBuffers<'a> {
     pub biases: Option<Bind<'a>>,
 }
 
-/// One part of a resident matrix: rows `row0 .. row0 + rows` in their own buffers.
+/// One part of a resident matrix: rows `row0 .. row0 + rows` in their own buffers, or in their
+/// span of a stack's ([`Engine::upload_stack`]).
 pub struct ResidentPart {
     pub row0: usize,
     pub rows: usize,
-    packed: wgpu::Buffer,
-    scales: Option<wgpu::Buffer>,
-    biases: Option<wgpu::Buffer>,
+    packed: Span,
+    scales: Option<Span>,
+    biases: Option<Span>,
+}
+
+/// Bytes `offset .. offset + size` of a device buffer.
+struct Span {
+    buffer: wgpu::Buffer,
+    offset: u64,
+    size: u64,
+}
+
+impl Span {
+    fn whole(buffer: wgpu::Buffer) -> Self {
+        let size = buffer.size();
+        Self {
+            buffer,
+            offset: 0,
+            size,
+        }
+    }
+
+    /// The span as a binding (the whole buffer bound as such).
+    fn bind(&self) -> Bind<'_> {
+        let whole = self.offset == 0 && self.size == self.buffer.size();
+        Bind {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: (!whole).then_some(self.size),
+        }
+    }
 }
 
 impl ResidentPart {
-    /// The part's weight buffers, bound whole.
+    /// The part's weight buffers as bindings.
     pub fn row_buffers(&self) -> RowBuffers<'_> {
         RowBuffers {
-            packed: Bind::from(&self.packed),
-            scales: self.scales.as_ref().map(Bind::from),
-            biases: self.biases.as_ref().map(Bind::from),
+            packed: self.packed.bind(),
+            scales: self.scales.as_ref().map(Span::bind),
+            biases: self.biases.as_ref().map(Span::bind),
         }
     }
 }
@@ -262,14 +291,14 @@ impl Engine {
             parts.push(ResidentPart {
                 row0,
                 rows: row1 - row0,
-                packed: upload(name, slice(packed, p)?)?,
+                packed: Span::whole(upload(name, slice(packed, p)?)?),
                 scales: if n >= 2 {
-                    Some(upload(name, slice(scales, s)?)?)
+                    Some(Span::whole(upload(name, slice(scales, s)?)?))
                 } else {
                     None
                 },
                 biases: if n >= 3 {
-                    Some(upload(name, slice(biases, b)?)?)
+                    Some(Span::whole(upload(name, slice(biases, b)?)?))
                 } else {
                     None
                 },
@@ -283,6 +312,91 @@ impl Engine {
             k,
             parts,
         })
+    }
+
+    /// Matrices of one format and shape (`rows` × `k` each, `(packed, scales)` each, named
+    /// `names`) uploaded one after the other as one stack `name` (docs/kernels.md "Experts by
+    /// index": a product can then pick its matrix on the device), and each matrix as a view of
+    /// its span of the stack: the views multiply as matrices of their own, and nothing is held
+    /// twice. `None` (nothing uploaded) where the stack would not be one binding, the format has
+    /// biases, or a matrix's bytes do not end on the device's storage offset alignment.
+    pub fn upload_stack(
+        &self,
+        name: &str,
+        format: WeightFormat,
+        rows: usize,
+        k: usize,
+        matrices: &[(&str, &[u8], &[u8])],
+    ) -> Result<Option<(ResidentMatrix, Vec<ResidentMatrix>)>, EngineError> {
+        let matrix_err = |source| EngineError::Matrix {
+            name: name.to_string(),
+            source,
+        };
+        if format.buffer_count() > 2 {
+            return Ok(None);
+        }
+        for &(_, packed, scales) in matrices {
+            format
+                .check(rows, k, packed, scales, &[])
+                .map_err(matrix_err)?;
+        }
+        let limits = self.gpu.device().limits();
+        let align = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
+        let packed_len = format.packed_len(rows, k).map_err(matrix_err)? as u64;
+        let scales_len = format.scales_len(rows, k).map_err(matrix_err)? as u64;
+        let n = matrices.len() as u64;
+        let fits = !matrices.is_empty()
+            && packed_len % align == 0
+            && scales_len % align == 0
+            && (packed_len * n).max(scales_len * n) <= self.gpu.max_binding();
+        if !fits {
+            return Ok(None);
+        }
+        let join = |i: usize| -> Vec<u8> {
+            matrices
+                .iter()
+                .flat_map(|m| if i == 0 { m.1 } else { m.2 }.iter().copied())
+                .collect()
+        };
+        let upload = |bytes: Vec<u8>| self.gpu.upload(name, &bytes).map_err(matrix_err);
+        let packed = upload(join(0))?;
+        let scales = (format.buffer_count() == 2)
+            .then(|| upload(join(1)))
+            .transpose()?;
+        let span = |buffer: &wgpu::Buffer, len: u64, i: u64| Span {
+            buffer: buffer.clone(),
+            offset: i * len,
+            size: len,
+        };
+        let part = |spans: (Span, Option<Span>), rows: usize| ResidentPart {
+            row0: 0,
+            rows,
+            packed: spans.0,
+            scales: spans.1,
+            biases: None,
+        };
+        let matrix = |name: &str, rows: usize, part: ResidentPart| ResidentMatrix {
+            name: name.to_string(),
+            format,
+            rows,
+            k,
+            parts: vec![part],
+        };
+        let views = matrices
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let i = i as u64;
+                let spans = (
+                    span(&packed, packed_len, i),
+                    scales.as_ref().map(|s| span(s, scales_len, i)),
+                );
+                matrix(m.0, rows, part(spans, rows))
+            })
+            .collect();
+        let all = rows * matrices.len();
+        let whole = (Span::whole(packed), scales.map(Span::whole));
+        Ok(Some((matrix(name, all, part(whole, all)), views)))
     }
 
     /// y[t · y_stride + row0 + r] = Σ_k w(r, k) · x[t · k + k'] for the `rows` rows in `w`
@@ -331,11 +445,7 @@ impl Engine {
         tokens: usize,
     ) -> Result<(), EngineError> {
         for part in &m.parts {
-            let w = RowBuffers {
-                packed: Bind::from(&part.packed),
-                scales: part.scales.as_ref().map(Bind::from),
-                biases: part.biases.as_ref().map(Bind::from),
-            };
+            let w = part.row_buffers();
             self.matmul_rows(m.format, m.k, part.rows, part.row0, m.rows, tokens, w, x, y)?;
         }
         Ok(())

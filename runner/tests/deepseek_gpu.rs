@@ -185,17 +185,18 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
 /// tokens), a step creates no buffer and no bind group. The second pass gives the first pass's
 /// logits bit for bit.
 #[test]
-fn a_resident_decode_step_is_two_submits_a_layer_and_creates_nothing_when_warm() {
+fn a_resident_decode_step_is_one_submit_a_layer_and_creates_nothing_when_warm() {
     // the residual on the host: the mixers run there, between 3 submits a layer (130 here; 173
     // before `q_norm` was chained), each MLP's gate/up and SwiGLU one fused dispatch and the
     // attention's input projections one a format: 558 dispatches (683 before the projections
     // were merged; 941 with three dispatches an MLP)
     decode_structure(false, 3, 5);
-    // on the device: a layer reads back the attention's inputs (with the previous layer's MoE)
-    // and the router's input (with `wo_a`→`wo_b`), 2 submits a layer (87 here); its two mixers
-    // (each with the expansion and the MoE's weighted sum before it) are two dispatches more a
-    // layer (645; 774 when the expansions and the sum were dispatches of their own)
-    decode_structure(true, 2, 8);
+    // on the device: a layer reads back the attention's inputs only (with the previous layer's
+    // MoE): the router (gate product + `moe_route`) and the picked experts by index over the
+    // layer's stacks run on the device, 1 submit a layer (44 here; 87 when the router's input
+    // came back); its two mixers (each with the expansion and the MoE's weighted sum before it)
+    // are two dispatches more a layer than on the host, the router two more
+    decode_structure(true, 1, 18);
 }
 
 fn decode_structure(device_residual: bool, per_layer: u64, per_submit: u64) {

@@ -273,6 +273,106 @@ fn resident_parts_and_streamed_tiles_are_bit_identical() {
     }
 }
 
+/// A stack of matrices (`Engine::upload_stack`): each view multiplies as the matrix uploaded
+/// alone, bit for bit, one token and a chunk, and so does the stack's row block; a stack the
+/// engine cannot make (matrices whose bytes are off the offset alignment, a format with biases)
+/// is `None`, with nothing uploaded.
+#[test]
+fn stacked_matrices_multiply_as_their_own() {
+    let Some(e) = engine("stacked_matrices_multiply_as_their_own") else {
+        return;
+    };
+    let mut rng = Rng(0x57ac);
+    let (rows, k) = (128, 256);
+    let fp8 = |block_rows, group| WeightFormat::Fp8Block { block_rows, group };
+    let mut stacked = 0;
+    for format in [WeightFormat::Mxfp4, fp8(128, 128), fp8(1, 1)] {
+        let mats: Vec<[Vec<u8>; 3]> = (0..3).map(|_| matrix(format, rows, k, &mut rng)).collect();
+        let names = ["a", "b", "c"];
+        let items: Vec<(&str, &[u8], &[u8])> = mats
+            .iter()
+            .zip(names)
+            .map(|(m, n)| (n, m[0].as_slice(), m[1].as_slice()))
+            .collect();
+        let align = u64::from(
+            e.gpu()
+                .device()
+                .limits()
+                .min_storage_buffer_offset_alignment,
+        );
+        let scale_bytes = format.scales_len(rows, k).expect("len") as u64;
+        let made = e
+            .upload_stack("stack", format, rows, k, &items)
+            .expect("upload");
+        // (an fp8 matrix of 128 × 256 has 2 scale bytes: its grid cannot start a binding)
+        if scale_bytes % align.max(4) != 0 {
+            assert!(
+                made.is_none(),
+                "{}: stacked off the alignment",
+                format.name()
+            );
+            continue;
+        }
+        let (stack, views) = made.expect("a stack");
+        assert_eq!(
+            (stack.rows, stack.parts.len(), views.len()),
+            (3 * rows, 1, 3)
+        );
+        for tokens in [1, 3] {
+            let x: Vec<f32> = (0..tokens * k).map(|_| rng.f()).collect();
+            let xb = e.gpu().upload_f32("x", &x).expect("x");
+            let run = |m: &runner::engine::ResidentMatrix| {
+                let y = e.gpu().zeros("y", (tokens * m.rows * 4) as u64).expect("y");
+                e.matmul(m, &xb, &y, tokens).expect("matmul");
+                e.gpu().read_f32(&y, tokens * m.rows).expect("read")
+            };
+            let all = run(&stack);
+            for (i, (view, m)) in views.iter().zip(&mats).enumerate() {
+                let alone = e
+                    .upload_matrix("alone", format, rows, k, [&m[0], &m[1], &m[2]], None)
+                    .expect("upload");
+                let want = run(&alone);
+                assert_eq!(view.name, names[i]);
+                assert_eq!(bits(&run(view)), bits(&want), "{}: view {i}", format.name());
+                let block: Vec<f32> = (0..tokens)
+                    .flat_map(|t| all[t * 3 * rows + i * rows..][..rows].to_vec())
+                    .collect();
+                assert_eq!(
+                    bits(&block),
+                    bits(&want),
+                    "{}: stack block {i}",
+                    format.name()
+                );
+            }
+        }
+        stacked += 1;
+    }
+    // mxfp4 (1 KiB of scales) and fp8 with a scale per weight (32 KiB) are stacked
+    assert_eq!(stacked, 2);
+    // 40 mxfp4 rows of K 64 are 1280 bytes: off a 256-byte alignment where the device has one
+    let align = e
+        .gpu()
+        .device()
+        .limits()
+        .min_storage_buffer_offset_alignment;
+    let m = matrix(WeightFormat::Mxfp4, 40, 64, &mut rng);
+    let items = [("a", m[0].as_slice(), m[1].as_slice()); 2];
+    let odd = e
+        .upload_stack("odd", WeightFormat::Mxfp4, 40, 64, &items)
+        .expect("checked");
+    assert_eq!(odd.is_none(), 1280 % align != 0 || 80 % align != 0);
+    let affine = WeightFormat::Affine8 {
+        group: 32,
+        scale_dtype: Dtype::F16,
+    };
+    let m = matrix(affine, 64, 64, &mut rng);
+    let items = [("a", m[0].as_slice(), m[1].as_slice())];
+    assert!(e
+        .upload_stack("affine", affine, 64, 64, &items)
+        .expect("checked")
+        .is_none());
+}
+
 #[test]
 fn engine_refuses_bad_inputs() {
     let Some(e) = engine("engine_refuses_bad_inputs") else {

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    emit_interleaved_row, emit_rows, matvec_bindings, module_head, row_bytes_of, single_width,
-    words_binding, Layout,
+    emit_interleaved_row, emit_rows, matvec_bindings, module_head, pick_prologue, row_bytes_of,
+    single_width, with_picks_binding, words_binding, Layout, PICK_ROW,
 };
 use crate::generated::{BindingKind, Generated};
 use crate::kernel::Kernel;
@@ -152,7 +152,7 @@ pub fn gate_up(
     norm: Option<InputNorm>,
     layout: Layout,
 ) -> Option<Generated> {
-    gate_up_module(kernel, k, ffn, norm, layout, &[], None)
+    gate_up_module(kernel, k, ffn, norm, layout, &[], None, None)
 }
 
 /// DeepSeek V4's MLP as [`gate_up`] over `format`'s rows (`Rows` layout, no norm, the format's
@@ -167,6 +167,30 @@ pub fn gate_up_clamped(
     ffn: usize,
     limit: f32,
 ) -> Option<Generated> {
+    clamped(format, k, ffn, limit, None)
+}
+
+/// [`gate_up_clamped`] over one MLP of a stack of `experts` fused gate/up matrices (2·ffn rows
+/// each, one after the other in one buffer): the one `picks[p.position]` names (binding
+/// [`super::PICKS_BINDING`]; an id past the stack reads the last), with the bits of
+/// [`gate_up_clamped`] over that MLP's matrix (docs/kernels.md "Experts by index").
+pub fn gate_up_clamped_by_index(
+    format: crate::WeightFormat,
+    k: usize,
+    ffn: usize,
+    limit: f32,
+    experts: usize,
+) -> Option<Generated> {
+    clamped(format, k, ffn, limit, Some(experts))
+}
+
+fn clamped(
+    format: crate::WeightFormat,
+    k: usize,
+    ffn: usize,
+    limit: f32,
+    by_index: Option<usize>,
+) -> Option<Generated> {
     if let crate::WeightFormat::Fp8Block { block_rows, .. } = format {
         if block_rows == 0 || ffn % block_rows as usize != 0 {
             return None;
@@ -177,9 +201,19 @@ pub fn gate_up_clamped(
     }
     let consts = super::format_constants(format);
     let kernel = format.matvec_kernel();
-    gate_up_module(kernel, k, ffn, None, Layout::Rows, &consts, Some(limit))
+    gate_up_module(
+        kernel,
+        k,
+        ffn,
+        None,
+        Layout::Rows,
+        &consts,
+        Some(limit),
+        by_index,
+    )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gate_up_module(
     kernel: Kernel,
     k: usize,
@@ -188,6 +222,7 @@ fn gate_up_module(
     layout: Layout,
     consts: &[super::Constant],
     limit: Option<f32>,
+    by_index: Option<usize>,
 ) -> Option<Generated> {
     let (head, form) = module_head(kernel, k, norm)?;
     // a row-scoped format reads each row's scales through `unrolled_row`, which `emit_rows`
@@ -203,6 +238,12 @@ fn gate_up_module(
         Layout::Interleaved => 4,
     };
     words_binding(&mut out, width);
+    if let Some(experts) = by_index {
+        if layout != Layout::Rows || norm.is_some() {
+            return None;
+        }
+        pick_prologue(&mut out, experts, 2 * ffn)?;
+    }
     let _ = write!(
         out,
         "fn silu_of(v: f32) -> f32 {{
@@ -215,13 +256,23 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     let u = min(u0, p.rows - 1u);
 "
     );
+    // (an indexed module's rows are those of the picked MLP, from its first row `prow`)
+    let first = if by_index.is_some() {
+        out.push_str(PICK_ROW);
+        "prow + "
+    } else {
+        ""
+    };
     match layout {
         Layout::Rows => {
             let unit = row_bytes / (4 * width);
-            let (g, up) = (format!("u * {unit}u"), format!("(u + {ffn}u) * {unit}u"));
+            let (g, up) = (
+                format!("({first}u) * {unit}u"),
+                format!("({first}u + {ffn}u) * {unit}u"),
+            );
             let (tg, tu) = (
-                ("tg".into(), "u".into()),
-                ("tu".into(), format!("u + {ffn}u")),
+                ("tg".into(), format!("{first}u")),
+                ("tu".into(), format!("{first}u + {ffn}u")),
             );
             emit_rows(&mut out, form, k, &g, width, 1, "vg", &[tg]);
             emit_rows(&mut out, form, k, &up, width, 1, "vu", &[tu]);
@@ -252,9 +303,16 @@ fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>{lane}) {{{prologue}
     out.push_str("    if (u0 < p.rows) {\n        y[u] = silu_of(tgc) * tuc;\n    }\n}\n");
     let mut bindings = matvec_bindings(kernel);
     with_norm_binding(&mut bindings, norm);
+    let indexed = match by_index {
+        Some(e) => {
+            with_picks_binding(&mut bindings);
+            format!(" by-index of {e}")
+        }
+        None => String::new(),
+    };
     Some(Generated {
         label: format!(
-            "gate_up {} k{k} f{ffn}{named}{clamp}{suffix}{}",
+            "gate_up {} k{k} f{ffn}{named}{clamp}{suffix}{}{indexed}",
             kernel.name(),
             layout.suffix()
         ),

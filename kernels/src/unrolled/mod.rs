@@ -26,7 +26,10 @@ use crate::kernel::{Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 
 mod fused;
 use fused::normed_input;
-pub use fused::{gate_up, gate_up_clamped, qkv_rope, InputNorm, QkvLayout, NORM_BINDING};
+pub use fused::{
+    gate_up, gate_up_clamped, gate_up_clamped_by_index, qkv_rope, InputNorm, QkvLayout,
+    NORM_BINDING,
+};
 
 /// The entry point of a generated matvec module.
 pub const ENTRY: &str = "matvec_unrolled";
@@ -38,6 +41,10 @@ pub const MAX_BLOCKS: usize = 512;
 /// Binding of the weight words the generated code reads (the same buffer as binding 3, bound a
 /// second time with the load width's type).
 const WORDS_BINDING: u32 = 15;
+
+/// Binding of an expert-indexed module's picks (`u32` expert ids, `moe_route.wgsl`'s output):
+/// just below the fused norm's weights, which such a module never has.
+pub const PICKS_BINDING: u32 = 13;
 
 /// Partial groups of four (`LANES` / 4 in the WGSL body).
 const GROUPS: usize = crate::LANES as usize / 4;
@@ -190,7 +197,7 @@ fn single_width(row_bytes: usize) -> usize {
 /// where the kernel has no such form or `k` is out of range (the caller then uses the looped row
 /// kernel). Its workgroup size is [`workgroup_size`]; [`launch`] makes its grid.
 pub fn source(kernel: Kernel, k: usize, n_rows: usize, layout: Layout) -> Option<Generated> {
-    source_with(kernel, block_form(kernel)?, k, n_rows, layout, &[])
+    source_with(kernel, block_form(kernel)?, k, n_rows, layout, &[], None)
 }
 
 /// As [`source`] for `format`'s matvec, with the format's own parameters made constants of the
@@ -210,7 +217,60 @@ pub fn source_for(
         n_rows,
         layout,
         &format_constants(format),
+        None,
     )
+}
+
+/// The matvec of [`source_for`] (`Rows` layout) over one matrix of a stack of `experts`
+/// matrices of `n_rows` rows each, held one after the other in one buffer (docs/kernels.md
+/// "Experts by index"): the matrix is the one `picks[p.position]` names (binding
+/// [`PICKS_BINDING`]; an id past the stack reads the last matrix), so the router's choice
+/// selects the weights on the device. Row r of the picked matrix is computed exactly as row r
+/// of that matrix alone (the same code, at a different base), so the bits are [`source_for`]'s
+/// over the picked matrix. `None` where [`source_for`] has none, or a matrix's bytes are not
+/// whole load words.
+pub fn source_by_index(
+    format: crate::WeightFormat,
+    k: usize,
+    n_rows: usize,
+    experts: usize,
+) -> Option<Generated> {
+    source_with(
+        format.matvec_kernel(),
+        form_of(format)?,
+        k,
+        n_rows,
+        Layout::Rows,
+        &format_constants(format),
+        Some(experts),
+    )
+}
+
+/// The picks' binding and the constants of an expert-indexed module over a stack of `experts`
+/// matrices of `rows_each` rows ([`PICK_ROW`] then names the picked matrix `pick` and its first
+/// row `prow`); `None` for an empty stack.
+fn pick_prologue(out: &mut String, experts: usize, rows_each: usize) -> Option<()> {
+    let last = experts.checked_sub(1)?;
+    let _ = writeln!(
+        out,
+        "@group(0) @binding({PICKS_BINDING}) var<storage, read> picks: array<u32>;\n"
+    );
+    let _ = writeln!(out, "const PICK_ROWS: u32 = {rows_each}u;");
+    let _ = writeln!(out, "const PICK_LAST: u32 = {last}u;\n");
+    Some(())
+}
+
+/// The statement an expert-indexed module's entry point starts with.
+const PICK_ROW: &str =
+    "    let pick = min(picks[p.position], PICK_LAST);\n    let prow = pick * PICK_ROWS;\n";
+
+/// The picks' binding in a module's binding list: ahead of the weight words.
+fn with_picks_binding(bindings: &mut Vec<(u32, BindingKind)>) {
+    let at = bindings.len().saturating_sub(1);
+    bindings.insert(
+        at,
+        (PICKS_BINDING, BindingKind::Storage { read_only: true }),
+    );
 }
 
 /// The parameters of `format`'s prefix a generated module makes constants.
@@ -260,6 +320,7 @@ fn source_with(
     n_rows: usize,
     layout: Layout,
     consts: &[Constant],
+    by_index: Option<usize>,
 ) -> Option<Generated> {
     let head = module_head_with(kernel, form, k, None)?;
     let (mut out, named) = with_constants(head, consts);
@@ -270,6 +331,14 @@ fn source_with(
     }
     let wg = size_for(rows, n_rows);
     words_binding(&mut out, width);
+    // an indexed module starts the picked matrix's words at a whole load word
+    let matrix_words = (n_rows * row_bytes) / (4 * width);
+    if let Some(experts) = by_index {
+        if layout != Layout::Rows || (n_rows * row_bytes) % (4 * width) != 0 {
+            return None;
+        }
+        pick_prologue(&mut out, experts, n_rows)?;
+    }
     let _ = write!(
         out,
         "@compute @workgroup_size({wg})
@@ -282,12 +351,18 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
 ",
         r1 = rows - 1,
     );
+    let pick = if by_index.is_some() {
+        out.push_str(PICK_ROW);
+        ("prow + ".to_string(), format!("pick * {matrix_words}u + "))
+    } else {
+        (String::new(), String::new())
+    };
     let names: Vec<(String, String)> = (0..rows)
-        .map(|i| (format!("t{i}"), format!("{rows}u * g + {i}u")))
+        .map(|i| (format!("t{i}"), format!("{}{rows}u * g + {i}u", pick.0)))
         .collect();
     match layout {
         Layout::Rows => {
-            let base = format!("g * {}u", rows * row_bytes / (4 * width));
+            let base = format!("{}g * {}u", pick.1, rows * row_bytes / (4 * width));
             emit_rows(&mut out, form, k, &base, width, 1, "v", &names);
         }
         Layout::Interleaved => {
@@ -304,15 +379,23 @@ fn matvec_unrolled(@builtin(global_invocation_id) gid: vec3<u32>) {{
         );
     }
     out.push_str("    }\n}\n");
+    let mut bindings = matvec_bindings(kernel);
+    let indexed = match by_index {
+        Some(e) => {
+            with_picks_binding(&mut bindings);
+            format!(" by-index of {e} x{n_rows}")
+        }
+        None => String::new(),
+    };
     Some(Generated {
         label: format!(
-            "matvec_unrolled {} k{k} wg{wg}{named}{}",
+            "matvec_unrolled {} k{k} wg{wg}{named}{}{indexed}",
             kernel.name(),
             layout.suffix()
         ),
         source: out,
         entry: ENTRY,
-        bindings: matvec_bindings(kernel),
+        bindings,
     })
 }
 

@@ -3,9 +3,10 @@
 //! 128×128 for FP8 weights, `mxfp4` for routed experts, plain BF16 for the compressor, indexer
 //! and head projections), and so does the MoE's clamped SwiGLU (in a chain of products,
 //! [`chain`], or fused into an MLP's gate/up product, [`fused`]); with the device-resident
-//! residual ([`residual`]) so do a one-token step's mHC mixers, expansions and MoE sum; everything
-//! else (norms, RoPE, compressor pooling, indexer scoring and top-k, routing, attention over ≤ 12
-//! keys) stays on the CPU (docs/runner-deepseek-v4.md).
+//! residual ([`residual`]) so do a one-token step's mHC mixers, expansions and MoE sum, its
+//! router and its experts by index ([`route`], [`stack`]); everything else (norms, RoPE,
+//! compressor pooling, indexer scoring and top-k, prefill routing, attention over ≤ 12 keys)
+//! stays on the CPU (docs/runner-deepseek-v4.md).
 //!
 //! Resident: every matrix is uploaded when declared. Streamed: only the non-expert matrices are;
 //! a routed expert's matrices are read from the source tile by tile (one `pread` per tile) when a
@@ -45,6 +46,8 @@ mod fused;
 mod merged;
 mod norm;
 mod residual;
+mod route;
+mod stack;
 
 /// The GPU backend.
 pub struct GpuLinears {
@@ -78,6 +81,8 @@ pub struct GpuLinears {
     /// Fused MLP matrices (`{mlp}.w13`: the gate's rows, then the up's) and their gate/up +
     /// SwiGLU products ([`fused`]).
     fused: fused::FusedMlps,
+    /// Announced MoEs whose resident experts are kept as stacks ([`stack`]).
+    stacks: stack::ExpertStacks,
     /// Parts of a merged matrix ([`Linears::declare_merged`]) → the matrix and their first row.
     merged: HashMap<String, (String, usize)>,
     /// The RMSNorms between chain levels, made at their first use ([`norm`]).
@@ -124,6 +129,7 @@ impl GpuLinears {
             swiglus: HashMap::new(),
             mlps: HashMap::new(),
             fused: fused::FusedMlps::default(),
+            stacks: stack::ExpertStacks::default(),
             merged: HashMap::new(),
             norms: HashMap::new(),
             residual: None,
@@ -368,6 +374,9 @@ impl Linears for GpuLinears {
         let Some(q) = self.declare_mlp_part(stem, q)? else {
             return Ok(());
         };
+        let Some(q) = self.gather_w2(stem, q)? else {
+            return Ok(());
+        };
         self.upload_resident(stem, &q)?;
         // Each announced row group as a matrix of its own, from the same bytes (where the format
         // can be cut there: an fp8 group must start on a scale block).
@@ -400,6 +409,14 @@ impl Linears for GpuLinears {
 
     fn declare_mlp(&mut self, stem: &str, limit: f64) -> Result<(), V4Error> {
         self.mlps.insert(stem.to_owned(), limit);
+        Ok(())
+    }
+
+    /// Resident experts on a `Rows` adapter are gathered into stacks ([`stack`]).
+    fn declare_experts(&mut self, ffn: &str, experts: usize) -> Result<(), V4Error> {
+        if !self.streamed && self.engine.gpu().matvec_shape() == MatvecShape::Rows {
+            self.stacks.announce(ffn, experts);
+        }
         Ok(())
     }
 

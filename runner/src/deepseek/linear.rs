@@ -259,6 +259,12 @@ pub trait Linears {
     fn declare_groups(&mut self, _stem: &str, _groups: usize) -> Result<(), V4Error> {
         Ok(())
     }
+    /// Says, before they are declared, that MoE `ffn` (`layers.L.ffn`) has `experts` routed
+    /// experts (`{ffn}.experts.E`, each declared as an MLP): a backend may keep their matrices
+    /// as stacks that a product can index on the device.
+    fn declare_experts(&mut self, _ffn: &str, _experts: usize) -> Result<(), V4Error> {
+        Ok(())
+    }
     /// Says, before they are declared, that `{stem}.w1` and `{stem}.w3` are an MLP's gate and up
     /// projections, whose outputs only feed a SwiGLU clamped at `limit` ([`Input::SwiGlu`] in a
     /// chain): a backend may keep them as one matrix whose product writes the activation.

@@ -184,6 +184,7 @@ fn layer(
         lin.declare(&format!("{f}.shared_experts.{w}"), c.moe_inter, d, false)?;
     }
     lin.declare(&format!("{f}.shared_experts.w2"), d, c.moe_inter, false)?;
+    lin.declare_experts(&f, c.experts)?;
     for e in 0..c.experts {
         lin.declare_mlp(&format!("{f}.experts.{e}"), c.swiglu_limit)?;
         for w in ["w1", "w3"] {
@@ -431,8 +432,7 @@ impl V4Model {
             let key = format!("layers.{li}.hc_ffn");
             let after = Some(BlockOut::Product(&wo_b));
             res(lin)?.mix(&mixer(c, &key, &l.hc_ffn, &l.ffn_norm, false), after)?;
-            let x = res(lin)?.read_block()?;
-            moe::forward_device(c, &l.moe, lin, &x, id, read)?;
+            moe::forward_device(c, &l.moe, lin, id, read)?;
         }
         self.pos += 1;
         let head = mixer(c, "hc_head", &self.hc_head, &self.norm, true);

@@ -12,7 +12,7 @@ use super::config::V4Config;
 use super::error::V4Error;
 use super::linear::{Linears, Results};
 use super::ops::{silu, sqrt_softplus};
-use super::residual::Experts;
+use super::residual::{Experts, Router};
 
 /// One layer's router parameters.
 pub struct MoeParams {
@@ -181,60 +181,116 @@ pub fn forward(
 }
 
 /// One token's MoE on the device-resident residual (docs/runner-deepseek-v4.md "Device-resident
-/// residual"): routed on the host from `x` (the block input, read back), every picked expert's
-/// MLP and the shared one over [`Input::Block`] in one chain, their outputs staged for the
-/// weighted sum the next mixer makes ([`super::residual::Residual::stage_moe`], the picks in
-/// [`forward`]'s order). With
-/// `read` (a backend whose experts may not stay on the device) the experts' outputs come back
-/// and are written to the staging buffer: the same values, so the same bits.
+/// residual", "Experts by index"). Routed on the device where the backend can
+/// ([`super::residual::Residual::route`]): a resident backend whose experts are stacks then
+/// multiplies the picks by index and nothing comes back; otherwise the picks (k ids) are read
+/// back and those experts' MLPs run as chains over [`Input::Block`]. Where the backend cannot
+/// route, the block input `x` is read back and routed on the host. Outputs are staged for the
+/// weighted sum the next mixer makes, the picks sorted by id. With `read` (a backend whose
+/// experts may not stay on the device) the experts' outputs come back and are written to the
+/// staging buffer: the same values, so the same bits.
 pub fn forward_device(
     c: &V4Config,
     p: &MoeParams,
     l: &mut dyn Linears,
-    x: &[f32],
     id: u32,
     read: bool,
 ) -> Result<(), V4Error> {
-    let mut picks = route(c, p, x, id)?;
-    // by expert id; a hash row that names an expert twice keeps both weights (stable sort)
-    picks.sort_by_key(|&(e, _)| e);
-    let mut experts: Vec<usize> = picks.iter().map(|&(e, _)| e).collect();
-    experts.dedup();
+    let router = Router {
+        ffn: &p.stem,
+        gate: &p.gate,
+        bias: p.bias.as_deref(),
+        table: p.tid2eid.as_deref(),
+        token: id,
+        experts: c.experts,
+        top_k: c.top_k,
+        scale: c.routed_scale,
+    };
     let shared = format!("{}.shared_experts", p.stem);
+    if !residual(l, &p.stem)?.route(&router)? {
+        let x = residual(l, &p.stem)?.read_block()?;
+        let mut picks = route(c, p, &x, id)?;
+        // by expert id; a hash row that names an expert twice keeps both weights (stable sort)
+        picks.sort_by_key(|&(e, _)| e);
+        let ids: Vec<usize> = picks.iter().map(|&(e, _)| e).collect();
+        let weights: Vec<f32> = picks.iter().map(|&(_, w)| w as f32).collect();
+        return run_picks(c, p, l, &ids, &shared, read, Some(&weights));
+    }
+    if !read {
+        let mut links = Vec::with_capacity(3);
+        mlp_links(c, &mut links, &shared, Input::Block, 1, false);
+        l.linear_chain(&links)?;
+        let shared_w2 = format!("{shared}.w2");
+        if residual(l, &p.stem)?.experts_by_index(&p.stem, &shared_w2)? {
+            return Ok(());
+        }
+    }
+    let picks = residual(l, &p.stem)?.read_picks(c.top_k)?;
+    let ids: Vec<usize> = picks.iter().map(|&e| e as usize).collect();
+    if let Some(&e) = ids.iter().find(|&&e| e >= c.experts) {
+        return Err(V4Error::Input(format!(
+            "{}: the device router picked expert {e} of {}",
+            p.stem, c.experts
+        )));
+    }
+    run_picks(c, p, l, &ids, &shared, read, None)
+}
+
+/// The backend's device residual (`stem` names the MoE in the error).
+fn residual<'a>(
+    l: &'a mut dyn Linears,
+    stem: &str,
+) -> Result<&'a mut dyn super::residual::Residual, V4Error> {
+    l.residual()
+        .ok_or_else(|| V4Error::Input(format!("{stem}: this backend keeps no device residual")))
+}
+
+/// The picked experts `picks` (sorted by id) of one token, as MLP chains over the block input
+/// with the shared expert's (which a device route without `read` has run already), staged with
+/// `weights` (`None`: the device router wrote them).
+fn run_picks(
+    c: &V4Config,
+    p: &MoeParams,
+    l: &mut dyn Linears,
+    picks: &[usize],
+    shared: &str,
+    read: bool,
+    weights: Option<&[f32]>,
+) -> Result<(), V4Error> {
+    let mut experts = picks.to_vec();
+    experts.dedup();
+    let shared_ran = weights.is_none() && !read;
     let stems: Vec<String> = experts
         .iter()
         .map(|e| format!("{}.experts.{e}", p.stem))
-        .chain([shared.clone()])
+        .chain((!shared_ran).then(|| shared.to_owned()))
         .collect();
     let mut links = Vec::with_capacity(3 * stems.len());
     for stem in &stems {
         mlp_links(c, &mut links, stem, Input::Block, 1, read);
     }
     let outs = l.linear_chain(&links)?;
-    let weights: Vec<f32> = picks.iter().map(|&(_, w)| w as f32).collect();
     let slot = |e: usize| experts.iter().position(|&x| x == e).unwrap_or(0);
-    let residual = l.residual().ok_or_else(|| {
-        V4Error::Input(format!("{}: this backend keeps no device residual", p.stem))
-    })?;
+    let residual = residual(l, &p.stem)?;
     if read {
         let rows: Vec<Vec<f32>> = picks
             .iter()
-            .map(|&(e, _)| slot(e))
+            .map(|&e| slot(e))
             .chain([experts.len()])
             .map(|j| outs.get(3 * j + 2).cloned().unwrap_or_default())
             .collect();
-        residual.stage_moe(Experts::Host(&rows), &weights)
+        residual.stage_moe(Experts::Host(&rows), weights)
     } else {
         let downs: Vec<String> = picks
             .iter()
-            .map(|&(e, _)| format!("{}.w2", stems[slot(e)]))
+            .map(|&e| format!("{}.experts.{e}.w2", p.stem))
             .collect();
         let shared = format!("{shared}.w2");
         let routed = Experts::Products {
             picks: &downs,
             shared: &shared,
         };
-        residual.stage_moe(routed, &weights)
+        residual.stage_moe(routed, weights)
     }
 }
 

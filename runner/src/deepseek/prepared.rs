@@ -88,6 +88,8 @@ pub struct Prepared {
     rows: usize,
     y: Option<wgpu::Buffer>,
     slots: Vec<Option<wgpu::BindGroup>>,
+    /// An expert-indexed product's picks (bound ahead of the weight words).
+    picks: Option<wgpu::Buffer>,
 }
 
 impl Prepared {
@@ -126,6 +128,7 @@ impl Prepared {
             rows: m.rows,
             y: None,
             slots: Vec::new(),
+            picks: None,
         })
     }
 
@@ -158,6 +161,52 @@ impl Prepared {
             rows: ffn,
             y: None,
             slots: Vec::new(),
+            picks: None,
+        })
+    }
+
+    /// Pick slot `slot` of an expert-indexed product over `stack` (docs/kernels.md "Experts by
+    /// index"): `module` is `kernels::unrolled::gate_up_clamped_by_index` (`gate_up`: `rows`
+    /// is the MLPs' `ffn`) or `source_by_index` (`rows` is each matrix's rows); the matrix is
+    /// the one `picks[slot]` names when the product runs. `None` where `stack` is not one part
+    /// or the adapter not a `Rows` one.
+    pub fn by_index(
+        g: &Gpu,
+        stack: &ResidentMatrix,
+        module: Arc<Generated>,
+        rows: usize,
+        gate_up: bool,
+        slot: usize,
+        picks: &wgpu::Buffer,
+    ) -> Option<Self> {
+        if stack.parts.len() != 1
+            || stack.k > UNIFORM_X_ELEMENTS
+            || g.matvec_shape() != MatvecShape::Rows
+        {
+            return None;
+        }
+        let f = stack.format;
+        let mut params = if gate_up {
+            f.params(rows as u32, stack.k as u32, 1, 0, 0)
+        } else {
+            f.params(rows as u32, stack.k as u32, 1, rows as u32, 0)
+        };
+        let groups = if gate_up {
+            matmul_launch(MatvecShape::Rows, f.matvec_kernel(), &mut params)
+        } else {
+            unrolled::launch_for(f, stack.k, &mut params)
+        };
+        params.position = u32::try_from(slot).ok()?;
+        let compiled = g.compiled_generated(&module);
+        Some(Self {
+            program: Program::Unrolled(module),
+            compiled,
+            params: g.uniform("params", bytemuck::bytes_of(&params)),
+            groups,
+            rows,
+            y: None,
+            slots: Vec::new(),
+            picks: Some(picks.clone()),
         })
     }
 
@@ -194,6 +243,7 @@ impl Prepared {
                 let mut binds = vec![Bind::from(&self.params), window, Bind::from(y), w.packed];
                 binds.extend(w.scales);
                 binds.extend(w.biases);
+                binds.extend(self.picks.as_ref().map(Bind::from));
                 binds.push(w.packed);
                 g.bind_group_generated(&self.compiled, module, &binds)?
             }

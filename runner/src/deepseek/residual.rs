@@ -1,9 +1,10 @@
 //! The mHC residual of a one-token step kept on the device (docs/runner-deepseek-v4.md
-//! "Device-resident residual"): a backend that offers [`Residual`] holds the token's `hc`
-//! streams, the last mixer's coefficients and the block input it made, so that between the
-//! attention's host part and the router nothing but the router's input comes back. The host
-//! forward (`model.rs`, `hc.rs`) stays the reference; the device forms are `hc_mix.wgsl`,
-//! `hc_expand.wgsl` and `moe_combine.wgsl` (f32, checked against it in `hc.rs`' tests).
+//! "Device-resident residual", "Experts by index"): a backend that offers [`Residual`] holds the
+//! token's `hc` streams, the last mixer's coefficients and the block input it made, and routes
+//! and runs the MoE there, so that a layer reads back only what the host attention needs. The
+//! host forward (`model.rs`, `hc.rs`, `moe.rs`) stays the reference; the device forms are
+//! `hc_mix.wgsl` and `moe_route.wgsl` (f32, their references checked against it in `hc.rs`' and
+//! `moe.rs`' tests).
 
 use super::error::V4Error;
 use super::hc::HcParams;
@@ -42,6 +43,23 @@ pub enum Experts<'a> {
     Host(&'a [Vec<f32>]),
 }
 
+/// One MoE's router for [`Residual::route`] (`moe.rs` `route` is its host form).
+pub struct Router<'a> {
+    /// `layers.L.ffn`: names the MoE (its ops are made at its first route).
+    pub ffn: &'a str,
+    /// `gate.weight` `[experts, hidden]`.
+    pub gate: &'a [f32],
+    /// `gate.bias` (learned layers) or the `tid2eid` table `[vocab, top_k]` (hash layers).
+    pub bias: Option<&'a [f32]>,
+    pub table: Option<&'a [u32]>,
+    /// The step's token id (a hash layer's row of the table).
+    pub token: u32,
+    pub experts: usize,
+    pub top_k: usize,
+    /// `routed_scaling_factor`.
+    pub scale: f64,
+}
+
 /// The device-resident residual of one-token steps. Calls are recorded in order; only
 /// [`Residual::read_block`] and a chain that reads an output make the device run them.
 pub trait Residual {
@@ -55,6 +73,18 @@ pub trait Residual {
     /// The block input on the host (the router reads it).
     fn read_block(&mut self) -> Result<Vec<f32>, V4Error>;
     /// The MoE's outputs and weights (the picks in the host's order) for [`BlockOut::Moe`]:
-    /// copied (or written) into one buffer, no dispatch.
-    fn stage_moe(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error>;
+    /// copied (or written) into one buffer, no dispatch. `weights` `None`: the last
+    /// [`Residual::route`] wrote them.
+    fn stage_moe(&mut self, routed: Experts<'_>, weights: Option<&[f32]>) -> Result<(), V4Error>;
+    /// Routes the block input on the device: the gate product and `moe_route.wgsl`, which
+    /// writes the picks (sorted by expert id) and their weights where [`BlockOut::Moe`] reads
+    /// them. `false` (nothing recorded) where this backend cannot; the host routes then.
+    fn route(&mut self, r: &Router<'_>) -> Result<bool, V4Error>;
+    /// The picks of the last [`Residual::route`] (`k` expert ids), read back.
+    fn read_picks(&mut self, k: usize) -> Result<Vec<u32>, V4Error>;
+    /// After a [`Residual::route`] of MoE `ffn`: its picked experts multiplied by index on the
+    /// device and their outputs staged, with the shared expert's (`shared`: its down product's
+    /// stem, recorded before), for [`BlockOut::Moe`]. `false` (nothing recorded) where the
+    /// experts are not kept so.
+    fn experts_by_index(&mut self, ffn: &str, shared: &str) -> Result<bool, V4Error>;
 }

@@ -140,10 +140,11 @@ impl Resolve<'_> {
                         .get(matrix)
                         .and_then(|m| m.parts.first())
                         .ok_or_else(|| missing("resident window"))?;
+                    let whole = p.row_buffers().packed;
                     out.push(Bind {
-                        offset,
+                        offset: whole.offset + offset,
                         size: Some(bytes.div_ceil(4) * 4),
-                        ..p.row_buffers().packed
+                        ..whole
                     });
                     continue;
                 }

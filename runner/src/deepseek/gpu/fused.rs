@@ -24,6 +24,7 @@ use super::super::error::V4Error;
 use super::super::linear::QMatrix;
 use super::super::prepared::Prepared;
 use super::{device_limit, GpuLinears};
+use crate::engine::ResidentMatrix;
 
 /// The fused MLP matrices of a backend.
 #[derive(Default)]
@@ -134,18 +135,42 @@ impl GpuLinears {
             },
         };
         let name = format!("{mlp}.w13");
-        let packed = [gate.packed.as_slice(), &up.packed].concat();
-        let scales = [gate.scales.as_slice(), &up.scales].concat();
-        let m = self.upload_rows(&name, gate, 2 * gate.rows, &packed, &scales)?;
-        let Some(product) = Prepared::gate_up(self.engine.gpu(), &m, module, gate.rows) else {
-            return Ok(false);
+        let q = QMatrix {
+            name: name.clone(),
+            format: gate.format,
+            rows: 2 * gate.rows,
+            k: gate.k,
+            packed: [gate.packed.as_slice(), &up.packed].concat(),
+            scales: [gate.scales.as_slice(), &up.scales].concat(),
+        };
+        // (a routed expert of an announced MoE waits for its stack: `stack`)
+        let Some(q) = self.gather_w13(mlp, q, Arc::clone(&module), limit)? else {
+            return Ok(true);
+        };
+        let m = self.upload_rows(&name, &q, q.rows, &q.packed, &q.scales)?;
+        Ok(self.fuse_into(mlp, m, module, gate.rows, limit))
+    }
+
+    /// Installs `m` (`{mlp}.w13`, gate rows then up rows, `ffn` each) as MLP `mlp`'s fused
+    /// matrix with its gate/up + SwiGLU product; `false` (nothing installed) where the product
+    /// cannot be made over it.
+    pub(super) fn fuse_into(
+        &mut self,
+        mlp: &str,
+        m: ResidentMatrix,
+        module: Arc<Generated>,
+        ffn: usize,
+        limit: f64,
+    ) -> bool {
+        let name = format!("{mlp}.w13");
+        let Some(product) = Prepared::gate_up(self.engine.gpu(), &m, module, ffn) else {
+            return false;
         };
         self.resident.insert(name.clone(), m);
         let f = &mut self.fused;
         f.redirect.insert(format!("{mlp}.w1"), (name.clone(), 0));
-        f.redirect
-            .insert(format!("{mlp}.w3"), (name.clone(), gate.rows));
+        f.redirect.insert(format!("{mlp}.w3"), (name.clone(), ffn));
         f.products.insert(name, (limit, product));
-        Ok(true)
+        true
     }
 }

@@ -14,7 +14,8 @@ use kernels::{HcMixParams, Kernel};
 
 use super::super::error::V4Error;
 use super::super::linear::tensor_err;
-use super::super::residual::{BlockOut, Experts, Mixer, Residual};
+use super::super::residual::{BlockOut, Experts, Mixer, Residual, Router};
+use super::route::{RouteBuffers, RouteOp};
 use super::GpuLinears;
 
 /// Where a mixer's coefficients go in the mix buffer: slot 0 or 1, each 24 values apart.
@@ -31,29 +32,33 @@ struct MixOp {
 }
 
 /// The MoE's staged outputs (k + 1 rows) and weights.
-struct Staged {
-    k: usize,
-    ys: wgpu::Buffer,
-    w: wgpu::Buffer,
+pub(super) struct Staged {
+    pub k: usize,
+    pub ys: wgpu::Buffer,
+    pub w: wgpu::Buffer,
 }
 
 /// The residual's buffers and ops.
 pub(super) struct DeviceResidual {
     hc: usize,
-    d: usize,
+    pub d: usize,
     streams: wgpu::Buffer,
     /// Two slots of [pre hc | post hc | comb hc·hc].
     mix: wgpu::Buffer,
     /// The slot the last mixer wrote.
     last: u32,
     /// The last mixer's normalised block input.
-    x: wgpu::Buffer,
+    pub x: wgpu::Buffer,
     /// The weights' binding where the block output has none (a product's output), and the
     /// rows' and weights' where there is no expansion (one vec4, never read).
     no_weights: wgpu::Buffer,
-    moe: Option<Staged>,
+    pub moe: Option<Staged>,
     /// Mixers by key, with the slot they write (a key runs in one place of the step).
     mixers: HashMap<(String, u32), MixOp>,
+    /// Routers by MoE stem (`None`: it cannot run on this device), and their shared buffers
+    /// ([`super::route`]).
+    pub routes: HashMap<String, Option<RouteOp>>,
+    pub route_bufs: Option<RouteBuffers>,
 }
 
 impl DeviceResidual {
@@ -68,6 +73,8 @@ impl DeviceResidual {
             no_weights: g.zeros("v4 no weights", 16)?,
             moe: None,
             mixers: HashMap::new(),
+            routes: HashMap::new(),
+            route_bufs: None,
         })
     }
 
@@ -177,10 +184,11 @@ impl DeviceResidual {
     }
 
     /// The MoE's staging buffers for `k` picks.
-    fn staged(&mut self, g: &Gpu, k: usize) -> Result<&Staged, V4Error> {
+    pub(super) fn staged(&mut self, g: &Gpu, k: usize) -> Result<&Staged, V4Error> {
         if self.moe.as_ref().is_none_or(|s| s.k != k) {
-            // (a mixer bound to the old buffers would read stale ones: forget them)
+            // (a mixer or router bound to the old buffers would use stale ones: forget them)
             self.mixers.clear();
+            self.routes.clear();
             self.moe = Some(Staged {
                 k,
                 ys: g.zeros("v4 moe rows", ((k + 1) * self.d * 4) as u64)?,
@@ -210,14 +218,14 @@ impl GpuLinears {
         }
     }
 
-    fn state(&mut self) -> Result<&mut DeviceResidual, V4Error> {
+    pub(super) fn state(&mut self) -> Result<&mut DeviceResidual, V4Error> {
         self.residual
             .as_mut()
             .ok_or_else(|| V4Error::Input("the device residual was used before its streams".into()))
     }
 
     /// The output buffer of `stem`'s prepared one-token product.
-    fn product_out(&self, stem: &str) -> Result<&wgpu::Buffer, V4Error> {
+    pub(super) fn product_out(&self, stem: &str) -> Result<&wgpu::Buffer, V4Error> {
         match self.prepared.get(stem) {
             Some(Some(p)) => p.y(),
             _ => Err(tensor_err(
@@ -308,20 +316,23 @@ impl Residual for GpuLinears {
         Ok(bytemuck::pod_collect_to_vec(&out))
     }
 
-    fn stage_moe(&mut self, routed: Experts<'_>, weights: &[f32]) -> Result<(), V4Error> {
-        let k = weights.len();
+    fn stage_moe(&mut self, routed: Experts<'_>, weights: Option<&[f32]>) -> Result<(), V4Error> {
+        let k = match &routed {
+            Experts::Products { picks, .. } => picks.len(),
+            Experts::Host(rows) => rows.len().saturating_sub(1),
+        };
+        if weights.is_some_and(|w| w.len() != k) {
+            return Err(V4Error::Input(format!(
+                "{} weights for {k} picks",
+                weights.map_or(0, <[f32]>::len)
+            )));
+        }
         let d = self.state()?.d;
         let row = (d * 4) as u64;
         // the rows' sources: device buffers to copy, or host rows to write
         let mut copies: Vec<wgpu::Buffer> = Vec::new();
         match &routed {
             Experts::Products { picks, shared } => {
-                if picks.len() != k {
-                    return Err(V4Error::Input(format!(
-                        "{} picks for {k} weights",
-                        picks.len()
-                    )));
-                }
                 for stem in picks.iter().map(String::as_str).chain([*shared]) {
                     copies.push(self.product_out(stem)?.clone());
                 }
@@ -354,11 +365,23 @@ impl Residual for GpuLinears {
                 g.write_in(belt, &mut enc, &ys, j as u64 * row, bytemuck::cast_slice(y));
             }
         }
-        if k > 0 {
+        if let Some(weights) = weights.filter(|w| !w.is_empty()) {
             let belt = self.buffers.belt(g);
             g.write_in(belt, &mut enc, &w, 0, bytemuck::cast_slice(weights));
         }
         self.open = Some(enc);
         Ok(())
+    }
+
+    fn route(&mut self, r: &Router<'_>) -> Result<bool, V4Error> {
+        self.record_route(r)
+    }
+
+    fn read_picks(&mut self, k: usize) -> Result<Vec<u32>, V4Error> {
+        self.picks_back(k)
+    }
+
+    fn experts_by_index(&mut self, ffn: &str, shared: &str) -> Result<bool, V4Error> {
+        self.record_by_index(ffn, shared)
     }
 }
