@@ -87,6 +87,10 @@ pub const ARGMAX: &str = include_str!("../wgsl/argmax.wgsl");
 pub const STREAM_READ: &str = include_str!("../wgsl/stream_read.wgsl");
 pub const HC_MIX: &str = include_str!("../wgsl/hc_mix.wgsl");
 pub const MOE_ROUTE: &str = include_str!("../wgsl/moe_route.wgsl");
+pub const V4_COMPRESS: &str = include_str!("../wgsl/v4_compress.wgsl");
+pub const V4_INDEX_SCORE: &str = include_str!("../wgsl/v4_index_score.wgsl");
+pub const V4_INDEX_TOPK: &str = include_str!("../wgsl/v4_index_topk.wgsl");
+pub const V4_ATTEND: &str = include_str!("../wgsl/v4_attend.wgsl");
 
 /// How the multiply body declares its input vectors (binding 1) and reads them (`xv`).
 pub const X_STORAGE: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -157,10 +161,14 @@ pub enum Kernel {
     StreamRead,
     HcMix,
     MoeRoute,
+    V4Compress,
+    V4IndexScore,
+    V4IndexTopk,
+    V4Attend,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 36] = [
+    pub const ALL: [Kernel; 40] = [
         Kernel::MatvecPlain,
         Kernel::MatmulPlain,
         Kernel::MatvecFp8Block,
@@ -197,6 +205,10 @@ impl Kernel {
         Kernel::StreamRead,
         Kernel::HcMix,
         Kernel::MoeRoute,
+        Kernel::V4Compress,
+        Kernel::V4IndexScore,
+        Kernel::V4IndexTopk,
+        Kernel::V4Attend,
     ];
 
     /// The WGSL file name under `kernels/wgsl/`.
@@ -225,6 +237,10 @@ impl Kernel {
             Kernel::StreamRead => "stream_read.wgsl",
             Kernel::HcMix => "hc_mix.wgsl",
             Kernel::MoeRoute => "moe_route.wgsl",
+            Kernel::V4Compress => "v4_compress.wgsl",
+            Kernel::V4IndexScore => "v4_index_score.wgsl",
+            Kernel::V4IndexTopk => "v4_index_topk.wgsl",
+            Kernel::V4Attend => "v4_attend.wgsl",
         }
     }
 
@@ -253,6 +269,10 @@ impl Kernel {
             Kernel::StreamRead => STREAM_READ,
             Kernel::HcMix => HC_MIX,
             Kernel::MoeRoute => MOE_ROUTE,
+            Kernel::V4Compress => V4_COMPRESS,
+            Kernel::V4IndexScore => V4_INDEX_SCORE,
+            Kernel::V4IndexTopk => V4_INDEX_TOPK,
+            Kernel::V4Attend => V4_ATTEND,
         }
     }
 
@@ -294,6 +314,10 @@ impl Kernel {
             Kernel::StreamRead => "stream_read",
             Kernel::HcMix => "hc_mix",
             Kernel::MoeRoute => "moe_route",
+            Kernel::V4Compress => "v4_compress",
+            Kernel::V4IndexScore => "v4_index_score",
+            Kernel::V4IndexTopk => "v4_index_topk",
+            Kernel::V4Attend => "v4_attend",
         }
     }
 
@@ -370,6 +394,10 @@ impl Kernel {
             Kernel::StreamRead => "stream_read",
             Kernel::HcMix => "hc_mix",
             Kernel::MoeRoute => "moe_route",
+            Kernel::V4Compress => "v4_compress",
+            Kernel::V4IndexScore => "v4_index_score",
+            Kernel::V4IndexTopk => "v4_index_topk",
+            Kernel::V4Attend => "v4_attend",
         }
     }
 
@@ -420,6 +448,16 @@ impl Kernel {
             Kernel::HcMix => &[ReadWrite, Read, Read, ReadWrite, ReadWrite, Read, Read],
             // logits, bias, table, token, ids (out), weights (out)
             Kernel::MoeRoute => &[Read, Read, Read, Read, ReadWrite, ReadWrite],
+            // src (kv, gate), ape, norm, table, state, entries
+            Kernel::V4Compress => &[Read, Read, Read, Read, ReadWrite, ReadWrite],
+            // q, w, entries, table, scores (out)
+            Kernel::V4IndexScore => &[Read, Read, Read, Read, ReadWrite],
+            // scores, list (out)
+            Kernel::V4IndexTopk => &[Read, ReadWrite],
+            // q, kv, kv_norm, sinks, table, ring, entries, list, out
+            Kernel::V4Attend => &[
+                Read, Read, Read, Read, Read, ReadWrite, Read, Read, ReadWrite,
+            ],
         }
     }
 }

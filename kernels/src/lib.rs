@@ -25,6 +25,7 @@ pub use kernel::{Access, Kernel, UNIFORM_X_ELEMENTS, X_STORAGE, X_UNIFORM};
 pub use params::{
     ActivationParams, ArgmaxParams, AttentionParams, EmbeddingParams, HcMixParams, MatmulParams,
     MoeRouteParams, RmsNormParams, RopeMode, RopeParams, SoftmaxParams, StreamReadParams,
+    V4AttendParams, V4CompressParams, V4IndexParams,
 };
 
 /// Invocations per workgroup of every reduction kernel: the number of lane partial sums.

@@ -212,6 +212,76 @@ pub struct MoeRouteParams {
     pub _pad2: u32,
 }
 
+/// `v4_compress.wgsl`: one token through one KV compressor (the header gives the layout).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct V4CompressParams {
+    pub ratio: u32,
+    /// 2: two series (ratio-4 compressors, the overlap), else 1.
+    pub coff: u32,
+    pub dim: u32,
+    /// The token's buffer slot (positions so far mod ratio).
+    pub slot: u32,
+    /// 1: the slot closes a window, entry `entry` is written.
+    pub emit: u32,
+    pub entry: u32,
+    /// Rotated trailing channel pairs, and the RoPE table row of the entry's position.
+    pub pairs: u32,
+    pub table_row: u32,
+    /// Where the token's kv and gate rows are in the source binding.
+    pub kv_at: u32,
+    pub gate_at: u32,
+    pub eps: f32,
+    pub _pad0: u32,
+}
+
+/// `v4_index_score.wgsl` and `v4_index_topk.wgsl` (one parameter block for both).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct V4IndexParams {
+    pub heads: u32,
+    pub dim: u32,
+    /// Causal entries scored.
+    pub n: u32,
+    pub pairs: u32,
+    pub table_row: u32,
+    /// Where the indexer query and its head weights are in their bindings.
+    pub q_at: u32,
+    pub w_at: u32,
+    /// Entries kept (`index_topk`).
+    pub k: u32,
+    /// Workgroups along x of the score grid ([`crate::grid_2d`]).
+    pub groups_x: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
+}
+
+/// `v4_attend.wgsl`: one query token's attention, a workgroup a head.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct V4AttendParams {
+    pub heads: u32,
+    pub dim: u32,
+    /// Slots of the key ring (the sliding window).
+    pub window: u32,
+    pub pos: u32,
+    /// The first window position the query sees.
+    pub lo: u32,
+    /// 0: the window only; 1: then the first `n` entries; 2: then the `n` listed entries.
+    pub mode: u32,
+    pub n: u32,
+    pub pairs: u32,
+    pub table_row: u32,
+    pub q_at: u32,
+    pub kv_at: u32,
+    pub eps: f32,
+    pub scale: f32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
+}
+
 const _: () = assert!(size_of::<MatmulParams>() == 48);
 const _: () = assert!(size_of::<StreamReadParams>() == 16);
 const _: () = assert!(size_of::<RmsNormParams>() == 16);
@@ -223,3 +293,6 @@ const _: () = assert!(size_of::<EmbeddingParams>() == 32);
 const _: () = assert!(size_of::<ArgmaxParams>() == 16);
 const _: () = assert!(size_of::<HcMixParams>() == 48);
 const _: () = assert!(size_of::<MoeRouteParams>() == 32);
+const _: () = assert!(size_of::<V4CompressParams>() == 48);
+const _: () = assert!(size_of::<V4IndexParams>() == 48);
+const _: () = assert!(size_of::<V4AttendParams>() == 64);

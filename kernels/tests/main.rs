@@ -10,4 +10,5 @@ mod gpu;
 mod matmul;
 mod support;
 mod v4;
+mod v4_attn;
 mod validate_wgsl;

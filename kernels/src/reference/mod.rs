@@ -9,6 +9,7 @@ mod gguf_blocks;
 mod matmul;
 mod ops;
 mod v4;
+mod v4_attn;
 
 pub use decode::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, f16_to_f32, WeightMatrix};
 pub use exact::{attention_f64, rmsnorm_f64, rope_f64, softmax_f64, swiglu_f64};
@@ -20,6 +21,10 @@ pub use ops::{
 pub use v4::{
     hc_expand, hc_mix, hc_step, moe_combine, moe_route, sqrt_softplus, After, HcMixed, HcWeights,
     Pick, MAX_EXPERTS, MAX_HC, MAX_TOP_K,
+};
+pub use v4_attn::{
+    rotate, v4_attend, v4_compress, v4_index_scores, v4_index_topk, AttendKeys, CompressShape,
+    MAX_ATTN_DIM, MAX_ATTN_KEYS,
 };
 
 use crate::error::KernelError;

@@ -88,6 +88,59 @@ fn select(scores: &[f64], causal: usize, topk: usize) -> Vec<usize> {
     order
 }
 
+/// The lightning indexer's score of each of `entries` for one query: `q` its heads (rotated),
+/// `w` their weights: `Σ_h relu(q_h · e) / sqrt(dim) · w_h / sqrt(heads)`.
+pub(super) fn index_scores(q: &[f32], w: &[f32], entries: &[Vec<f32>]) -> Vec<f64> {
+    let ih = w.len().max(1);
+    let ihd = q.len() / ih;
+    entries
+        .iter()
+        .map(|e| {
+            q.chunks_exact(ihd.max(1))
+                .zip(w)
+                .map(|(qh, &wh)| {
+                    let dotv = super::linear::dot(qh, e).max(0.0);
+                    dotv / (ihd as f64).sqrt() * (f64::from(wh) / (ih as f64).sqrt())
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// One query's attention: each head of `q` (normalised and rotated, `sinks.len()` heads) over
+/// `keys` (which are also the values) with its sink logit in the softmax, the output rotated
+/// back at `pos`.
+pub(super) fn attend(
+    q: &[f32],
+    keys: &[&[f32]],
+    sinks: &[f32],
+    scale: f64,
+    freq: &[f32],
+    pos: usize,
+) -> Vec<f32> {
+    let hd = q.len() / sinks.len().max(1);
+    let mut out = vec![0f32; q.len()];
+    for (hh, (qh, o)) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)).enumerate() {
+        let mut logits: Vec<f64> = keys
+            .iter()
+            .map(|k| super::linear::dot(qh, k) * scale)
+            .collect();
+        logits.push(f64::from(sinks.get(hh).copied().unwrap_or(0.0)));
+        softmax(&mut logits);
+        let mut acc = vec![0f64; hd];
+        for (k, &pw) in keys.iter().zip(&logits) {
+            for (a, &kv) in acc.iter_mut().zip(k.iter()) {
+                *a += pw * f64::from(kv);
+            }
+        }
+        for (oo, a) in o.iter_mut().zip(&acc) {
+            *oo = *a as f32;
+        }
+        rope(o, freq, pos, true);
+    }
+    out
+}
+
 /// Runs the attention block on `tokens` normalised inputs `x` (the host's, or one token's
 /// [`Input::Block`] on the device) at positions `pos0..`. Its output comes back to the host
 /// unless `x` is the device's block input: then it stays where the backend keeps `wo_b`'s
@@ -192,20 +245,12 @@ pub fn forward(
         let entries = &cache.idx.entries;
         for t in 0..tokens {
             let causal = (pos0 + t + 1) / 4;
-            let scores: Vec<f64> = entries
-                .iter()
-                .take(causal)
-                .map(|e| {
-                    (0..ih)
-                        .map(|hh| {
-                            let qh = &iq[(t * ih + hh) * ihd..(t * ih + hh + 1) * ihd];
-                            let dotv = super::linear::dot(qh, e).max(0.0);
-                            let wh = f64::from(wts[t * ih + hh]) / (ih as f64).sqrt();
-                            dotv / (ihd as f64).sqrt() * wh
-                        })
-                        .sum()
-                })
-                .collect();
+            let qt = &iq[t * ih * ihd..(t + 1) * ih * ihd];
+            let scores = index_scores(
+                qt,
+                &wts[t * ih..(t + 1) * ih],
+                &entries[..causal.min(entries.len())],
+            );
             let pick = select(&scores, causal, c.index_topk);
             if pick.len() < causal.min(entries.len()) {
                 stats.indexer_dropped += 1;
@@ -243,26 +288,9 @@ pub fn forward(
                 );
             }
         }
-        for hh in 0..h {
-            let qh = &q[(t * h + hh) * hd..(t * h + hh + 1) * hd];
-            let mut logits: Vec<f64> = keys
-                .iter()
-                .map(|k| super::linear::dot(qh, k) * scale)
-                .collect();
-            logits.push(f64::from(p.sinks.get(hh).copied().unwrap_or(0.0)));
-            softmax(&mut logits);
-            let o = &mut out[(t * h + hh) * hd..(t * h + hh + 1) * hd];
-            let mut acc = vec![0f64; hd];
-            for (k, &pw) in keys.iter().zip(&logits) {
-                for (a, &kv) in acc.iter_mut().zip(k.iter()) {
-                    *a += pw * f64::from(kv);
-                }
-            }
-            for (oo, a) in o.iter_mut().zip(&acc) {
-                *oo = *a as f32;
-            }
-            rope(o, freq, pos, true);
-        }
+        let heads = &q[t * h * hd..(t + 1) * h * hd];
+        let o = attend(heads, &keys, &p.sinks, scale, freq, pos);
+        out[t * h * hd..(t + 1) * h * hd].copy_from_slice(&o);
     }
     while cache.window.len() > c.window.saturating_sub(1) {
         cache.window.pop_front();
@@ -303,4 +331,193 @@ pub fn forward(
     l.linear_chain(&links)?
         .pop()
         .ok_or_else(|| V4Error::Input(format!("{s}.wo_b: the chain returned no output")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::reference::{self as kref, AttendKeys};
+
+    fn wave(n: usize, a: f32, f: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as f32 * f).sin() + 0.3 * (i as f32 * 0.37).cos()) * a)
+            .collect()
+    }
+
+    /// The RoPE row the device kernels read for `freq` at `pos`: the host's angles, as f32.
+    fn row(freq: &[f32], pos: usize) -> Vec<f32> {
+        freq.iter()
+            .flat_map(|&f| {
+                let (s, c) = f64::from(pos as f32 * f).sin_cos();
+                [c as f32, s as f32]
+            })
+            .collect()
+    }
+
+    fn close(what: &str, got: &[f32], want: &[f32], rel: f32) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= rel * (1.0 + b.abs()),
+                "{what} [{i}]: {a} vs {b}"
+            );
+        }
+    }
+
+    /// The attention kernels' f32 references (`kernels::reference::{v4_attend, v4_index_scores,
+    /// v4_index_topk}`, which the `.wgsl` kernels are tested against) compute this module's f64
+    /// forward of one query: the key and query norms and rotations, the window, the compressed
+    /// entries (the first n, or the indexer's choice) and the sink, the rotation back.
+    #[test]
+    fn the_attention_kernels_references_compute_this_forward() {
+        let c = V4Config::parse(
+            super::super::config::parse_tests::base()
+                .to_string()
+                .as_bytes(),
+            "config.json",
+        )
+        .expect("config");
+        let (h, hd) = (c.heads, c.head_dim);
+        let freq = c.inv_freq(LayerKind::Csa);
+        let window = c.window;
+        let entries: Vec<Vec<f32>> = (0..9)
+            .map(|i| wave(hd, 0.8, 0.1 + i as f32 * 0.07))
+            .collect();
+        let flat: Vec<f32> = entries.concat();
+        let kv_norm = wave(hd, 1.0, 0.23);
+        let sinks = wave(h, 1.0, 1.3);
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (pos, list) in [
+            (0usize, None),
+            (3, Some(vec![])),
+            (window + 5, Some(vec![1u32, 4, 8])),
+        ] {
+            let lo = (pos + 1).saturating_sub(window);
+            let q = wave(h * hd, 2.0, 0.05 + pos as f32 * 0.01);
+            let kv = wave(hd, 1.5, 0.31);
+            let mut ring = wave(window * hd, 0.9, 0.019);
+            // host: the normalised, rotated query heads and key; the window's keys from the ring
+            let mut qh = Vec::new();
+            for head in q.chunks_exact(hd) {
+                let mut v = rmsnorm(head, None, c.eps);
+                rope(&mut v, freq, pos, false);
+                qh.extend(v);
+            }
+            let mut key = rmsnorm(&kv, Some(&kv_norm), c.eps);
+            rope(&mut key, freq, pos, false);
+            let mut keys: Vec<&[f32]> = (lo..pos)
+                .map(|p| &ring[(p % window) * hd..(p % window + 1) * hd])
+                .collect();
+            keys.push(&key);
+            let seen: Vec<usize> = match &list {
+                None => Vec::new(),
+                Some(l) if l.is_empty() => (0..entries.len()).collect(),
+                Some(l) => l.iter().map(|&i| i as usize).collect(),
+            };
+            keys.extend(seen.iter().map(|&i| entries[i].as_slice()));
+            let want = attend(&qh, &keys, &sinks, scale, freq, pos);
+            let seen = match &list {
+                None => None,
+                Some(l) if l.is_empty() => Some((entries.len(), None)),
+                Some(l) => Some((l.len(), Some(l.as_slice()))),
+            };
+            let keys = AttendKeys {
+                window,
+                lo,
+                pos,
+                entries: &flat,
+                seen,
+            };
+            let got = kref::v4_attend(
+                &q,
+                &kv,
+                &kv_norm,
+                &sinks,
+                &row(freq, pos),
+                &mut ring,
+                keys,
+                c.eps as f32,
+                scale as f32,
+            )
+            .expect("reference");
+            close(&format!("pos {pos}"), &got, &want, 2e-5);
+            close("ring", &ring[(pos % window) * hd..][..hd], &key, 1e-6);
+        }
+        // the indexer: scores and choice
+        let (ih, ihd) = (4, hd);
+        let iq = wave(ih * ihd, 1.0, 0.043);
+        let w = wave(ih, 1.0, 0.9);
+        let pos = 37;
+        let mut rotated = iq.clone();
+        for head in rotated.chunks_exact_mut(ihd) {
+            rope(head, freq, pos, false);
+        }
+        let want = index_scores(&rotated, &w, &entries);
+        let got = kref::v4_index_scores(&iq, &w, &flat, &row(freq, pos), ih, ihd, entries.len())
+            .expect("reference");
+        let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+        close("scores", &got, &want32, 1e-5);
+        for k in [1, 3, 9, 12] {
+            let picks: Vec<u32> = select(&want, entries.len(), k)
+                .iter()
+                .map(|&i| i as u32)
+                .collect();
+            assert_eq!(kref::v4_index_topk(&got, k), picks, "top {k}");
+        }
+    }
+
+    /// The compressor kernel's reference (`kernels::reference::v4_compress`) emits
+    /// `compress::update`'s entries, window after window, for two overlapping series (CSA) and
+    /// one (HCA).
+    #[test]
+    fn the_compressor_kernels_reference_computes_this_forward() {
+        use super::super::compress::{update, CompCache, CompParams};
+        use kernels::reference::CompressShape;
+        let eps = 1e-6;
+        for (ratio, coff, dim, pairs) in [(4usize, 2usize, 64usize, 8usize), (8, 1, 32, 4)] {
+            let w = coff * dim;
+            let p = CompParams {
+                stem: "c".into(),
+                ratio,
+                coff,
+                dim,
+                ape: wave(ratio * w, 0.5, 0.11),
+                norm: wave(dim, 1.0, 0.29),
+            };
+            let freq: Vec<f32> = (0..pairs).map(|i| 1.0 / (1.0 + i as f32)).collect();
+            let sh = CompressShape { ratio, coff, dim };
+            let mut cache = CompCache::default();
+            let mut state = vec![0f32; sh.state_len()];
+            let windows = 3;
+            let mut entries = vec![0f32; windows * dim];
+            for t in 0..windows * ratio {
+                let kv = wave(w, 1.5, 0.05 + t as f32 * 0.013);
+                let gate = wave(w, 2.0, 0.07 + t as f32 * 0.017);
+                update(&p, &mut cache, &kv, &gate, 1, &freq, eps);
+                let (slot, n) = (t % ratio, t / ratio);
+                let r = row(&freq, n * ratio);
+                let emit = (slot == ratio - 1).then_some((n, r.as_slice()));
+                kref::v4_compress(
+                    sh,
+                    &kv,
+                    &gate,
+                    &p.ape,
+                    &p.norm,
+                    &mut state,
+                    &mut entries,
+                    slot,
+                    emit,
+                    eps as f32,
+                )
+                .expect("reference");
+            }
+            assert_eq!(cache.entries.len(), windows);
+            close(
+                &format!("ratio {ratio}"),
+                &entries,
+                &cache.entries.concat(),
+                2e-5,
+            );
+        }
+    }
 }
