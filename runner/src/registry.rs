@@ -70,6 +70,12 @@ pub trait ArtifactModel {
     /// Feeds `ids` at the next positions (a prefill when several, a decode step when one) and
     /// returns logits rows: one per id with [`Logits::All`], only the last with [`Logits::Last`].
     fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError>;
+    /// Feeds `ids` as [`ArtifactModel::forward`] does and returns the argmax of the last
+    /// position's logits where the adapter picks it on the device (only the id is read back);
+    /// `None` (nothing fed) where it does not, and the caller reads the logits.
+    fn argmax(&mut self, _ids: &[u32]) -> Result<Option<u32>, RunError> {
+        Ok(None)
+    }
     /// Tile reads so far (0 for a resident model).
     fn tile_reads(&self) -> u64 {
         0
@@ -127,6 +133,17 @@ impl Decoder for ArtifactDecoder<'_> {
             path: String::new(),
             detail: "the adapter returned no logits row".into(),
         })
+    }
+
+    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
+        if let Some(id) = self.0.argmax(ids)? {
+            return Ok(id);
+        }
+        let last = self.logits(ids)?;
+        Ok(kernels::reference::argmax(&last, last.len())
+            .first()
+            .copied()
+            .unwrap_or(0))
     }
 
     fn rewind(&mut self, n: usize) -> Option<usize> {

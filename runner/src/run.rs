@@ -35,7 +35,9 @@ pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
     after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
                   the graphics backend, read by wgpu; MINIRUN_V4_RESIDUAL=device|host keeps a \
                   DeepSeek V4 decode step's mHC residual on the device or the host (default: the \
-                  device on a GPU, the host on a CPU adapter); nothing else is read."
+                  device on a GPU, the host on a CPU adapter); MINIRUN_V4_ATTENTION=host keeps \
+                  its attention on the host when the residual is on the device (default: the \
+                  device); nothing else is read."
 )]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).

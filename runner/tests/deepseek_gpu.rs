@@ -185,21 +185,21 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
 /// tokens), a step creates no buffer and no bind group. The second pass gives the first pass's
 /// logits bit for bit.
 #[test]
-fn a_resident_decode_step_is_one_submit_a_layer_and_creates_nothing_when_warm() {
+fn a_resident_decode_step_is_one_submit_and_creates_nothing_when_warm() {
     // the residual on the host: the mixers run there, between 3 submits a layer (130 here; 173
     // before `q_norm` was chained), each MLP's gate/up and SwiGLU one fused dispatch and the
     // attention's input projections one a format: 558 dispatches (683 before the projections
     // were merged; 941 with three dispatches an MLP)
-    decode_structure(false, 3, 5);
-    // on the device: a layer reads back the attention's inputs only (with the previous layer's
-    // MoE): the router (gate product + `moe_route`) and the picked experts by index over the
-    // layer's stacks run on the device, 1 submit a layer (44 here; 87 when the router's input
-    // came back); its two mixers (each with the expansion and the MoE's weighted sum before it)
-    // are two dispatches more a layer than on the host, the router two more
-    decode_structure(true, 1, 18);
+    decode_structure(false, 3, 15);
+    // on the device: the mixers, the router (gate product + `moe_route`), the picked experts by
+    // index over the layer's stacks, and the attention (compressors, indexer, attention over
+    // the key ring and the entries) all run there: the step is one submit, whose one read is
+    // the logits (44 submits when the attention ran on the host, 87 when the router's input
+    // came back too)
+    decode_structure(true, 0, 21);
 }
 
-fn decode_structure(device_residual: bool, per_layer: u64, per_submit: u64) {
+fn decode_structure(device_residual: bool, per_layer: u64, per_layer_dispatches: u64) {
     let fx = deepseek_common::fixture();
     let mut m = V4Model::open_dir(
         deepseek_common::release(),
@@ -226,11 +226,48 @@ fn decode_structure(device_residual: bool, per_layer: u64, per_submit: u64) {
         assert_eq!(bits(&row), bits(&first[i]), "step {i}: the logits moved");
         assert!(d.submits <= per_layer * layers + 1, "step {i}: {d:?}");
         assert!(d.dispatches >= 3 * d.submits, "step {i}: {d:?}");
-        assert!(d.dispatches <= per_submit * d.submits, "step {i}: {d:?}");
+        assert!(
+            d.dispatches <= per_layer_dispatches * layers + 4,
+            "step {i}: {d:?}"
+        );
+        if per_layer == 0 {
+            // the logits, nothing else
+            assert_eq!(
+                d.bytes_read_back,
+                4 * m.config.vocab as u64,
+                "step {i}: {d:?}"
+            );
+        }
         assert_eq!(d.maps, d.submits, "step {i}: one read-back a batch: {d:?}");
         assert_eq!(d.buffers_created, 0, "step {i}: {d:?}");
         assert_eq!(d.bind_groups_created, 0, "step {i}: {d:?}");
         assert_eq!(d.device_bytes_allocated, 0, "step {i}: {d:?}");
+    }
+    if per_layer > 0 {
+        return;
+    }
+    // greedy on the device: the step's one read is the chosen id (a pass to warm the argmax op)
+    for warm in [true, false] {
+        m.reset();
+        for (i, &id) in ids.iter().enumerate() {
+            let before = m.gpu_stats().expect("counters");
+            let got = m.forward_argmax(&[id]).expect("argmax step");
+            let d = m.gpu_stats().expect("counters") - before;
+            assert_eq!(got, runner::deepseek::model::argmax(&first[i]), "step {i}");
+            if !warm {
+                eprintln!("greedy step {i}: {d:?}");
+                assert_eq!(
+                    (d.submits, d.maps, d.bytes_read_back),
+                    (1, 1, 4),
+                    "step {i}: {d:?}"
+                );
+                assert_eq!(
+                    d.buffers_created + d.bind_groups_created,
+                    0,
+                    "step {i}: {d:?}"
+                );
+            }
+        }
     }
 }
 
@@ -342,4 +379,78 @@ fn csa_layer() -> (
         .find(|&i| merged_projections(&c, i)[0].1.len() == 7)
         .expect("a CSA layer (seven input projections)");
     (src, c, csa)
+}
+
+/// With the attention on the device its decode state lives there; the host reads it back when
+/// it needs it. After a prefill (host) and decode steps (device): the saved state has the
+/// layout, and values within 1e-4·(1 + |x|), of a run whose attention stayed on the host; a
+/// snapshot restored and stepped again gives the same logits bit for bit (read back, pushed
+/// again, unchanged); and a prefill chunk then a decode step after the device steps match the
+/// host-attention run within the transformers tolerance.
+#[test]
+fn the_device_attentions_state_comes_back_for_the_host() {
+    let fx = deepseek_common::fixture();
+    let open = |attention: bool| {
+        let mut m = V4Model::open_dir(
+            deepseek_common::release(),
+            Mode::Gpu {
+                streamed: false,
+                expert_cache_bytes: 0,
+            },
+        )
+        .expect("opens resident");
+        assert!(m.set_device_residual(true));
+        m.set_device_attention(attention);
+        m
+    };
+    let (mut dev, mut host) = (open(true), open(false));
+    let p = &fx.prompt;
+    for m in [&mut dev, &mut host] {
+        m.forward(&p[..40]).expect("prefill");
+        for &t in &p[40..46] {
+            m.forward(&[t]).expect("decode");
+        }
+    }
+    let before = dev.gpu_stats().expect("counters");
+    dev.forward(&[p[46]]).expect("decode");
+    let d = dev.gpu_stats().expect("counters") - before;
+    assert_eq!(d.submits, 1, "the device attention runs: {d:?}");
+    host.forward(&[p[46]]).expect("decode");
+    let (ld, sd) = dev.save_state().expect("device state");
+    let (lh, sh) = host.save_state().expect("host state");
+    assert_eq!(ld, lh);
+    let floats = |b: &[u8]| -> Vec<f32> { bytemuck::pod_collect_to_vec(b) };
+    let (sd, sh) = (floats(&sd), floats(&sh));
+    assert_eq!(sd.len(), sh.len());
+    let worst = sd
+        .iter()
+        .zip(&sh)
+        .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
+        .fold(0f32, f32::max);
+    eprintln!("saved states: max |Δ|/(1 + |x|) = {worst:e}");
+    assert!(worst <= 1e-4, "saved states differ by {worst}");
+    // a snapshot round trip changes nothing
+    let snap = dev.snapshot().expect("snapshot");
+    let once = dev.forward(&[p[47]]).expect("decode");
+    dev.restore(&snap);
+    let again = dev.forward(&[p[47]]).expect("decode");
+    let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&once), bits(&again));
+    host.forward(&[p[47]]).expect("decode");
+    // a prefill chunk on the host after device steps, then a device step
+    let tol = deepseek_common::tolerance(fx);
+    for ids in [&p[48..51], &p[51..52]] {
+        let a = dev.forward(ids).expect("device run");
+        let b = host.forward(ids).expect("host run");
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "{} ids after device steps: max |Δ| = {worst:e} (tolerance {tol:e})",
+            ids.len()
+        );
+        assert!(worst <= tol, "{} ids: max |Δ| {worst} > {tol}", ids.len());
+    }
 }

@@ -88,6 +88,142 @@ fn select(scores: &[f64], causal: usize, topk: usize) -> Vec<usize> {
     order
 }
 
+/// The RoPE rows a one-token step on the device reads (the `v4_*.wgsl` kernels' table), in the
+/// host's angles: row 0 the main frequencies at the position, row 1 the compressed ones there,
+/// then per compressor ratio the compressed frequencies at the position of the entry this step
+/// closes (row 0's angles where it closes none: never read).
+pub struct StepRope {
+    pub table: Vec<f32>,
+    pub pairs: usize,
+    ratios: Vec<usize>,
+}
+
+/// (cos, sin) of `freq` at `pos`, as [`rope`] computes them, rounded to f32.
+fn rope_row(freq: &[f32], pos: usize) -> Vec<f32> {
+    freq.iter()
+        .flat_map(|&f| {
+            let (s, c) = f64::from(pos as f32 * f).sin_cos();
+            [c as f32, s as f32]
+        })
+        .collect()
+}
+
+impl StepRope {
+    pub fn new(c: &V4Config, pos: usize) -> Self {
+        let mut ratios: Vec<usize> = c
+            .kinds
+            .iter()
+            .filter(|k| **k != LayerKind::Sliding)
+            .map(|k| k.ratio())
+            .chain(c.kinds.contains(&LayerKind::Csa).then_some(4))
+            .collect();
+        ratios.sort_unstable();
+        ratios.dedup();
+        let mut table = rope_row(&c.main_inv_freq, pos);
+        table.extend(rope_row(&c.compress_inv_freq, pos));
+        for &r in &ratios {
+            let closes = (pos + 1) % r == 0;
+            let at = if closes { (pos + 1 - r) / r * r } else { pos };
+            table.extend(rope_row(&c.compress_inv_freq, at));
+        }
+        Self {
+            table,
+            pairs: c.main_inv_freq.len(),
+            ratios,
+        }
+    }
+
+    /// The row a layer of `kind` rotates its query and keys with.
+    pub fn query_row(kind: LayerKind) -> u32 {
+        u32::from(kind != LayerKind::Sliding)
+    }
+
+    /// The row of the entry a compressor of `ratio` closes at this step.
+    pub fn entry_row(&self, ratio: usize) -> Option<u32> {
+        let i = self.ratios.iter().position(|&r| r == ratio)?;
+        u32::try_from(2 + i).ok()
+    }
+}
+
+/// One token's attention block on the device (docs/runner-deepseek-v4.md "Attention on the
+/// device"): the input projections of [`Input::Block`] as one chain that reads nothing, then
+/// the backend's [`super::residual::Residual::attend`] (the compressors, the indexer and the
+/// attention over its key ring and entries), then `wo_a`'s groups over the heads it wrote and
+/// `wo_b`, whose output stays where [`super::residual::BlockOut::Product`] finds it.
+pub fn forward_device(
+    c: &V4Config,
+    p: &AttnParams,
+    l: &mut dyn Linears,
+    layer: usize,
+    pos: usize,
+    rope: &StepRope,
+    stats: &mut PathStats,
+) -> Result<(), V4Error> {
+    let (h, hd, d) = (c.heads, c.head_dim, c.hidden);
+    let s = &p.stem;
+    let link = |stem: String, rows: usize| Link::new(stem, rows, Input::Block, 1).internal();
+    let mut links = vec![
+        link(format!("{s}.wq_a"), c.q_lora),
+        link(format!("{s}.wkv"), hd),
+    ];
+    for cp in [&p.comp, &p.indexer].into_iter().flatten() {
+        let w = cp.coff * cp.dim;
+        links.push(link(format!("{}.wkv", cp.stem), w));
+        links.push(link(format!("{}.wgate", cp.stem), w));
+    }
+    if p.indexer.is_some() {
+        links.push(link(format!("{s}.indexer.weights_proj"), c.index_heads));
+    }
+    let qr = Input::RmsNorm {
+        of: 0,
+        weight: &p.q_norm,
+        eps: c.eps,
+    };
+    links.push(Link::new(format!("{s}.wq_b"), h * hd, qr.clone(), 1).internal());
+    if p.indexer.is_some() {
+        let rows = c.index_heads * c.index_head_dim;
+        links.push(Link::new(format!("{s}.indexer.wq_b"), rows, qr, 1).internal());
+    }
+    l.linear_chain(&links)?;
+    let residual = l
+        .residual()
+        .ok_or_else(|| V4Error::Input(format!("{s}: this backend keeps no device residual")))?;
+    residual.attend(c, layer, p, pos, rope)?;
+    count_paths(c, p, pos, stats);
+    let g = c.o_groups;
+    let per = h * hd / g.max(1);
+    let mut links: Vec<Link<'_>> = (0..g)
+        .map(|gi| Link {
+            stem: format!("{s}.wo_a"),
+            rows: gi * c.o_lora..(gi + 1) * c.o_lora,
+            input: Input::Heads(gi * per..(gi + 1) * per),
+            tokens: 1,
+            read: false,
+        })
+        .collect();
+    links.push(Link::new(format!("{s}.wo_b"), d, Input::Concat((0..g).collect()), 1).internal());
+    l.linear_chain(&links)?;
+    Ok(())
+}
+
+/// [`PathStats`] of one token at `pos` through layer `p`, as the host forward counts them.
+fn count_paths(c: &V4Config, p: &AttnParams, pos: usize, stats: &mut PathStats) {
+    if pos + 1 > c.window {
+        stats.window_evicted += 1;
+    }
+    if let Some(cp) = &p.comp {
+        if (pos + 1) % cp.ratio.max(1) == 0 {
+            match p.kind {
+                LayerKind::Csa => stats.csa_entries += 1,
+                _ => stats.hca_entries += 1,
+            }
+        }
+    }
+    if p.indexer.is_some() && (pos + 1) / 4 > c.index_topk {
+        stats.indexer_dropped += 1;
+    }
+}
+
 /// The lightning indexer's score of each of `entries` for one query: `q` its heads (rotated),
 /// `w` their weights: `Σ_h relu(q_h · e) / sqrt(dim) · w_h / sqrt(heads)`.
 pub(super) fn index_scores(q: &[f32], w: &[f32], entries: &[Vec<f32>]) -> Vec<f64> {

@@ -31,6 +31,9 @@ pub enum Input<'a> {
     /// One token's normalised block input where the backend's device-resident residual holds it
     /// (the last [`super::residual::Residual::mix`]).
     Block,
+    /// Channels `range` of one token's attention output where the backend's device attention
+    /// wrote it (the last [`super::residual::Residual::attend`]).
+    Heads(Range<usize>),
 }
 
 /// One product of a chain: rows `rows` of weight `stem` times `tokens` inputs from `input`.
@@ -68,7 +71,7 @@ impl<'a> Link<'a> {
     /// The links this one reads.
     pub fn reads(&self) -> Vec<usize> {
         match &self.input {
-            Input::Host(_) | Input::Block => Vec::new(),
+            Input::Host(_) | Input::Block | Input::Heads(_) => Vec::new(),
             Input::Concat(v) => v.clone(),
             Input::SwiGlu { gate, up, .. } => vec![*gate, *up],
             Input::RmsNorm { of, .. } => vec![*of],
@@ -137,6 +140,19 @@ pub fn on_host<L: Linears + ?Sized>(
                     ))
                 })?;
                 derived[j] = Some(residual.read_block()?);
+            }
+            if let Input::Heads(r) = &links[i].input {
+                let residual = l.residual().ok_or_else(|| {
+                    V4Error::Input(format!(
+                        "{} reads the device's attention output, and this backend keeps none",
+                        links[i].stem
+                    ))
+                })?;
+                let heads = residual.read_heads()?;
+                let part = heads.get(r.clone()).ok_or_else(|| {
+                    V4Error::Input(format!("{}: channels {r:?} of the heads", links[i].stem))
+                })?;
+                derived[j] = Some(part.to_vec());
             }
             if let Input::RmsNorm { of, weight, eps } = links[i].input {
                 derived[j] = Some(l.rmsnorm(output(&outs, of)?, weight, eps)?);

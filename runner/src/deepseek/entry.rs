@@ -31,11 +31,13 @@ pub struct V4Artifact {
 }
 
 impl V4Artifact {
-    fn snapshot(&mut self) {
+    fn snapshot(&mut self) -> Result<(), RunError> {
+        let s = self.model.snapshot()?;
         if self.snapshots.len() == SNAPSHOTS {
             self.snapshots.remove(0);
         }
-        self.snapshots.push(self.model.snapshot());
+        self.snapshots.push(s);
+        Ok(())
     }
 
     /// Feeds a prefill as all but its last token, a snapshot there, then the last token (bit for
@@ -43,14 +45,20 @@ impl V4Artifact {
     /// parts from this one at the latest (its rendering of this turn's answer may differ from
     /// what was generated, as thinking mode's does, from the first token after the prompt).
     fn prefill(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        let last = self.prefill_head(ids)?;
+        Ok(self.model.forward(&[last])?)
+    }
+
+    /// [`V4Artifact::prefill`] up to its last token, which it returns.
+    fn prefill_head(&mut self, ids: &[u32]) -> Result<u32, RunError> {
         let (last, head) = ids
             .split_last()
             .ok_or_else(|| RunError::Usage("no token ids to run".into()))?;
         if !head.is_empty() {
             self.model.forward(head)?;
-            self.snapshot();
+            self.snapshot()?;
         }
-        Ok(self.model.forward(&[*last])?)
+        Ok(*last)
     }
 }
 
@@ -69,6 +77,13 @@ impl ArtifactModel for V4Artifact {
                 .map(|&id| self.model.forward(&[id]).map_err(RunError::from))
                 .collect(),
         }
+    }
+
+    /// The last token (a decode step, or a prefill's last) picks its argmax on the device
+    /// where the model keeps the residual there ([`V4Model::forward_argmax`]).
+    fn argmax(&mut self, ids: &[u32]) -> Result<Option<u32>, RunError> {
+        let last = self.prefill_head(ids)?;
+        Ok(Some(self.model.forward_argmax(&[last])?))
     }
 
     fn tile_reads(&self) -> u64 {
@@ -138,8 +153,7 @@ impl ArtifactModel for V4Artifact {
         // the loaded state is where a prompt that parts from the file's tokens after them, or
         // a chat whose first answer re-renders differently, goes back to
         self.snapshots.clear();
-        self.snapshot();
-        Ok(())
+        self.snapshot()
     }
 }
 
@@ -168,6 +182,16 @@ pub fn open_artifact<'a>(
             )))
         }
         Err(_) => {}
+    }
+    match std::env::var("MINIRUN_V4_ATTENTION").as_deref() {
+        Ok("device") | Err(_) => {}
+        Ok("host") => model.set_device_attention(false),
+        Ok(other) => {
+            return Err(RunError::Usage(format!(
+                "MINIRUN_V4_ATTENTION={other}: expected `device` or `host` (or unset: with the \
+                 residual on the device, the attention too)"
+            )))
+        }
     }
     Ok(Box::new(V4Artifact {
         model,

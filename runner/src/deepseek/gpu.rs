@@ -41,6 +41,7 @@ use super::linear::{
 use super::prepared::{run_batch, BatchBuffers, Prepared, MAX_SLOTS};
 use super::source::WeightSource;
 
+mod attn;
 mod chain;
 mod fused;
 mod merged;
@@ -89,6 +90,8 @@ pub struct GpuLinears {
     norms: HashMap<norm::NormKey, norm::NormOp>,
     /// The device-resident residual of one-token steps ([`residual`]), made at the first.
     residual: Option<residual::DeviceResidual>,
+    /// The attention of one-token steps on the device ([`attn`]), made at the first.
+    attn: Option<attn::DeviceAttn>,
     /// Recorded and not yet submitted: a device-resident step's ops and the chains that read
     /// nothing, up to the next read.
     open: Option<wgpu::CommandEncoder>,
@@ -133,6 +136,7 @@ impl GpuLinears {
             merged: HashMap::new(),
             norms: HashMap::new(),
             residual: None,
+            attn: None,
             open: None,
             device_residual,
         })
@@ -567,6 +571,16 @@ impl Linears for GpuLinears {
 
     fn gpu_stats(&self) -> Option<GpuStats> {
         Some(self.engine.gpu().stats())
+    }
+
+    fn pull_attn(
+        &self,
+        c: &super::config::V4Config,
+        layer: usize,
+        p: &super::attention::AttnParams,
+        positions: usize,
+    ) -> Result<super::attention::AttnCache, V4Error> {
+        self.pull_state(c, layer, p, positions)
     }
 
     fn tile_reads(&self) -> u64 {

@@ -337,6 +337,20 @@ pub trait Linears {
             .flat_map(|row| super::ops::rmsnorm(row, Some(weight), eps))
             .collect())
     }
+    /// Layer `layer`'s decode state after `positions` tokens as the device attention holds it
+    /// ([`super::residual::Residual::attend`]), read back for the host (nothing may be
+    /// recorded and not submitted).
+    fn pull_attn(
+        &self,
+        _c: &super::config::V4Config,
+        layer: usize,
+        _p: &super::attention::AttnParams,
+        _positions: usize,
+    ) -> Result<super::attention::AttnCache, V4Error> {
+        Err(V4Error::Input(format!(
+            "layer {layer}: this backend holds no decode state"
+        )))
+    }
     /// The device-resident residual of one-token steps (`None`: the host forward keeps it).
     fn residual(&mut self) -> Option<&mut dyn super::residual::Residual> {
         None

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::attention::{self, AttnCache, AttnParams, PathStats};
+use super::attention::{self, AttnCache, AttnParams, PathStats, StepRope};
 use super::chain::{Input, Link};
 use super::compress::CompParams;
 use super::config::{LayerKind, V4Config};
@@ -62,6 +62,14 @@ pub struct V4Model {
     hc_head: HcParams,
     pub(super) cache: Vec<AttnCache>,
     pub(super) pos: usize,
+    /// Whether `cache` is the decode state (else the device attention holds a newer one), and
+    /// whether the device attention's is (docs "Attention on the device").
+    pub(super) host_state: bool,
+    pub(super) device_state: bool,
+    /// Whether one-token steps run the attention on the device (asked at the first such step),
+    /// and whether they may ([`V4Model::set_device_attention`]).
+    device_attn: Option<bool>,
+    attention_wanted: bool,
     /// What the compressed / sparse paths did since the last [`V4Model::reset`].
     pub stats: PathStats,
 }
@@ -265,6 +273,10 @@ impl V4Model {
             layers,
             lin,
             pos: 0,
+            host_state: true,
+            device_state: false,
+            device_attn: None,
+            attention_wanted: true,
             stats: PathStats::default(),
             config,
         };
@@ -277,6 +289,16 @@ impl V4Model {
     /// "Device-resident residual").
     pub fn set_device_residual(&mut self, on: bool) -> bool {
         self.lin.set_device_residual(on)
+    }
+
+    /// With the residual on the device, whether one-token steps run the attention there too
+    /// (`true`, the default, where the backend can: docs/runner-deepseek-v4.md "Attention on
+    /// the device") or on the host.
+    pub fn set_device_attention(&mut self, on: bool) {
+        if self.attention_wanted != on {
+            self.attention_wanted = on;
+            self.device_attn = None;
+        }
     }
 
     /// Positions consumed so far.
@@ -309,6 +331,60 @@ impl V4Model {
         self.cache = vec![AttnCache::default(); self.config.layers];
         self.pos = 0;
         self.stats = PathStats::default();
+        self.host_state = true;
+        self.device_state = false;
+    }
+
+    /// The decode state as host caches: `cache`, or the device attention's read back.
+    pub(super) fn host_caches(&self) -> Result<std::borrow::Cow<'_, [AttnCache]>, V4Error> {
+        if self.host_state {
+            return Ok(std::borrow::Cow::Borrowed(&self.cache));
+        }
+        let c = &self.config;
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(li, l)| self.lin.pull_attn(c, li, &l.attn, self.pos))
+            .collect::<Result<Vec<_>, _>>()
+            .map(std::borrow::Cow::Owned)
+    }
+
+    /// Makes `cache` the decode state again after device steps.
+    fn sync_host(&mut self) -> Result<(), V4Error> {
+        if !self.host_state {
+            self.cache = self.host_caches()?.into_owned();
+            self.host_state = true;
+        }
+        Ok(())
+    }
+
+    /// Whether this step runs the attention on the device: asked of the backend once; then the
+    /// host's state is pushed where the device's is not current.
+    fn attention_on_device(&mut self) -> Result<bool, V4Error> {
+        let c = &self.config;
+        if self.device_attn.is_none() {
+            let layers: Vec<&AttnParams> = self.layers.iter().map(|l| &l.attn).collect();
+            let ready = self
+                .lin
+                .residual()
+                .is_some_and(|r| r.attention_ready(c, &layers));
+            self.device_attn = Some(ready && self.attention_wanted);
+        }
+        if self.device_attn != Some(true) {
+            return Ok(false);
+        }
+        if !self.device_state {
+            let r = res(self.lin.as_mut())?;
+            for (li, l) in self.layers.iter().enumerate() {
+                let cache = self
+                    .cache
+                    .get(li)
+                    .ok_or_else(|| V4Error::Input("decode state lost a layer".into()))?;
+                r.push_attn(c, li, &l.attn, cache, self.pos)?;
+            }
+            self.device_state = true;
+        }
+        Ok(true)
     }
 
     /// Feeds `ids` (a prefill chunk or one decode token) and returns the logits of the last one.
@@ -321,6 +397,8 @@ impl V4Model {
                 return self.forward_device(*id);
             }
         }
+        self.sync_host()?;
+        self.device_state = false;
         let c = &self.config;
         let (d, hc, s) = (c.hidden, c.hc, ids.len());
         let last = s
@@ -404,30 +482,73 @@ impl V4Model {
     /// layer reads back only the attention's inputs (with the previous layer's MoE) and the
     /// router's input (with the attention's output projection).
     fn forward_device(&mut self, id: u32) -> Result<Vec<f32>, V4Error> {
+        self.step_to_head(id)?;
         let c = &self.config;
+        let head = [Link::new("head".into(), c.vocab, Input::Block, 1)];
+        self.lin
+            .linear_chain(&head)?
+            .pop()
+            .ok_or_else(|| V4Error::Input("head: the chain returned no output".into()))
+    }
+
+    /// Feeds `ids` and returns the argmax of the last one's logits (the first maximum; NaN
+    /// never wins). A one-token step with the residual on the device picks it there
+    /// (`argmax.wgsl` over the head's output): the step's one read is the 4-byte id.
+    pub fn forward_argmax(&mut self, ids: &[u32]) -> Result<u32, V4Error> {
+        let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
+        if let [id] = ids {
+            if shaped && self.lin.residual().is_some() {
+                self.step_to_head(*id)?;
+                let c = &self.config;
+                let head = [Link::new("head".into(), c.vocab, Input::Block, 1).internal()];
+                self.lin.linear_chain(&head)?;
+                return res(self.lin.as_mut())?.argmax_of("head", c.vocab);
+            }
+        }
+        Ok(argmax(&self.forward(ids)?))
+    }
+
+    /// One token with the residual on the device up to the head's collapse (its block input).
+    fn step_to_head(&mut self, id: u32) -> Result<(), V4Error> {
         let row = self.embedding(id)?;
-        let h: Vec<f32> = (0..c.hc).flat_map(|_| row.iter().copied()).collect();
+        let h: Vec<f32> = (0..self.config.hc)
+            .flat_map(|_| row.iter().copied())
+            .collect();
+        res(self.lin.as_mut())?.streams_in(&h, self.config.hc)?;
+        let on_device = self.attention_on_device()?;
+        if !on_device {
+            self.sync_host()?;
+            self.device_state = false;
+        }
+        let c = &self.config;
         let read = self.lin.expert_cache().is_some();
         let lin = self.lin.as_mut();
-        res(lin)?.streams_in(&h, c.hc)?;
+        let rope = StepRope::new(c, self.pos);
+        if on_device {
+            res(lin)?.step_rope(c, &rope)?;
+        }
         for (li, l) in self.layers.iter().enumerate() {
             let key = format!("layers.{li}.hc_attn");
             let after = (li > 0).then_some(BlockOut::Moe);
             res(lin)?.mix(&mixer(c, &key, &l.hc_attn, &l.attn_norm, false), after)?;
-            let cache = self
-                .cache
-                .get_mut(li)
-                .ok_or_else(|| V4Error::Input("decode state lost a layer".into()))?;
-            attention::forward(
-                c,
-                &l.attn,
-                cache,
-                lin,
-                Input::Block,
-                self.pos,
-                1,
-                &mut self.stats,
-            )?;
+            if on_device {
+                attention::forward_device(c, &l.attn, lin, li, self.pos, &rope, &mut self.stats)?;
+            } else {
+                let cache = self
+                    .cache
+                    .get_mut(li)
+                    .ok_or_else(|| V4Error::Input("decode state lost a layer".into()))?;
+                attention::forward(
+                    c,
+                    &l.attn,
+                    cache,
+                    lin,
+                    Input::Block,
+                    self.pos,
+                    1,
+                    &mut self.stats,
+                )?;
+            }
             let wo_b = format!("{}.wo_b", l.attn.stem);
             let key = format!("layers.{li}.hc_ffn");
             let after = Some(BlockOut::Product(&wo_b));
@@ -435,13 +556,12 @@ impl V4Model {
             moe::forward_device(c, &l.moe, lin, id, read)?;
         }
         self.pos += 1;
+        if on_device {
+            self.host_state = false;
+        }
         let head = mixer(c, "hc_head", &self.hc_head, &self.norm, true);
         let after = (!self.layers.is_empty()).then_some(BlockOut::Moe);
-        res(lin)?.mix(&head, after)?;
-        let head = [Link::new("head".into(), c.vocab, Input::Block, 1)];
-        lin.linear_chain(&head)?
-            .pop()
-            .ok_or_else(|| V4Error::Input("head: the chain returned no output".into()))
+        res(lin)?.mix(&head, after)
     }
 
     /// Teacher-forced logits: row 0 after prefilling `prompt`, then one row after each token of

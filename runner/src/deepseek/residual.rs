@@ -6,6 +6,8 @@
 //! `hc_mix.wgsl` and `moe_route.wgsl` (f32, their references checked against it in `hc.rs`' and
 //! `moe.rs`' tests).
 
+use super::attention::{AttnCache, AttnParams, StepRope};
+use super::config::V4Config;
 use super::error::V4Error;
 use super::hc::HcParams;
 
@@ -87,4 +89,57 @@ pub trait Residual {
     /// stem, recorded before), for [`BlockOut::Moe`]. `false` (nothing recorded) where the
     /// experts are not kept so.
     fn experts_by_index(&mut self, ffn: &str, shared: &str) -> Result<bool, V4Error>;
+    /// Whether the attention of `layers` (in order, the model's) can run on the device in a
+    /// one-token step ([`Residual::attend`]); asked once, before the first such step.
+    fn attention_ready(&mut self, _c: &V4Config, _layers: &[&AttnParams]) -> bool {
+        false
+    }
+    /// The step's RoPE rows ([`StepRope`]), for every [`Residual::attend`] of the step.
+    fn step_rope(&mut self, _c: &V4Config, _rope: &StepRope) -> Result<(), V4Error> {
+        Err(V4Error::Input(
+            "this backend has no device attention".into(),
+        ))
+    }
+    /// Layer `layer`'s attention of the token at `pos` on the device, after its input chain
+    /// (recorded, nothing read): the compressors' step, the indexer's choice (CSA), and each
+    /// head's attention over the layer's key ring and compressed entries, written where
+    /// [`super::chain::Input::Heads`] reads them; the layer's decode state stays on the device.
+    fn attend(
+        &mut self,
+        _c: &V4Config,
+        _layer: usize,
+        _p: &AttnParams,
+        _pos: usize,
+        _rope: &StepRope,
+    ) -> Result<(), V4Error> {
+        Err(V4Error::Input(
+            "this backend has no device attention".into(),
+        ))
+    }
+    /// The last [`Residual::attend`]'s heads, read back.
+    fn read_heads(&mut self) -> Result<Vec<f32>, V4Error> {
+        Err(V4Error::Input(
+            "this backend has no device attention".into(),
+        ))
+    }
+    /// Puts layer `layer`'s decode state after `positions` tokens (the host's) on the device.
+    fn push_attn(
+        &mut self,
+        _c: &V4Config,
+        _layer: usize,
+        _p: &AttnParams,
+        _cache: &AttnCache,
+        _positions: usize,
+    ) -> Result<(), V4Error> {
+        Err(V4Error::Input(
+            "this backend has no device attention".into(),
+        ))
+    }
+    /// The argmax of `stem`'s last one-token product (`n` outputs, recorded and not read),
+    /// picked on the device and read back alone (4 bytes).
+    fn argmax_of(&mut self, stem: &str, _n: usize) -> Result<u32, V4Error> {
+        Err(V4Error::Input(format!(
+            "{stem}: this backend picks no argmax on the device"
+        )))
+    }
 }

@@ -88,18 +88,21 @@ impl Rows<'_> {
 }
 
 impl V4Model {
-    /// A copy of the decode state (the weights are not copied).
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            cache: self.cache.clone(),
+    /// A copy of the decode state (the weights are not copied; a state the device attention
+    /// holds is read back).
+    pub fn snapshot(&self) -> Result<Snapshot, V4Error> {
+        Ok(Snapshot {
+            cache: self.host_caches()?.into_owned(),
             pos: self.pos,
-        }
+        })
     }
 
     /// Puts a [`V4Model::snapshot`] back.
     pub fn restore(&mut self, s: &Snapshot) {
         self.cache = s.cache.clone();
         self.pos = s.pos;
+        self.host_state = true;
+        self.device_state = false;
     }
 
     /// What the decode state after `positions` tokens consists of, in payload order: per layer
@@ -132,7 +135,7 @@ impl V4Model {
 
     /// The decode state at the current position as a layout and its little-endian payload.
     pub fn save_state(&self) -> Result<(KvSections, Vec<u8>), V4Error> {
-        self.encode(&self.cache, self.pos)
+        self.encode(&self.host_caches()?, self.pos)
     }
 
     /// [`V4Model::save_state`] of a snapshot.
@@ -227,6 +230,8 @@ impl V4Model {
         self.cache = cache;
         self.pos = positions;
         self.stats = Default::default();
+        self.host_state = true;
+        self.device_state = false;
         Ok(())
     }
 }

@@ -228,6 +228,10 @@ impl GpuLinears {
                 (usable && Some(n) == self.whole_rows(&stems[*up])).then_some(n)
             }
             Input::Block => self.residual.as_ref().map(|r| r.block_len()),
+            Input::Heads(r) => self
+                .heads()
+                .filter(|&(_, n)| r.end <= n && (r.start * 4) % READ_ALIGN == 0)
+                .map(|_| r.len()),
             // the op reads the resident product's output in place
             Input::RmsNorm { of, weight, .. } => {
                 let p = &stems[*of];
@@ -434,6 +438,13 @@ impl GpuLinears {
                     })?;
                     let x = r.block();
                     enc.copy_buffer_to_buffer(x, 0, &windows[s], 0, x.size());
+                }
+                (Input::Heads(r), _) => {
+                    let (out, _) = self.heads().ok_or_else(|| {
+                        tensor_err(&links[i].stem, "reads heads never written".into())
+                    })?;
+                    let bytes = (r.len() * 4) as u64;
+                    enc.copy_buffer_to_buffer(out, (r.start * 4) as u64, &windows[s], 0, bytes);
                 }
                 (Input::Host(_), _) => {}
             }

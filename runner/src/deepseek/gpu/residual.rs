@@ -12,6 +12,8 @@ use std::sync::Arc;
 use kernels::gpu::{Bind, Compiled, Gpu};
 use kernels::{HcMixParams, Kernel};
 
+use super::super::attention::{AttnCache, AttnParams, StepRope};
+use super::super::config::V4Config;
 use super::super::error::V4Error;
 use super::super::linear::tensor_err;
 use super::super::residual::{BlockOut, Experts, Mixer, Residual, Router};
@@ -55,6 +57,8 @@ pub(super) struct DeviceResidual {
     pub moe: Option<Staged>,
     /// Mixers by key, with the slot they write (a key runs in one place of the step).
     mixers: HashMap<(String, u32), MixOp>,
+    /// The argmax op over a product's output (its bind group and the id's buffer), by stem.
+    argmax: HashMap<String, (wgpu::BindGroup, wgpu::Buffer, wgpu::Buffer)>,
     /// Routers by MoE stem (`None`: it cannot run on this device), and their shared buffers
     /// ([`super::route`]).
     pub routes: HashMap<String, Option<RouteOp>>,
@@ -73,6 +77,7 @@ impl DeviceResidual {
             no_weights: g.zeros("v4 no weights", 16)?,
             moe: None,
             mixers: HashMap::new(),
+            argmax: HashMap::new(),
             routes: HashMap::new(),
             route_bufs: None,
         })
@@ -383,5 +388,89 @@ impl Residual for GpuLinears {
 
     fn experts_by_index(&mut self, ffn: &str, shared: &str) -> Result<bool, V4Error> {
         self.record_by_index(ffn, shared)
+    }
+
+    fn attention_ready(&mut self, c: &V4Config, layers: &[&AttnParams]) -> bool {
+        self.attention_fits(c, layers)
+    }
+
+    fn step_rope(&mut self, c: &V4Config, rope: &StepRope) -> Result<(), V4Error> {
+        self.write_rope(c, rope)
+    }
+
+    fn attend(
+        &mut self,
+        c: &V4Config,
+        layer: usize,
+        p: &AttnParams,
+        pos: usize,
+        rope: &StepRope,
+    ) -> Result<(), V4Error> {
+        self.record_attend(c, layer, p, pos, rope)
+    }
+
+    fn read_heads(&mut self) -> Result<Vec<f32>, V4Error> {
+        self.heads_back()
+    }
+
+    fn push_attn(
+        &mut self,
+        c: &V4Config,
+        layer: usize,
+        p: &AttnParams,
+        cache: &AttnCache,
+        positions: usize,
+    ) -> Result<(), V4Error> {
+        self.push_state(c, layer, p, cache, positions)
+    }
+
+    fn argmax_of(&mut self, stem: &str, n: usize) -> Result<u32, V4Error> {
+        let y = self.product_out(stem)?.clone();
+        let g = self.engine.gpu();
+        let r = self
+            .residual
+            .as_mut()
+            .ok_or_else(|| tensor_err(stem, "picks an argmax of a step never begun".into()))?;
+        if !r.argmax.contains_key(stem) {
+            let params = kernels::ArgmaxParams {
+                n: n as u32,
+                rows: 1,
+                groups_x: 1,
+                _pad: 0,
+            };
+            let uniform = g.uniform("argmax params", bytemuck::bytes_of(&params));
+            let out = g.zeros("argmax id", 4)?;
+            let compiled = g.compiled(Kernel::Argmax);
+            let group = g.bind_group_for(
+                &compiled,
+                Kernel::Argmax,
+                &uniform.as_entire_binding(),
+                &[Bind::from(&y), Bind::from(&out)],
+            )?;
+            r.argmax.insert(stem.to_owned(), (group, out, uniform));
+        }
+        let (group, out, _) = r
+            .argmax
+            .get(stem)
+            .ok_or_else(|| tensor_err(stem, "lost its argmax".into()))?;
+        let out = out.clone();
+        let mut enc = self.open.take().unwrap_or_else(|| g.encoder("v4 step"));
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            g.dispatch_in(&mut pass, &g.compiled(Kernel::Argmax), group, (1, 1, 1));
+        }
+        let staging = self.buffers.staging(g, 4).clone();
+        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, 4);
+        g.submit_staged(self.buffers.belt(g), enc.finish());
+        let mut bytes = Vec::with_capacity(4);
+        g.read_staging(&staging, 4, &mut bytes)?;
+        let id: u32 = bytemuck::pod_read_unaligned(bytes.get(..4).unwrap_or(&[0xff; 4]));
+        if id as usize >= n {
+            return Err(tensor_err(
+                stem,
+                "has no comparable output (all NaN)".into(),
+            ));
+        }
+        Ok(id)
     }
 }
