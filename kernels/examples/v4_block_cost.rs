@@ -1,7 +1,10 @@
 //! What the DeepSeek V4 block kernels cost a dispatch (docs/kernels.md "V4 block kernels"): the
 //! mHC step alone, after `wo_b` and after the MoE (with the expansion and the weighted sum), and
 //! the router, at the demo's shapes (4 streams of 256; 2 picks; 256 experts, top 6), next to
-//! `rmsnorm` over 256 values. Each is recorded 100 times
+//! `rmsnorm` over 256 values; and the attention kernels of a decode step at the demo's shapes
+//! (head and entry dim 128, 64 rotated pairs of which 32; window 8; 4 heads; the CSA
+//! compressor's step with and without an emitted entry, the indexer's 64 heads over 100
+//! entries and its top 4, the attention over 8 + 4 keys). Each is recorded 100 times
 //! into one submit with its bind group made once (as a decode step records them); the minimum
 //! of 7 such submits, a dispatch.
 //!
@@ -11,7 +14,10 @@
 use std::time::{Duration, Instant};
 
 use kernels::gpu::{Bind, Gpu};
-use kernels::{HcMixParams, Kernel, MoeRouteParams, RmsNormParams};
+use kernels::{
+    HcMixParams, Kernel, MoeRouteParams, RmsNormParams, V4AttendParams, V4CompressParams,
+    V4IndexParams,
+};
 
 fn time<P: bytemuck::Pod>(
     g: &Gpu,
@@ -114,5 +120,111 @@ fn main() {
         &p,
         &binds,
         (1, 1, 1),
+    );
+    attention(&g);
+}
+
+/// The attention kernels of one layer of a demo decode step.
+fn attention(g: &Gpu) {
+    let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin()).collect::<Vec<f32>>();
+    let up = |name: &str, v: &[f32]| g.upload_f32(name, v).unwrap();
+    let (dim, pairs, ratio, coff) = (128usize, 32usize, 4usize, 2usize);
+    let w = coff * dim;
+    let src = up("src", &wave(2 * w, 0.3));
+    let ape = up("ape", &wave(ratio * w, 0.2));
+    let norm = up("norm", &wave(dim, 0.1));
+    let table = up("table", &wave(4 * pairs * 2, 0.7));
+    let state = g
+        .zeros("state", ((2 * ratio * w + 2 * ratio * dim) * 4) as u64)
+        .unwrap();
+    let entries = up("entries", &wave(128 * dim, 0.05));
+    for (name, emit) in [("v4_compress (buffer)", 0), ("v4_compress (emit)", 1)] {
+        let p = V4CompressParams {
+            ratio: ratio as u32,
+            coff: coff as u32,
+            dim: dim as u32,
+            slot: 3,
+            emit,
+            entry: 100,
+            pairs: pairs as u32,
+            table_row: 2,
+            kv_at: 0,
+            gate_at: w as u32,
+            eps: 1e-6,
+            _pad0: 0,
+        };
+        let binds = [&src, &ape, &norm, &table, &state, &entries].map(Bind::from);
+        time(g, name, Kernel::V4Compress, &p, &binds, (1, 1, 1));
+    }
+    let (ih, n) = (64usize, 100usize);
+    let q = up("iq", &wave(ih * dim, 0.13));
+    let wts = up("weights", &wave(ih, 0.9));
+    let scores = g.zeros("scores", (n * 4) as u64).unwrap();
+    let list = g.zeros("list", 64).unwrap();
+    let p = V4IndexParams {
+        heads: ih as u32,
+        dim: dim as u32,
+        n: n as u32,
+        pairs: pairs as u32,
+        table_row: 1,
+        q_at: 0,
+        w_at: 0,
+        k: 4,
+        groups_x: 2,
+        _pad0: 0,
+        _pad1: 0,
+        _pad2: 0,
+    };
+    let binds = [&q, &wts, &entries, &table, &scores].map(Bind::from);
+    time(
+        g,
+        "v4_index_score (64 × 100)",
+        Kernel::V4IndexScore,
+        &p,
+        &binds,
+        (2, 1, 1),
+    );
+    let binds = [&scores, &list].map(Bind::from);
+    time(
+        g,
+        "v4_index_topk (4 of 100)",
+        Kernel::V4IndexTopk,
+        &p,
+        &binds,
+        (1, 1, 1),
+    );
+    let heads = 4usize;
+    let qa = up("q", &wave(heads * dim, 0.17));
+    let kv = up("kv", &wave(dim, 0.23));
+    let sinks = up("sinks", &wave(heads, 1.1));
+    let ring = up("ring", &wave(8 * dim, 0.31));
+    let il = g.upload_u32("list", &[1, 5, 9, 40]).unwrap();
+    let out = g.zeros("out", (heads * dim * 4) as u64).unwrap();
+    let p = V4AttendParams {
+        heads: heads as u32,
+        dim: dim as u32,
+        window: 8,
+        pos: 403,
+        lo: 396,
+        mode: 2,
+        n: 4,
+        pairs: pairs as u32,
+        table_row: 1,
+        q_at: 0,
+        kv_at: 0,
+        eps: 1e-6,
+        scale: 0.088,
+        _pad0: 0,
+        _pad1: 0,
+        _pad2: 0,
+    };
+    let binds = [&qa, &kv, &norm, &sinks, &table, &ring, &entries, &il, &out].map(Bind::from);
+    time(
+        g,
+        "v4_attend (4 heads, 12 keys)",
+        Kernel::V4Attend,
+        &p,
+        &binds,
+        (heads as u32, 1, 1),
     );
 }

@@ -14,9 +14,12 @@
 // ratio·coff·dim, overlap kv [ratio, dim] at 2·ratio·coff·dim, overlap gates after it; binding
 // 6 `entries` f32 [·, dim]. One workgroup of 64 lanes; dim ≤ 1024. Order
 // (`reference::v4_compress`): lane l takes channels l, l + 64, …; the window in slot order
-// (overlap first); m = max of the gates, s = Σ exp(g − m) in that order, e = Σ (exp(g − m)/s)·v
-// in that order; Σ e² in the lane order then the tree of 64 partials; inv = 1/sqrt(Σ/dim + eps);
-// e·inv·norm; a pair (a, b) → (a·c − b·s, b·c + a·s).
+// (overlap first); m = max of the gates; x = exp(g − m), s = Σ x and acc = Σ fma(x, v, ·) in
+// that order, e = acc / s; Σ e² in the lane order then the tree of 64 partials; inv =
+// 1/sqrt(Σ/dim + eps); e·inv·norm; a pair (a, b) → (a·c − b·s, b·c + a·s). The window is one
+// loop over its slots (a function picks the overlap's or the buffer's): with the overlap and
+// the buffer in loops of their own (six runtime loops) llvmpipe took ≈ 6 ms a dispatch whether
+// or not an entry was emitted, 0.05–0.08 ms this way (docs/kernels.md "V4 attention kernels").
 
 struct Params {
     ratio: u32,
@@ -47,6 +50,21 @@ const MAX_DIM: u32 = 1024u;
 var<workgroup> e: array<f32, 1024>;
 var<workgroup> partial: array<f32, 64>;
 
+// gate and value of window slot j for channel c (the current series' channel `cur`)
+fn gate_of(j: u32, n_ov: u32, c: u32, cur: u32, dim: u32, w: u32, gates: u32, ov_gate: u32) -> f32 {
+    if (j < n_ov) {
+        return state[ov_gate + j * dim + c];
+    }
+    return state[gates + (j - n_ov) * w + cur];
+}
+
+fn value_of(j: u32, n_ov: u32, c: u32, cur: u32, dim: u32, w: u32, ov_kv: u32) -> f32 {
+    if (j < n_ov) {
+        return state[ov_kv + j * dim + c];
+    }
+    return state[(j - n_ov) * w + cur];
+}
+
 @compute @workgroup_size(64)
 fn v4_compress(@builtin(local_invocation_index) lane: u32) {
     let dim = min(p.dim, MAX_DIM);
@@ -65,37 +83,25 @@ fn v4_compress(@builtin(local_invocation_index) lane: u32) {
     let ov_gate = ov_kv + p.ratio * dim;
     let overlap = p.coff == 2u && p.entry > 0u;
     var ss = 0.0;
+    // the window's slots: the overlap's (entry 1 on, two series), then the buffer's
+    let n_ov = select(0u, p.ratio, overlap);
+    let slots = n_ov + p.ratio;
     for (var c = lane; c < dim; c += LANES) {
         let cur = (p.coff - 1u) * dim + c;
         var m = -3.4028235e38;
-        if (overlap) {
-            for (var j = 0u; j < p.ratio; j++) {
-                m = max(m, state[ov_gate + j * dim + c]);
-            }
-        }
-        for (var j = 0u; j < p.ratio; j++) {
-            m = max(m, state[gates + j * w + cur]);
+        for (var j = 0u; j < slots; j++) {
+            m = max(m, gate_of(j, n_ov, c, cur, dim, w, gates, ov_gate));
         }
         var s = 0.0;
-        if (overlap) {
-            for (var j = 0u; j < p.ratio; j++) {
-                s = s + exp(state[ov_gate + j * dim + c] - m);
-            }
-        }
-        for (var j = 0u; j < p.ratio; j++) {
-            s = s + exp(state[gates + j * w + cur] - m);
-        }
         var acc = 0.0;
-        if (overlap) {
-            for (var j = 0u; j < p.ratio; j++) {
-                acc = acc + (exp(state[ov_gate + j * dim + c] - m) / s) * state[ov_kv + j * dim + c];
-            }
+        for (var j = 0u; j < slots; j++) {
+            let x = exp(gate_of(j, n_ov, c, cur, dim, w, gates, ov_gate) - m);
+            s = s + x;
+            acc = fma(x, value_of(j, n_ov, c, cur, dim, w, ov_kv), acc);
         }
-        for (var j = 0u; j < p.ratio; j++) {
-            acc = acc + (exp(state[gates + j * w + cur] - m) / s) * state[j * w + cur];
-        }
-        e[c] = acc;
-        ss = fma(acc, acc, ss);
+        let v = acc / s;
+        e[c] = v;
+        ss = fma(v, v, ss);
     }
     partial[lane] = ss;
     workgroupBarrier();

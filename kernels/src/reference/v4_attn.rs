@@ -122,10 +122,11 @@ pub fn v4_compress(
         }
         window.extend((0..r).map(|j| (state[gates + j * w + cur], state[j * w + cur])));
         let m = window.iter().fold(f32::MIN, |m, &(g, _)| m.max(g));
-        let s = window.iter().fold(0f32, |s, &(g, _)| s + (g - m).exp());
-        *out = window
-            .iter()
-            .fold(0f32, |acc, &(g, v)| acc + ((g - m).exp() / s) * v);
+        let (s, acc) = window.iter().fold((0f32, 0f32), |(s, acc), &(g, v)| {
+            let x = (g - m).exp();
+            (s + x, x.mul_add(v, acc))
+        });
+        *out = acc / s;
     }
     let mut e = norm(&e, Some(norm_w), eps);
     rotate(&mut e, row, false);
