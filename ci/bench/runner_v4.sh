@@ -5,7 +5,7 @@
 # streamed at two expert-cache sizes, ROUNDS round-robin rounds (each runs every configuration
 # once, in turn), medians, peak RSS, the expert cache's counters. Writes docs/bench/runner-v4.md.
 # Resident runs three times: the mHC residual on the host (MINIRUN_V4_RESIDUAL=host, lavapipe's
-# default), on the device with everything else (=device, a GPU's default: one submit a step),
+# default), on the device with everything else (=device: one submit a step),
 # and on the device with the attention on the host (MINIRUN_V4_ATTENTION=host); the streamed
 # runs keep the host's.
 #

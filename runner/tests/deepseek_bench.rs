@@ -15,10 +15,11 @@ fn bench(mode: Mode, label: &str, device_residual: Option<bool>) {
     let t = Instant::now();
     let mut m = V4Model::open_dir(dir, mode).expect("opens");
     if let Some(on) = device_residual {
-        assert!(
-            m.set_device_residual(on),
-            "{label}: the placement was refused"
-        );
+        // (a GPU mapping has no prepared one-token products: the device placement is refused)
+        if !m.set_device_residual(on) {
+            println!("{label}: this adapter refuses the placement, skipped");
+            return;
+        }
     }
     let open = t.elapsed();
     let reads0 = m.tile_reads();

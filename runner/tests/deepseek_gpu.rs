@@ -454,3 +454,49 @@ fn the_device_attentions_state_comes_back_for_the_host() {
         assert!(worst <= tol, "{} ids: max |Δ| {worst} > {tol}", ids.len());
     }
 }
+
+/// A GPU's matvec mapping (`Lanes`, forced on lavapipe): its one-token products have no
+/// prepared form, which the device-resident step needs, so the residual stays on the host
+/// (asking for the device says no). Decode steps and greedy picks give the CPU-adapter run's
+/// logits within the transformers tolerance and the same ids.
+#[test]
+fn a_gpu_mapping_falls_back_where_its_products_have_no_one_token_form() {
+    use kernels::gpu::MatvecShape;
+    use runner::deepseek::source::ReleaseDir;
+    let fx = deepseek_common::fixture();
+    let open = |shape| {
+        let src = std::sync::Arc::new(ReleaseDir::open(deepseek_common::release()).expect("dir"));
+        let mode = Mode::Gpu {
+            streamed: false,
+            expert_cache_bytes: 0,
+        };
+        V4Model::open_with_shape(src, mode, shape).expect("opens")
+    };
+    let (mut gpu, mut rows) = (open(Some(MatvecShape::Lanes)), open(None));
+    assert!(!gpu.set_device_residual(true));
+    assert!(gpu.set_device_residual(false));
+    let p = &fx.prompt[..12];
+    let tol = deepseek_common::tolerance(fx);
+    let a = gpu.forward(&p[..8]).expect("prefill");
+    let b = rows.forward(&p[..8]).expect("prefill");
+    let worst = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    assert!(worst(&a, &b) <= tol);
+    for &t in &p[8..10] {
+        let (a, b) = (
+            gpu.forward(&[t]).expect("step"),
+            rows.forward(&[t]).expect("step"),
+        );
+        eprintln!("GPU mapping, decode step: max |Δ| {:e}", worst(&a, &b));
+        assert!(worst(&a, &b) <= tol);
+    }
+    for &t in &p[10..12] {
+        let a = gpu.forward_argmax(&[t]).expect("greedy step");
+        let b = rows.forward_argmax(&[t]).expect("greedy step");
+        assert_eq!(a, b);
+    }
+}

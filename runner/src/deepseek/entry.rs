@@ -170,15 +170,21 @@ pub fn open_artifact<'a>(
     let mut model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
     match std::env::var("MINIRUN_V4_RESIDUAL").as_deref() {
         Ok("device") => {
-            model.set_device_residual(true);
+            if !model.set_device_residual(true) {
+                return Err(RunError::Usage(
+                    "MINIRUN_V4_RESIDUAL=device: this adapter's one-token products have no \
+                     prepared form (only a CPU adapter's have, today), which the device step \
+                     needs; unset it to run with the residual on the host"
+                        .into(),
+                ));
+            }
         }
         Ok("host") => {
             model.set_device_residual(false);
         }
         Ok(other) => {
             return Err(RunError::Usage(format!(
-                "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the \
-                 device on a GPU, the host on a CPU adapter)"
+                "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the host)"
             )))
         }
         Err(_) => {}

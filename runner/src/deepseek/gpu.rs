@@ -95,9 +95,9 @@ pub struct GpuLinears {
     /// Recorded and not yet submitted: a device-resident step's ops and the chains that read
     /// nothing, up to the next read.
     open: Option<wgpu::CommandEncoder>,
-    /// Whether one-token steps keep the residual on the device: by default on a GPU, not on a
-    /// CPU adapter, where each dispatch costs more than the host's mixer (docs "Device-resident
-    /// residual").
+    /// Whether one-token steps keep the residual on the device: only when asked
+    /// ([`Linears::set_device_residual`]) and only on a `Rows` adapter, whose one-token
+    /// products are prepared (docs "Device-resident residual").
     device_residual: bool,
 }
 
@@ -110,8 +110,21 @@ impl GpuLinears {
         streamed: bool,
         expert_cache_bytes: u64,
     ) -> Result<Self, V4Error> {
-        let engine = Engine::new()?;
-        let device_residual = engine.gpu().matvec_shape() != MatvecShape::Rows;
+        Self::with_shape(src, streamed, expert_cache_bytes, None)
+    }
+
+    /// As [`GpuLinears::new`] with the matvec row mapping forced (`None`: the adapter's; a GPU's
+    /// mapping on lavapipe is how the GPU path is tested without a GPU).
+    pub fn with_shape(
+        src: Arc<dyn WeightSource>,
+        streamed: bool,
+        expert_cache_bytes: u64,
+        shape: Option<MatvecShape>,
+    ) -> Result<Self, V4Error> {
+        let engine = Engine::new_with_shape(shape)?;
+        // (off by default: on a CPU adapter the host's mixers are faster, and a GPU mapping's
+        // one-token products have no prepared form the device step needs)
+        let device_residual = false;
         Ok(Self {
             engine,
             src,
@@ -564,9 +577,12 @@ impl Linears for GpuLinears {
         }
     }
 
+    /// The device residual needs the prepared one-token products, which only a `Rows`
+    /// adapter's modules have: elsewhere it stays on the host and `false` says so.
     fn set_device_residual(&mut self, on: bool) -> bool {
-        self.device_residual = on;
-        true
+        let can = self.engine.gpu().matvec_shape() == MatvecShape::Rows;
+        self.device_residual = on && can;
+        self.device_residual == on
     }
 
     fn gpu_stats(&self) -> Option<GpuStats> {

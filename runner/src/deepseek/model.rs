@@ -245,6 +245,16 @@ impl V4Model {
 
     /// Opens the model behind `src`, checking every tensor's presence, dtype and shape.
     pub fn open(src: Arc<dyn WeightSource>, mode: Mode) -> Result<Self, V4Error> {
+        Self::open_with_shape(src, mode, None)
+    }
+
+    /// As [`V4Model::open`], a GPU mode's matvec row mapping forced to `shape` (`None`: the
+    /// adapter's).
+    pub fn open_with_shape(
+        src: Arc<dyn WeightSource>,
+        mode: Mode,
+        shape: Option<kernels::gpu::MatvecShape>,
+    ) -> Result<Self, V4Error> {
         let config = V4Config::parse(&src.root_file("config.json")?, "config.json")?;
         let mut lin: Box<dyn Linears> = match mode {
             Mode::Reference { expert_cache } => {
@@ -253,10 +263,11 @@ impl V4Model {
             Mode::Gpu {
                 streamed,
                 expert_cache_bytes,
-            } => Box::new(super::gpu::GpuLinears::new(
+            } => Box::new(super::gpu::GpuLinears::with_shape(
                 src.clone(),
                 streamed,
                 expert_cache_bytes,
+                shape,
             )?),
         };
         let c = &config;
@@ -284,8 +295,8 @@ impl V4Model {
     }
 
     /// One-token steps with the mHC residual on the device (`true`) or on the host; returns
-    /// whether the backend does as asked. The default is the backend's (the device on a GPU,
-    /// the host on a CPU adapter and on the CPU reference: docs/runner-deepseek-v4.md
+    /// whether the backend does as asked. The default is the host; the device needs a backend
+    /// with prepared one-token products (a CPU adapter's, today: docs/runner-deepseek-v4.md
     /// "Device-resident residual").
     pub fn set_device_residual(&mut self, on: bool) -> bool {
         self.lin.set_device_residual(on)
@@ -493,11 +504,13 @@ impl V4Model {
 
     /// Feeds `ids` and returns the argmax of the last one's logits (the first maximum; NaN
     /// never wins). A one-token step with the residual on the device picks it there
-    /// (`argmax.wgsl` over the head's output): the step's one read is the 4-byte id.
+    /// (`argmax.wgsl` over the head's output) where `head` has a one-token product on the
+    /// device: the step's one read is the 4-byte id.
     pub fn forward_argmax(&mut self, ids: &[u32]) -> Result<u32, V4Error> {
         let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
         if let [id] = ids {
-            if shaped && self.lin.residual().is_some() {
+            let on_device = self.lin.residual().is_some_and(|r| r.argmax_ready("head"));
+            if shaped && on_device {
                 self.step_to_head(*id)?;
                 let c = &self.config;
                 let head = [Link::new("head".into(), c.vocab, Input::Block, 1).internal()];

@@ -135,6 +135,10 @@ pub trait Residual {
             "this backend has no device attention".into(),
         ))
     }
+    /// Whether [`Residual::argmax_of`] can pick over `stem`'s one-token product here.
+    fn argmax_ready(&mut self, _stem: &str) -> bool {
+        false
+    }
     /// The argmax of `stem`'s last one-token product (`n` outputs, recorded and not read),
     /// picked on the device and read back alone (4 bytes).
     fn argmax_of(&mut self, stem: &str, _n: usize) -> Result<u32, V4Error> {

@@ -424,6 +424,10 @@ impl Residual for GpuLinears {
         self.push_state(c, layer, p, cache, positions)
     }
 
+    fn argmax_ready(&mut self, stem: &str) -> bool {
+        self.ensure_prepared(stem)
+    }
+
     fn argmax_of(&mut self, stem: &str, n: usize) -> Result<u32, V4Error> {
         let y = self.product_out(stem)?.clone();
         let g = self.engine.gpu();
