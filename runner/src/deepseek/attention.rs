@@ -480,14 +480,9 @@ mod tests {
             .collect()
     }
 
-    /// The RoPE row the device kernels read for `freq` at `pos`: the host's angles, as f32.
+    /// The RoPE row the device kernels read for `freq` at `pos` (as [`StepRope`] fills it).
     fn row(freq: &[f32], pos: usize) -> Vec<f32> {
-        freq.iter()
-            .flat_map(|&f| {
-                let (s, c) = f64::from(pos as f32 * f).sin_cos();
-                [c as f32, s as f32]
-            })
-            .collect()
+        rope_row(freq, pos)
     }
 
     fn close(what: &str, got: &[f32], want: &[f32], rel: f32) {

@@ -30,7 +30,7 @@ use super::linear::tensor_err;
 pub const MAX_SLOTS: usize = 16;
 
 /// Bytes of one window.
-const WINDOW_BYTES: u64 = (UNIFORM_X_ELEMENTS * 4) as u64;
+pub const WINDOW_BYTES: u64 = (UNIFORM_X_ELEMENTS * 4) as u64;
 
 /// The buffers a batch shares: the uniform windows the prepared products read their inputs
 /// from, made as slots are first needed, and one read-back buffer every output is copied into

@@ -314,15 +314,8 @@ impl GpuLinears {
             Some(a) => (a.out.clone(), a.out_len),
             None => return Err(V4Error::Input("no attention ran on the device".into())),
         };
-        let bytes = (n * 4) as u64;
-        let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        let staging = self.buffers.staging(g, bytes).clone();
-        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, bytes);
-        g.submit_staged(self.buffers.belt(g), enc.finish());
-        let mut bytes_out = Vec::with_capacity(bytes as usize);
-        g.read_staging(&staging, bytes, &mut bytes_out)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes_out))
+        let bytes = self.submit_and_read(&out, (n * 4) as u64)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
     /// The heads buffer and its length (`Input::Heads` in a chain).

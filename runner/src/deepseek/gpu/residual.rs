@@ -223,6 +223,23 @@ impl GpuLinears {
         }
     }
 
+    /// Submits what is recorded (the open encoder) with a copy of `bytes` of `buffer` and reads
+    /// them back: a device-resident step's read.
+    pub(super) fn submit_and_read(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        bytes: u64,
+    ) -> Result<Vec<u8>, V4Error> {
+        let mut enc = self.open_encoder();
+        let g = self.engine.gpu();
+        let staging = self.buffers.staging(g, bytes).clone();
+        enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        g.submit_staged(self.buffers.belt(g), enc.finish());
+        let mut out = Vec::with_capacity(bytes as usize);
+        g.read_staging(&staging, bytes, &mut out)?;
+        Ok(out)
+    }
+
     pub(super) fn state(&mut self) -> Result<&mut DeviceResidual, V4Error> {
         self.residual
             .as_mut()
@@ -311,14 +328,9 @@ impl Residual for GpuLinears {
             let r = self.state()?;
             (r.x.clone(), (r.d * 4) as u64)
         };
-        let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        let staging = self.buffers.staging(g, bytes).clone();
-        enc.copy_buffer_to_buffer(&x, 0, &staging, 0, bytes);
-        g.submit_staged(self.buffers.belt(g), enc.finish());
-        let mut out = Vec::with_capacity(bytes as usize);
-        g.read_staging(&staging, bytes, &mut out)?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        Ok(bytemuck::pod_collect_to_vec(
+            &self.submit_and_read(&x, bytes)?,
+        ))
     }
 
     fn stage_moe(&mut self, routed: Experts<'_>, weights: Option<&[f32]>) -> Result<(), V4Error> {
@@ -463,11 +475,8 @@ impl Residual for GpuLinears {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             g.dispatch_in(&mut pass, &g.compiled(Kernel::Argmax), group, (1, 1, 1));
         }
-        let staging = self.buffers.staging(g, 4).clone();
-        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, 4);
-        g.submit_staged(self.buffers.belt(g), enc.finish());
-        let mut bytes = Vec::with_capacity(4);
-        g.read_staging(&staging, 4, &mut bytes)?;
+        self.open = Some(enc);
+        let bytes = self.submit_and_read(&out, 4)?;
         let id: u32 = bytemuck::pod_read_unaligned(bytes.get(..4).unwrap_or(&[0xff; 4]));
         if id as usize >= n {
             return Err(tensor_err(

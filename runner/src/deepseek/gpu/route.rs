@@ -17,14 +17,11 @@ use kernels::{Dtype, Kernel, MoeRouteParams, WeightFormat};
 
 use super::super::error::V4Error;
 use super::super::linear::tensor_err;
-use super::super::prepared::{BatchBuffers, Prepared};
+use super::super::prepared::{Prepared, WINDOW_BYTES};
 use super::super::residual::Router;
 use super::stack::Stacked;
 use super::{device_limit, GpuLinears};
 use crate::engine::ResidentMatrix;
-
-/// Bytes of a uniform input window.
-const WINDOW_BYTES: u64 = (kernels::UNIFORM_X_ELEMENTS * 4) as u64;
 
 /// One MoE's router and by-index products.
 pub(super) struct RouteOp {
@@ -326,18 +323,7 @@ impl GpuLinears {
                 None => return Err(V4Error::Input("no route was recorded".into())),
             }
         };
-        let bytes = (k * 4) as u64;
-        let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        let staging = staging_of(&mut self.buffers, g, bytes);
-        enc.copy_buffer_to_buffer(&picks, 0, &staging, 0, bytes);
-        g.submit_staged(self.buffers.belt(g), enc.finish());
-        let mut out = Vec::with_capacity(bytes as usize);
-        g.read_staging(&staging, bytes, &mut out)?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        let bytes = self.submit_and_read(&picks, (k * 4) as u64)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
-}
-
-fn staging_of(b: &mut BatchBuffers, g: &Gpu, bytes: u64) -> wgpu::Buffer {
-    b.staging(g, bytes).clone()
 }
