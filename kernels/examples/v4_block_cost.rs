@@ -4,7 +4,7 @@
 //! `rmsnorm` over 256 values; and the attention kernels of a decode step at the demo's shapes
 //! (head and entry dim 128, 64 rotated pairs of which 32; window 8; 4 heads; the CSA
 //! compressor's step with and without an emitted entry, the indexer's 64 heads over 100
-//! entries and its top 4, the attention over 8 + 4 keys). Each is recorded 100 times
+//! and over 12 entries and its top 4, the attention over 8 + 4 keys). Each is recorded 100 times
 //! into one submit with its bind group made once (as a decode step records them); the minimum
 //! of 7 such submits, a dispatch.
 //!
@@ -170,7 +170,7 @@ fn attention(g: &Gpu) {
         q_at: 0,
         w_at: 0,
         k: 4,
-        groups_x: 2,
+        groups_x: n as u32,
         _pad0: 0,
         _pad1: 0,
         _pad2: 0,
@@ -182,7 +182,20 @@ fn attention(g: &Gpu) {
         Kernel::V4IndexScore,
         &p,
         &binds,
-        (2, 1, 1),
+        (n as u32, 1, 1),
+    );
+    let p12 = V4IndexParams {
+        n: 12,
+        groups_x: 12,
+        ..p
+    };
+    time(
+        g,
+        "v4_index_score (64 × 12)",
+        Kernel::V4IndexScore,
+        &p12,
+        &binds,
+        (12, 1, 1),
     );
     let binds = [&scores, &list].map(Bind::from);
     time(

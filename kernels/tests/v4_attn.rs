@@ -127,11 +127,49 @@ fn v4_indexer_scores_and_choice_match_their_references() {
         return;
     };
     let mut rng = Rng(92);
-    let (heads, dim, pairs, n) = (8, 64, 16, 77);
+    // the V4 shape (a lane a head), then more heads than a workgroup has lanes (a lane takes two)
+    index_scores_match(g, &mut rng, 64, 128, 32, 12);
+    let (want, mut p) = index_scores_match(g, &mut rng, 72, 64, 16, 77);
+    let n = want.len();
+    // the choice over fixed scores (with ties and a NaN), for k below and above n
+    let mut scores = want.clone();
+    scores[10] = scores[3];
+    scores[40] = scores[3];
+    scores[5] = f32::NAN;
+    let sb = g.upload_f32("scores", &scores).expect("scores");
+    for k in [1, 4, 16, 76, 77, 100] {
+        p.k = k as u32;
+        let lb = g.zeros("list", (k.min(n) * 4) as u64).expect("list");
+        g.dispatch(
+            Kernel::V4IndexTopk,
+            &p,
+            &[(&sb).into(), (&lb).into()],
+            (1, 1, 1),
+        )
+        .expect("dispatch");
+        let want = reference::v4_index_topk(&scores, k);
+        assert_eq!(u32s(g, &lb, want.len()), want, "k {k}");
+    }
+}
+
+/// Scores `n` random entries with `heads` random heads on the device and checks them against
+/// `reference::v4_index_scores`; returns the reference's scores and the parameters.
+fn index_scores_match(
+    g: &Gpu,
+    rng: &mut Rng,
+    heads: usize,
+    dim: usize,
+    pairs: usize,
+    n: usize,
+) -> (Vec<f32>, V4IndexParams) {
     let q = rng.normals(2 + heads * dim, 1.0);
-    let w = rng.normals(1 + heads, 1.0);
+    let w: Vec<f32> = rng
+        .normals(1 + heads, 1.0)
+        .iter()
+        .map(|v| v.abs())
+        .collect();
     let entries = rng.normals(n * dim, 1.0);
-    let table: Vec<f32> = [rope_row(&mut rng, pairs), rope_row(&mut rng, pairs)].concat();
+    let table: Vec<f32> = [rope_row(rng, pairs), rope_row(rng, pairs)].concat();
     let want = reference::v4_index_scores(
         &q[2..],
         &w[1..],
@@ -150,8 +188,8 @@ fn v4_indexer_scores_and_choice_match_their_references() {
         g.upload_f32("table", &table).expect("table"),
     );
     let sb = g.zeros("scores", (n * 4) as u64).expect("scores");
-    let (gx, gy) = kernels::grid_2d((n as u32).div_ceil(64));
-    let mut p = V4IndexParams {
+    let (gx, gy) = kernels::grid_2d(n as u32);
+    let p = V4IndexParams {
         heads: heads as u32,
         dim: dim as u32,
         n: n as u32,
@@ -175,25 +213,7 @@ fn v4_indexer_scores_and_choice_match_their_references() {
     g.dispatch(Kernel::V4IndexScore, &p, &binds, (gx, gy, 1))
         .expect("dispatch");
     close("scores", &g.read_f32(&sb, n).expect("scores"), &want);
-    // the choice over fixed scores (with ties and a NaN), for k below and above n
-    let mut scores = want.clone();
-    scores[10] = scores[3];
-    scores[40] = scores[3];
-    scores[5] = f32::NAN;
-    let sb = g.upload_f32("scores", &scores).expect("scores");
-    for k in [1, 4, 16, 76, 77, 100] {
-        p.k = k as u32;
-        let lb = g.zeros("list", (k.min(n) * 4) as u64).expect("list");
-        g.dispatch(
-            Kernel::V4IndexTopk,
-            &p,
-            &[(&sb).into(), (&lb).into()],
-            (1, 1, 1),
-        )
-        .expect("dispatch");
-        let want = reference::v4_index_topk(&scores, k);
-        assert_eq!(u32s(g, &lb, want.len()), want, "k {k}");
-    }
+    (want, p)
 }
 
 #[test]

@@ -7,10 +7,13 @@
 //
 // Layout: binding 1 `q` f32 (heads · dim at `p.q_at`, unrotated); binding 2 `w` f32 (heads at
 // `p.w_at`); binding 3 `entries` f32 [·, dim]; binding 4 `table` f32 [row, pairs, (cos, sin)];
-// binding 5 `scores` f32 [n] (out). One invocation an entry (workgroups of 64; x + y ·
-// `groups_x` · 64, the grid of `crate::grid_2d`). Order (`reference::v4_index_scores`): heads
-// ascending; a head's dot over channels ascending, a rotated pair's two channels each rotated
-// then multiplied in turn; sc = max(dot, 0) / sqrt(dim) · (w / sqrt(heads)); summed from 0.
+// binding 5 `scores` f32 [n] (out). One workgroup an entry (x + y · `groups_x`, the grid of
+// `crate::grid_2d` over `p.n`); its 64 lanes take the heads h ≡ lane (mod 64), at most
+// `MAX_HEADS`. Order (`reference::v4_index_scores`): a head's dot over channels ascending, a
+// rotated pair's two channels each rotated then multiplied in turn; sc_h = max(dot, 0) /
+// sqrt(dim) · (w_h / sqrt(heads)); lane 0 sums sc_h over heads ascending from 0. (One
+// invocation an entry looping over every head ran 8192 serial steps a lane whatever `p.n`:
+// 1.9 ms a dispatch on llvmpipe; docs/kernels.md "V4 attention kernels".)
 
 struct Params {
     heads: u32,
@@ -34,19 +37,26 @@ struct Params {
 @group(0) @binding(4) var<storage, read> table: array<f32>;
 @group(0) @binding(5) var<storage, read_write> scores: array<f32>;
 
+const MAX_HEADS: u32 = 256u;
+
+var<workgroup> contrib: array<f32, 256>;
+
 @compute @workgroup_size(64)
-fn v4_index_score(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let e = gid.x + gid.y * p.groups_x * 64u;
+fn v4_index_score(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    let e = wid.x + wid.y * p.groups_x;
     if (e >= p.n) {
         return;
     }
+    let heads = min(p.heads, MAX_HEADS);
     let start = p.dim - 2u * p.pairs;
     let qs = 1.0 / sqrt(f32(p.dim));
     let ws = 1.0 / sqrt(f32(p.heads));
-    var total = 0.0;
-    for (var h = 0u; h < p.heads; h++) {
+    let eh = e * p.dim;
+    for (var h = lane; h < heads; h += 64u) {
         let qh = p.q_at + h * p.dim;
-        let eh = e * p.dim;
         var dot = 0.0;
         for (var c = 0u; c < start; c++) {
             dot = fma(q[qh + c], entries[eh + c], dot);
@@ -60,7 +70,14 @@ fn v4_index_score(@builtin(global_invocation_id) gid: vec3<u32>) {
             dot = fma(ra, entries[eh + start + 2u * i], dot);
             dot = fma(rb, entries[eh + start + 2u * i + 1u], dot);
         }
-        total = total + max(dot, 0.0) * qs * (w[p.w_at + h] * ws);
+        contrib[h] = max(dot, 0.0) * qs * (w[p.w_at + h] * ws);
     }
-    scores[e] = total;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var total = 0.0;
+        for (var h = 0u; h < heads; h++) {
+            total = total + contrib[h];
+        }
+        scores[e] = total;
+    }
 }

@@ -24,7 +24,7 @@ pub use v4::{
 };
 pub use v4_attn::{
     rotate, v4_attend, v4_compress, v4_index_scores, v4_index_topk, AttendKeys, CompressShape,
-    MAX_ATTN_DIM, MAX_ATTN_KEYS,
+    MAX_ATTN_DIM, MAX_ATTN_KEYS, MAX_INDEX_HEADS,
 };
 
 use crate::error::KernelError;

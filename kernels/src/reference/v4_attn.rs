@@ -11,6 +11,8 @@ use crate::LANES;
 /// Most channels of a compressed entry or head, and most keys a query attends to.
 pub const MAX_ATTN_DIM: usize = 1024;
 pub const MAX_ATTN_KEYS: usize = 2048;
+/// Most indexer heads `v4_index_score` sums (its workgroup array).
+pub const MAX_INDEX_HEADS: usize = 256;
 
 fn shape(what: &'static str, value: usize, reason: &'static str) -> KernelError {
     KernelError::Shape {

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use kernels::gpu::Gpu;
-use kernels::reference::{CompressShape, MAX_ATTN_DIM, MAX_ATTN_KEYS};
+use kernels::reference::{CompressShape, MAX_ATTN_DIM, MAX_ATTN_KEYS, MAX_INDEX_HEADS};
 
 use super::super::attention::{AttnParams, StepRope};
 use super::super::compress::CompParams;
@@ -103,6 +103,7 @@ fn fits(c: &V4Config, p: &AttnParams) -> bool {
         .all(|&d| d <= MAX_ATTN_DIM && d % 2 == 0 && d >= 2 * c.main_inv_freq.len());
     dims_fit
         && keys <= MAX_ATTN_KEYS
+        && c.index_heads <= MAX_INDEX_HEADS
         && c.window > 0
         && c.main_inv_freq.len() == c.compress_inv_freq.len()
         && p.sinks.len() == c.heads

@@ -209,7 +209,7 @@ impl GpuLinears {
             g.write_in(belt, &mut enc, &d.params, 0, bytemuck::bytes_of(&params));
         }
         let causal = (pos + 1) / 4;
-        let (gx, gy) = kernels::grid_2d((causal as u32).div_ceil(64).max(1));
+        let (gx, gy) = kernels::grid_2d((causal as u32).max(1));
         let ip = V4IndexParams {
             heads: c.index_heads as u32,
             dim: c.index_head_dim as u32,
