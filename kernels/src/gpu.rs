@@ -571,6 +571,21 @@ impl Gpu {
             })
     }
 
+    /// A buffer a one-token product reads its input from, holding `bytes`: bound as a uniform
+    /// block by the `Rows` mapping's modules and as a storage buffer by the others.
+    pub fn input_window(&self, label: &str, bytes: &[u8]) -> wgpu::Buffer {
+        self.count_buffer(bytes.len() as u64);
+        bump(&self.counters.bytes_uploaded, bytes.len() as u64);
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytes,
+                usage: wgpu::BufferUsages::UNIFORM
+                    | wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+
     /// A bind group for `kernel`: `params` at binding 0 and `buffers` at 1, 2, … (in
     /// [`Kernel::storage`] order). A recorded forward creates these once and reuses them.
     pub fn bind_group(

@@ -15,6 +15,7 @@ mod format;
 pub mod generated;
 pub mod gpu;
 mod kernel;
+pub mod looped;
 mod params;
 pub mod reference;
 pub mod unrolled;

@@ -7,6 +7,7 @@ mod by_index;
 mod compressed_tensors_mxfp4;
 mod fused;
 mod gpu;
+mod looped;
 mod matmul;
 mod support;
 mod v4;

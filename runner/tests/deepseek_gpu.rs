@@ -455,12 +455,14 @@ fn the_device_attentions_state_comes_back_for_the_host() {
     }
 }
 
-/// A GPU's matvec mapping (`Lanes`, forced on lavapipe): its one-token products have no
-/// prepared form, which the device-resident step needs, so the residual stays on the host
-/// (asking for the device says no). Decode steps and greedy picks give the CPU-adapter run's
-/// logits within the transformers tolerance and the same ids.
+/// A GPU's matvec mapping (`Lanes`, forced on lavapipe) runs the device placement by default:
+/// its one-token products read their window as storage, and its fused and expert-indexed
+/// products are `kernels::looped` modules. Its decode steps give the CPU adapter's device
+/// placement bit for bit (every product has the looped `matvec`'s order on both mappings), and
+/// its host placement's logits within the transformers tolerance; a greedy step is one submit
+/// and 4 bytes read back, and creates nothing once warm.
 #[test]
-fn a_gpu_mapping_falls_back_where_its_products_have_no_one_token_form() {
+fn a_gpu_mapping_runs_the_device_placement() {
     use kernels::gpu::MatvecShape;
     use runner::deepseek::source::ReleaseDir;
     let fx = deepseek_common::fixture();
@@ -472,31 +474,44 @@ fn a_gpu_mapping_falls_back_where_its_products_have_no_one_token_form() {
         };
         V4Model::open_with_shape(src, mode, shape).expect("opens")
     };
-    let (mut gpu, mut rows) = (open(Some(MatvecShape::Lanes)), open(None));
-    assert!(!gpu.set_device_residual(true));
-    assert!(gpu.set_device_residual(false));
-    let p = &fx.prompt[..12];
+    let (mut gpu, mut rows, mut host) = (
+        open(Some(MatvecShape::Lanes)),
+        open(None),
+        open(Some(MatvecShape::Lanes)),
+    );
+    assert!(rows.set_device_residual(true));
+    assert!(host.set_device_residual(false));
+    let p = &fx.prompt[..14];
     let tol = deepseek_common::tolerance(fx);
-    let a = gpu.forward(&p[..8]).expect("prefill");
-    let b = rows.forward(&p[..8]).expect("prefill");
     let worst = |a: &[f32], b: &[f32]| {
         a.iter()
             .zip(b)
             .map(|(x, y)| (x - y).abs())
             .fold(0f32, f32::max)
     };
-    assert!(worst(&a, &b) <= tol);
-    for &t in &p[8..10] {
-        let (a, b) = (
-            gpu.forward(&[t]).expect("step"),
-            rows.forward(&[t]).expect("step"),
-        );
-        eprintln!("GPU mapping, decode step: max |Δ| {:e}", worst(&a, &b));
-        assert!(worst(&a, &b) <= tol);
+    let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for m in [&mut gpu, &mut rows, &mut host] {
+        m.forward(&p[..8]).expect("prefill");
     }
-    for &t in &p[10..12] {
+    for &t in &p[8..11] {
+        let a = gpu.forward(&[t]).expect("step");
+        assert_eq!(bits(&a), bits(&rows.forward(&[t]).expect("step")));
+        let h = host.forward(&[t]).expect("step");
+        eprintln!(
+            "GPU mapping, device vs host placement: max |Δ| {:e}",
+            worst(&a, &h)
+        );
+        assert!(worst(&a, &h) <= tol);
+    }
+    for (i, &t) in p[11..14].iter().enumerate() {
+        let before = gpu.gpu_stats().expect("counters");
         let a = gpu.forward_argmax(&[t]).expect("greedy step");
-        let b = rows.forward_argmax(&[t]).expect("greedy step");
-        assert_eq!(a, b);
+        let d = gpu.gpu_stats().expect("counters") - before;
+        assert_eq!(a, rows.forward_argmax(&[t]).expect("greedy step"));
+        eprintln!("GPU mapping, greedy step: {d:?}");
+        assert_eq!((d.submits, d.maps, d.bytes_read_back), (1, 1, 4), "{d:?}");
+        if i > 0 {
+            assert_eq!((d.buffers_created, d.bind_groups_created), (0, 0), "{d:?}");
+        }
     }
 }

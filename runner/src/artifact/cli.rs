@@ -77,7 +77,7 @@ pub fn run_artifact_streaming(
     let sampling = args.sampling()?;
     let model_ctx = artifact.context();
     check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;
-    let engine = Engine::new()?;
+    let engine = Engine::new_with_shape(args.matvec_shape.map(Into::into))?;
     let opts = ModelOptions::from_flags(
         &engine,
         args.stream,

@@ -167,15 +167,14 @@ pub fn open_artifact<'a>(
         streamed: opts.residency == Residency::Streamed,
         expert_cache_bytes: opts.expert_cache_bytes,
     };
-    let mut model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
+    // (`--matvec-shape` reaches the V4 backend's own device through the engine's mapping)
+    let shape = Some(opts.engine.gpu().matvec_shape());
+    let mut model = V4Model::open_with_shape(Arc::new(VerifiedSource::new(artifact)), mode, shape)?;
     match std::env::var("MINIRUN_V4_RESIDUAL").as_deref() {
         Ok("device") => {
             if !model.set_device_residual(true) {
                 return Err(RunError::Usage(
-                    "MINIRUN_V4_RESIDUAL=device: this adapter's one-token products have no \
-                     prepared form (only a CPU adapter's have, today), which the device step \
-                     needs; unset it to run with the residual on the host"
-                        .into(),
+                    "MINIRUN_V4_RESIDUAL=device: this backend has no device residual".into(),
                 ));
             }
         }
@@ -184,8 +183,9 @@ pub fn open_artifact<'a>(
         }
         Ok(other) => {
             return Err(RunError::Usage(format!(
-                "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the host)"
-            )))
+            "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the device on a \
+                 GPU, the host on a CPU adapter)"
+        )))
         }
         Err(_) => {}
     }

@@ -95,9 +95,9 @@ pub struct GpuLinears {
     /// Recorded and not yet submitted: a device-resident step's ops and the chains that read
     /// nothing, up to the next read.
     open: Option<wgpu::CommandEncoder>,
-    /// Whether one-token steps keep the residual on the device: only when asked
-    /// ([`Linears::set_device_residual`]) and only on a `Rows` adapter, whose one-token
-    /// products are prepared (docs "Device-resident residual").
+    /// Whether one-token steps keep the residual on the device: by default on a GPU mapping,
+    /// not on a CPU adapter (`Rows`), where each dispatch costs more than the host's mixer does
+    /// (docs "Device-resident residual"); [`Linears::set_device_residual`] overrides it.
     device_residual: bool,
 }
 
@@ -122,9 +122,9 @@ impl GpuLinears {
         shape: Option<MatvecShape>,
     ) -> Result<Self, V4Error> {
         let engine = Engine::new_with_shape(shape)?;
-        // (off by default: on a CPU adapter the host's mixers are faster, and a GPU mapping's
-        // one-token products have no prepared form the device step needs)
-        let device_residual = false;
+        // (on by default on a GPU mapping; on a CPU adapter the host's mixers are faster:
+        // docs/runner-deepseek-v4.md "Device-resident residual")
+        let device_residual = engine.gpu().matvec_shape() != MatvecShape::Rows;
         Ok(Self {
             engine,
             src,
@@ -429,9 +429,9 @@ impl Linears for GpuLinears {
         Ok(())
     }
 
-    /// Resident experts on a `Rows` adapter are gathered into stacks ([`stack`]).
+    /// Resident experts are gathered into stacks ([`stack`]).
     fn declare_experts(&mut self, ffn: &str, experts: usize) -> Result<(), V4Error> {
-        if !self.streamed && self.engine.gpu().matvec_shape() == MatvecShape::Rows {
+        if !self.streamed {
             self.stacks.announce(ffn, experts);
         }
         Ok(())
@@ -577,12 +577,11 @@ impl Linears for GpuLinears {
         }
     }
 
-    /// The device residual needs the prepared one-token products, which only a `Rows`
-    /// adapter's modules have: elsewhere it stays on the host and `false` says so.
+    /// Every mapping has prepared one-token products (a GPU's read their window as storage),
+    /// so the device residual can be set anywhere.
     fn set_device_residual(&mut self, on: bool) -> bool {
-        let can = self.engine.gpu().matvec_shape() == MatvecShape::Rows;
-        self.device_residual = on && can;
-        self.device_residual == on
+        self.device_residual = on;
+        true
     }
 
     fn gpu_stats(&self) -> Option<GpuStats> {

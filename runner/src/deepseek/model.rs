@@ -295,9 +295,9 @@ impl V4Model {
     }
 
     /// One-token steps with the mHC residual on the device (`true`) or on the host; returns
-    /// whether the backend does as asked. The default is the host; the device needs a backend
-    /// with prepared one-token products (a CPU adapter's, today: docs/runner-deepseek-v4.md
-    /// "Device-resident residual").
+    /// whether the backend does as asked (the wgpu backend always does). The default is the
+    /// device on a GPU mapping and the host on a CPU adapter, where the host's mixers are faster
+    /// (docs/runner-deepseek-v4.md "Device-resident residual").
     pub fn set_device_residual(&mut self, on: bool) -> bool {
         self.lin.set_device_residual(on)
     }

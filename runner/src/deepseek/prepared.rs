@@ -11,7 +11,8 @@
 //! each group instead of one each product.
 //!
 //! The program is the unrolled one-token module where the format and K have one, else the looped
-//! kernel with its input as a uniform block (`Kernel::uniform_x_source`); both give the bits of
+//! kernel with its input as a uniform block (`Kernel::uniform_x_source`); on a GPU mapping the
+//! looped kernel reading the window as storage. All give the bits of
 //! the looped kernel over a storage input (kernels tests/matmul.rs), so batching changes no
 //! logit.
 
@@ -53,7 +54,7 @@ impl BatchBuffers {
     pub fn window(&mut self, g: &Gpu, slot: usize) -> &wgpu::Buffer {
         while self.windows.len() <= slot {
             self.windows
-                .push(g.uniform("x window", &vec![0u8; WINDOW_BYTES as usize]));
+                .push(g.input_window("x window", &vec![0u8; WINDOW_BYTES as usize]));
         }
         &self.windows[slot]
     }
@@ -76,6 +77,10 @@ impl BatchBuffers {
 enum Program {
     Unrolled(Arc<Generated>),
     UniformX(kernels::Kernel),
+    /// The looped kernel in the adapter's mapping, its input window bound as storage (a GPU).
+    StorageX(kernels::Kernel),
+    /// A `kernels::looped` module (a GPU's fused or expert-indexed product).
+    Looped(Arc<Generated>),
 }
 
 /// One matrix's one-token product, ready to run from any window slot: one output buffer (a
@@ -93,31 +98,36 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The product of `m` (one part, K within a window, a `Rows` adapter): through `unrolled`
-    /// when given, else the looped kernel with a uniform input. `None` where neither applies
-    /// (the caller then uses the general matmul path).
+    /// The product of `m` (one part, K within a window): on a `Rows` adapter through
+    /// `unrolled` when given, else the looped kernel with a uniform input; on the others the
+    /// looped kernel in the adapter's mapping reading the window as storage. `None` where the
+    /// form cannot be made (the caller then uses the general matmul path).
     pub fn new(
         g: &Gpu,
         m: &ResidentMatrix,
         unrolled_module: Option<Arc<Generated>>,
     ) -> Option<Self> {
-        if m.parts.len() != 1 || m.k > UNIFORM_X_ELEMENTS || g.matvec_shape() != MatvecShape::Rows {
+        if m.parts.len() != 1 || m.k > UNIFORM_X_ELEMENTS {
             return None;
         }
         let kernel = m.format.matvec_kernel();
         let mut params = m
             .format
             .params(m.rows as u32, m.k as u32, 1, m.rows as u32, 0);
-        let (program, compiled, groups) = match unrolled_module {
-            Some(module) => {
+        let (program, compiled, groups) = match (unrolled_module, g.matvec_shape()) {
+            (Some(module), MatvecShape::Rows) => {
                 let groups = unrolled::launch_for(m.format, m.k, &mut params);
                 let compiled = g.compiled_generated(&module);
                 (Program::Unrolled(module), compiled, groups)
             }
-            None => {
+            (None, MatvecShape::Rows) => {
                 let compiled = g.compiled_uniform_x(kernel)?;
                 let groups = matmul_launch(MatvecShape::Rows, kernel, &mut params);
                 (Program::UniformX(kernel), compiled, groups)
+            }
+            (_, shape) => {
+                let groups = matmul_launch(shape, kernel, &mut params);
+                (Program::StorageX(kernel), g.compiled(kernel), groups)
             }
         };
         Some(Self {
@@ -133,43 +143,58 @@ impl Prepared {
     }
 
     /// The fused gate/up product with the clamped SwiGLU of an MLP whose gate and up rows `m`
-    /// holds one after the other (`module`: `kernels::unrolled::gate_up_clamped` for `m`'s
-    /// format, K and `ffn`): its output is the `ffn` activations. `None` where `m` is not such a
-    /// matrix or the adapter not a `Rows` one.
+    /// holds one after the other (`module`: for `m`'s format, K, `ffn` and limit,
+    /// `kernels::unrolled::gate_up_clamped` on a `Rows` adapter, `kernels::looped::
+    /// gate_up_clamped` elsewhere): its output is the `ffn` activations. `None` where `m` is not
+    /// such a matrix.
     pub fn gate_up(
         g: &Gpu,
         m: &ResidentMatrix,
         module: Arc<Generated>,
         ffn: usize,
     ) -> Option<Self> {
-        if m.parts.len() != 1
-            || m.k > UNIFORM_X_ELEMENTS
-            || m.rows != 2 * ffn
-            || g.matvec_shape() != MatvecShape::Rows
-        {
+        if m.parts.len() != 1 || m.k > UNIFORM_X_ELEMENTS || m.rows != 2 * ffn {
             return None;
         }
         let kernel = m.format.matvec_kernel();
         let mut params = m.format.params(ffn as u32, m.k as u32, 1, 0, 0);
-        let groups = matmul_launch(MatvecShape::Rows, kernel, &mut params);
+        let groups = matmul_launch(g.matvec_shape(), kernel, &mut params);
+        Some(Self::generated(g, module, &params, groups, ffn, None))
+    }
+
+    /// A prepared product running `module` (a `kernels::unrolled` module on a `Rows` adapter,
+    /// a `kernels::looped` one elsewhere).
+    fn generated(
+        g: &Gpu,
+        module: Arc<Generated>,
+        params: &kernels::MatmulParams,
+        groups: (u32, u32, u32),
+        rows: usize,
+        picks: Option<&wgpu::Buffer>,
+    ) -> Self {
         let compiled = g.compiled_generated(&module);
-        Some(Self {
-            program: Program::Unrolled(module),
+        let program = match g.matvec_shape() {
+            MatvecShape::Rows => Program::Unrolled(module),
+            _ => Program::Looped(module),
+        };
+        Self {
+            program,
             compiled,
-            params: g.uniform("params", bytemuck::bytes_of(&params)),
+            params: g.uniform("params", bytemuck::bytes_of(params)),
             groups,
-            rows: ffn,
+            rows,
             y: None,
             slots: Vec::new(),
-            picks: None,
-        })
+            picks: picks.cloned(),
+        }
     }
 
     /// Pick slot `slot` of an expert-indexed product over `stack` (docs/kernels.md "Experts by
-    /// index"): `module` is `kernels::unrolled::gate_up_clamped_by_index` (`gate_up`: `rows`
-    /// is the MLPs' `ffn`) or `source_by_index` (`rows` is each matrix's rows); the matrix is
-    /// the one `picks[slot]` names when the product runs. `None` where `stack` is not one part
-    /// or the adapter not a `Rows` one.
+    /// index"): `module` is `gate_up_clamped_by_index` / `gate_up_clamped` with experts
+    /// (`gate_up`: `rows` is the MLPs' `ffn`) or `source_by_index` / `matvec_by_index` (`rows`
+    /// is each matrix's rows), of `kernels::unrolled` on a `Rows` adapter and
+    /// `kernels::looped` elsewhere; the matrix is the one `picks[slot]` names when the product
+    /// runs. `None` where `stack` is not one part.
     pub fn by_index(
         g: &Gpu,
         stack: &ResidentMatrix,
@@ -179,10 +204,7 @@ impl Prepared {
         slot: usize,
         picks: &wgpu::Buffer,
     ) -> Option<Self> {
-        if stack.parts.len() != 1
-            || stack.k > UNIFORM_X_ELEMENTS
-            || g.matvec_shape() != MatvecShape::Rows
-        {
+        if stack.parts.len() != 1 || stack.k > UNIFORM_X_ELEMENTS {
             return None;
         }
         let f = stack.format;
@@ -191,23 +213,19 @@ impl Prepared {
         } else {
             f.params(rows as u32, stack.k as u32, 1, rows as u32, 0)
         };
-        let groups = if gate_up {
-            matmul_launch(MatvecShape::Rows, f.matvec_kernel(), &mut params)
-        } else {
-            unrolled::launch_for(f, stack.k, &mut params)
+        let groups = match g.matvec_shape() {
+            MatvecShape::Rows if !gate_up => unrolled::launch_for(f, stack.k, &mut params),
+            shape => matmul_launch(shape, f.matvec_kernel(), &mut params),
         };
         params.position = u32::try_from(slot).ok()?;
-        let compiled = g.compiled_generated(&module);
-        Some(Self {
-            program: Program::Unrolled(module),
-            compiled,
-            params: g.uniform("params", bytemuck::bytes_of(&params)),
+        Some(Self::generated(
+            g,
+            module,
+            &params,
             groups,
             rows,
-            y: None,
-            slots: Vec::new(),
-            picks: Some(picks.clone()),
-        })
+            Some(picks),
+        ))
     }
 
     /// Makes the bind group of `slot` (reading `window`), and the output at the first bind, if
@@ -247,7 +265,14 @@ impl Prepared {
                 binds.push(w.packed);
                 g.bind_group_generated(&self.compiled, module, &binds)?
             }
-            Program::UniformX(kernel) => {
+            Program::Looped(module) => {
+                let mut binds = vec![Bind::from(&self.params), window, Bind::from(y), w.packed];
+                binds.extend(w.scales);
+                binds.extend(w.biases);
+                binds.extend(self.picks.as_ref().map(Bind::from));
+                g.bind_group_generated(&self.compiled, module, &binds)?
+            }
+            Program::UniformX(kernel) | Program::StorageX(kernel) => {
                 let mut binds = vec![window, Bind::from(y), w.packed];
                 binds.extend(w.scales);
                 binds.extend(w.biases);

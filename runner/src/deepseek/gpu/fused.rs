@@ -3,11 +3,12 @@
 //! are resident with one format and shape, the backend uploads them as `{mlp}.w13` — the gate's
 //! rows, then the up's, the stored bytes side by side — instead of as two matrices, and prepares
 //! its one-token product with the clamped SwiGLU in the epilogue
-//! (`kernels::unrolled::gate_up_clamped`): one dispatch writes the MLP's activations, where the
+//! (`kernels::unrolled::gate_up_clamped` on a CPU adapter, `kernels::looped::gate_up_clamped` on
+//! a GPU's mapping): one dispatch writes the MLP's activations, where the
 //! two products and the SwiGLU kernel took three. Every other product of `w1` or `w3` (a prefill
 //! chunk, a chain that cannot run on the device) is the matching half of `w13`'s rows, the same
 //! bits: a row's accumulation order depends only on the row and K, and the fused epilogue is
-//! `activation.wgsl`'s (kernels tests/fused.rs).
+//! `activation.wgsl`'s (kernels tests/fused.rs, tests/looped.rs).
 //!
 //! [`Linears::declare_mlp`]: super::super::linear::Linears::declare_mlp
 
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use kernels::generated::Generated;
 use kernels::gpu::MatvecShape;
 use kernels::unrolled::gate_up_clamped;
-use kernels::WeightFormat;
+use kernels::{looped, WeightFormat};
 
 use super::super::error::V4Error;
 use super::super::linear::QMatrix;
@@ -103,8 +104,8 @@ impl GpuLinears {
     }
 
     /// Uploads `gate` and `up` as `{mlp}.w13` with its fused product; `false` (nothing
-    /// uploaded) where the two differ in format or shape, the adapter is not a `Rows` one, or the
-    /// format, K or shape has no fused module.
+    /// uploaded) where the two differ in format or shape, or the format, K or shape has no fused
+    /// module on this adapter's mapping.
     fn fuse(
         &mut self,
         mlp: &str,
@@ -113,11 +114,7 @@ impl GpuLinears {
         limit: f64,
     ) -> Result<bool, V4Error> {
         let g = self.engine.gpu();
-        if gate.format != up.format
-            || gate.k != up.k
-            || gate.rows != up.rows
-            || g.matvec_shape() != MatvecShape::Rows
-        {
+        if gate.format != up.format || gate.k != up.k || gate.rows != up.rows {
             return Ok(false);
         }
         let Some(lim) = device_limit(limit) else {
@@ -129,10 +126,16 @@ impl GpuLinears {
             .entry((gate.format, gate.k, gate.rows, lim.to_bits()))
         {
             Entry::Occupied(e) => Arc::clone(e.get()),
-            Entry::Vacant(e) => match gate_up_clamped(gate.format, gate.k, gate.rows, lim) {
-                Some(m) => Arc::clone(e.insert(Arc::new(m))),
-                None => return Ok(false),
-            },
+            Entry::Vacant(e) => {
+                let module = match g.matvec_shape() {
+                    MatvecShape::Rows => gate_up_clamped(gate.format, gate.k, gate.rows, lim),
+                    _ => looped::gate_up_clamped(gate.format, gate.rows, lim, None),
+                };
+                match module {
+                    Some(m) => Arc::clone(e.insert(Arc::new(m))),
+                    None => return Ok(false),
+                }
+            }
         };
         let name = format!("{mlp}.w13");
         let q = QMatrix {

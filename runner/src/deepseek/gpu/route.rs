@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use kernels::gpu::{Bind, Compiled, Gpu};
+use kernels::gpu::{Bind, Compiled, Gpu, MatvecShape};
 use kernels::unrolled::{gate_up_clamped_by_index, source_by_index};
-use kernels::{Dtype, Kernel, MoeRouteParams, WeightFormat};
+use kernels::{looped, Dtype, Kernel, MoeRouteParams, WeightFormat};
 
 use super::super::error::V4Error;
 use super::super::linear::tensor_err;
@@ -51,7 +51,7 @@ pub(super) struct RouteBuffers {
 impl RouteBuffers {
     pub(super) fn new(g: &Gpu) -> Result<Self, V4Error> {
         Ok(Self {
-            x: g.uniform("moe x window", &vec![0u8; WINDOW_BYTES as usize]),
+            x: g.input_window("moe x window", &vec![0u8; WINDOW_BYTES as usize]),
             acts: Vec::new(),
             picks: g.zeros("moe picks", 16 * 4)?,
             token: g.zeros("moe token", 16)?,
@@ -60,7 +60,7 @@ impl RouteBuffers {
 
     fn act(&mut self, g: &Gpu, slot: usize) -> &wgpu::Buffer {
         while self.acts.len() <= slot {
-            let w = g.uniform("moe act window", &vec![0u8; WINDOW_BYTES as usize]);
+            let w = g.input_window("moe act window", &vec![0u8; WINDOW_BYTES as usize]);
             self.acts.push(w);
         }
         &self.acts[slot]
@@ -167,8 +167,16 @@ fn slots(
     let Some(limit) = device_limit(st.limit) else {
         return Ok(Vec::new());
     };
-    let m13 = gate_up_clamped_by_index(s13.format, s13.k, st.ffn, limit, st.experts);
-    let m2 = source_by_index(s2.format, s2.k, st.hidden, st.experts);
+    let (m13, m2) = match g.matvec_shape() {
+        MatvecShape::Rows => (
+            gate_up_clamped_by_index(s13.format, s13.k, st.ffn, limit, st.experts),
+            source_by_index(s2.format, s2.k, st.hidden, st.experts),
+        ),
+        _ => (
+            looped::gate_up_clamped(s13.format, st.ffn, limit, Some(st.experts)),
+            looped::matvec_by_index(s2.format, st.hidden, st.experts),
+        ),
+    };
     let (Some(m13), Some(m2)) = (m13, m2) else {
         return Ok(Vec::new());
     };

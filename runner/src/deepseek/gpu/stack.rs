@@ -4,7 +4,8 @@
 //! matrices are views of their spans (`Engine::upload_stack`), so its own products run as
 //! before and nothing is held twice; the stacks let a one-token step multiply the experts the
 //! router picked on the device by index (`kernels::unrolled::{gate_up_clamped_by_index,
-//! source_by_index}`) without the host learning which they are.
+//! source_by_index}` on a CPU adapter, `kernels::looped::{gate_up_clamped, matvec_by_index}` on a
+//! GPU's mapping) without the host learning which they are.
 //!
 //! The model announces each MoE ([`Linears::declare_experts`]); its experts' matrices are held
 //! as they are declared and uploaded as stacks when the last comes. Where they cannot be (formats
