@@ -296,6 +296,9 @@ fn unrolled_matvec_gives_the_same_bits() {
     }
     // (f16 and bf16: the long rows; the other plain cases' K = 97 is not whole 4-element blocks)
     let formats = [
+        ("q4_0", 2),
+        ("q5_0", 2),
+        ("q5_1", 1),
         ("q4_1", 3),
         ("q8_0", 3),
         ("fp8", 3),

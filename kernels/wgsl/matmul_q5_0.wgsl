@@ -31,6 +31,54 @@ fn chunk_weights(r: u32, c: u32) -> array<f32, 8> {
     return w;
 }
 
+// One whole block from its 6 words (the block's first byte is word 0's; the words past the
+// block are ignored): chunks 4b .. 4b+3 into the four partials of acc, each in chunk_dot's order
+// (matmul_chunk8.wgsl: the chunk's 8 weights ascending, each fma(w, x, acc)); k = 32b, the
+// block's first element. The unrolled matvec (kernels/src/unrolled/mod.rs) calls it with words
+// it loaded (and realigned) itself, so every x index is a constant.
+fn block_dot(u0: u32, u1: u32, u2: u32, u3: u32, u4: u32, u5: u32,
+             k: u32, acc: vec4<f32>) -> vec4<f32> {
+    let d = f16_from_bits(u0 & 0xffffu);
+    let qh = (u0 >> 16u) | (u1 << 16u);
+    var a0 = acc[0];
+    a0 = fma((f32((((u1 >> 16u) & 0xfu) | (((qh >> 0u) & 1u) << 4u))) - 16.0) * d, xv(k + 0u), a0);
+    a0 = fma((f32((((u1 >> 24u) & 0xfu) | (((qh >> 1u) & 1u) << 4u))) - 16.0) * d, xv(k + 1u), a0);
+    a0 = fma((f32((((u2 >> 0u) & 0xfu) | (((qh >> 2u) & 1u) << 4u))) - 16.0) * d, xv(k + 2u), a0);
+    a0 = fma((f32((((u2 >> 8u) & 0xfu) | (((qh >> 3u) & 1u) << 4u))) - 16.0) * d, xv(k + 3u), a0);
+    a0 = fma((f32((((u2 >> 16u) & 0xfu) | (((qh >> 4u) & 1u) << 4u))) - 16.0) * d, xv(k + 4u), a0);
+    a0 = fma((f32((((u2 >> 24u) & 0xfu) | (((qh >> 5u) & 1u) << 4u))) - 16.0) * d, xv(k + 5u), a0);
+    a0 = fma((f32((((u3 >> 0u) & 0xfu) | (((qh >> 6u) & 1u) << 4u))) - 16.0) * d, xv(k + 6u), a0);
+    a0 = fma((f32((((u3 >> 8u) & 0xfu) | (((qh >> 7u) & 1u) << 4u))) - 16.0) * d, xv(k + 7u), a0);
+    var a1 = acc[1];
+    a1 = fma((f32((((u3 >> 16u) & 0xfu) | (((qh >> 8u) & 1u) << 4u))) - 16.0) * d, xv(k + 8u), a1);
+    a1 = fma((f32((((u3 >> 24u) & 0xfu) | (((qh >> 9u) & 1u) << 4u))) - 16.0) * d, xv(k + 9u), a1);
+    a1 = fma((f32((((u4 >> 0u) & 0xfu) | (((qh >> 10u) & 1u) << 4u))) - 16.0) * d, xv(k + 10u), a1);
+    a1 = fma((f32((((u4 >> 8u) & 0xfu) | (((qh >> 11u) & 1u) << 4u))) - 16.0) * d, xv(k + 11u), a1);
+    a1 = fma((f32((((u4 >> 16u) & 0xfu) | (((qh >> 12u) & 1u) << 4u))) - 16.0) * d, xv(k + 12u), a1);
+    a1 = fma((f32((((u4 >> 24u) & 0xfu) | (((qh >> 13u) & 1u) << 4u))) - 16.0) * d, xv(k + 13u), a1);
+    a1 = fma((f32((((u5 >> 0u) & 0xfu) | (((qh >> 14u) & 1u) << 4u))) - 16.0) * d, xv(k + 14u), a1);
+    a1 = fma((f32((((u5 >> 8u) & 0xfu) | (((qh >> 15u) & 1u) << 4u))) - 16.0) * d, xv(k + 15u), a1);
+    var a2 = acc[2];
+    a2 = fma((f32((((u1 >> 20u) & 0xfu) | (((qh >> 16u) & 1u) << 4u))) - 16.0) * d, xv(k + 16u), a2);
+    a2 = fma((f32((((u1 >> 28u) & 0xfu) | (((qh >> 17u) & 1u) << 4u))) - 16.0) * d, xv(k + 17u), a2);
+    a2 = fma((f32((((u2 >> 4u) & 0xfu) | (((qh >> 18u) & 1u) << 4u))) - 16.0) * d, xv(k + 18u), a2);
+    a2 = fma((f32((((u2 >> 12u) & 0xfu) | (((qh >> 19u) & 1u) << 4u))) - 16.0) * d, xv(k + 19u), a2);
+    a2 = fma((f32((((u2 >> 20u) & 0xfu) | (((qh >> 20u) & 1u) << 4u))) - 16.0) * d, xv(k + 20u), a2);
+    a2 = fma((f32((((u2 >> 28u) & 0xfu) | (((qh >> 21u) & 1u) << 4u))) - 16.0) * d, xv(k + 21u), a2);
+    a2 = fma((f32((((u3 >> 4u) & 0xfu) | (((qh >> 22u) & 1u) << 4u))) - 16.0) * d, xv(k + 22u), a2);
+    a2 = fma((f32((((u3 >> 12u) & 0xfu) | (((qh >> 23u) & 1u) << 4u))) - 16.0) * d, xv(k + 23u), a2);
+    var a3 = acc[3];
+    a3 = fma((f32((((u3 >> 20u) & 0xfu) | (((qh >> 24u) & 1u) << 4u))) - 16.0) * d, xv(k + 24u), a3);
+    a3 = fma((f32((((u3 >> 28u) & 0xfu) | (((qh >> 25u) & 1u) << 4u))) - 16.0) * d, xv(k + 25u), a3);
+    a3 = fma((f32((((u4 >> 4u) & 0xfu) | (((qh >> 26u) & 1u) << 4u))) - 16.0) * d, xv(k + 26u), a3);
+    a3 = fma((f32((((u4 >> 12u) & 0xfu) | (((qh >> 27u) & 1u) << 4u))) - 16.0) * d, xv(k + 27u), a3);
+    a3 = fma((f32((((u4 >> 20u) & 0xfu) | (((qh >> 28u) & 1u) << 4u))) - 16.0) * d, xv(k + 28u), a3);
+    a3 = fma((f32((((u4 >> 28u) & 0xfu) | (((qh >> 29u) & 1u) << 4u))) - 16.0) * d, xv(k + 29u), a3);
+    a3 = fma((f32((((u5 >> 4u) & 0xfu) | (((qh >> 30u) & 1u) << 4u))) - 16.0) * d, xv(k + 30u), a3);
+    a3 = fma((f32((((u5 >> 12u) & 0xfu) | (((qh >> 31u) & 1u) << 4u))) - 16.0) * d, xv(k + 31u), a3);
+    return vec4<f32>(a0, a1, a2, a3);
+}
+
 // chunk_count, chunk_dot and chunk_dot4 over chunk_weights: wgsl/matmul_chunk8.wgsl, appended
 // after this prefix by kernels/src/kernel.rs.
 

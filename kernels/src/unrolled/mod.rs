@@ -66,9 +66,13 @@ struct BlockForm {
 }
 
 fn block_form(kernel: Kernel) -> Option<BlockForm> {
-    // `block_dot` takes whole words from the block's first byte: 20 bytes are 5, 34 bytes 9
+    // `block_dot` takes whole words from the block's first byte: 20 bytes are 5, 34 bytes 9;
+    // a block that ends mid-word (18, 22 bytes) takes the word it ends in
     let (format, words) = match kernel {
+        Kernel::MatvecQ4_0 => (crate::WeightFormat::Q4_0, 5),
         Kernel::MatvecQ4_1 => (crate::WeightFormat::Q4_1, 5),
+        Kernel::MatvecQ5_0 => (crate::WeightFormat::Q5_0, 6),
+        Kernel::MatvecQ5_1 => (crate::WeightFormat::Q5_1, 6),
         Kernel::MatvecQ8_0 => (crate::WeightFormat::Q8_0, 9),
         Kernel::MatvecFp8Block => {
             return Some(BlockForm {

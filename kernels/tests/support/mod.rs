@@ -268,6 +268,9 @@ pub fn all_cases() -> Vec<Case> {
         // three blocks per row: Q8_0's 34-byte blocks leave odd rows starting mid-word
         case(WeightFormat::Q8_0, 33, 96, 11, &mut rng),
         case(WeightFormat::Q4_1, 33, 96, 11, &mut rng),
+        // 18- and 22-byte blocks: every other block (and row) starts mid-word
+        case(WeightFormat::Q4_0, 33, 96, 11, &mut rng),
+        case(WeightFormat::Q5_0, 33, 96, 11, &mut rng),
         // two super-blocks per row (K = 512): the super-block index advances inside a row
         case(WeightFormat::Q4K, 70, 512, 35, &mut rng),
         case(WeightFormat::Q5K, 70, 512, 35, &mut rng),
