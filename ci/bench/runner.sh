@@ -2,8 +2,7 @@
 # The runner benchmark (issue 16), not a CI step: SmolLM2-135M-Instruct Q4_1, prefill of the same
 # 64-token prompt then DECODE greedy tokens, every engine in one run, ROUNDS round-robin rounds
 # (each round runs every engine once, in turn), medians, peak RSS; plus the adapter's read ceiling
-# and every quantized matvec's GB/s (kernels/examples/bandwidth.rs), and minirun-run resident vs
-# llama.cpp CPU on the model re-encoded to Q4_0, Q5_0, Q5_1 and Q8_0. Writes docs/bench/runner.md.
+# and every quantized matvec's GB/s (kernels/examples/bandwidth.rs). Writes docs/bench/runner.md.
 #
 #   ci/bench/runner.sh [ROUNDS] [DECODE]      (default 5 rounds, 128 decode tokens)
 #
@@ -12,9 +11,7 @@
 # by ci/oracles/smollm2_llamacpp.sh), and llama.cpp's Vulkan backend on the same adapter when
 # ci/.cache/venv-llamacpp-vulkan holds llama-cpp-python 0.2.90 built with -DGGML_VULKAN=ON
 # (ci/oracles/llamacpp_vulkan.sh builds it); an engine whose venv is absent is reported as
-# "not run". About 3 minutes a round, most of it the Vulkan peer (~1 token/s), and about 1 more for the
-# format table. Needs the release binaries (cargo build --release -p runner -p minirun-bins --bin minirun-gguf
-# -p kernels --examples).
+# "not run". About 3 minutes a round, most of it the Vulkan peer (~1 token/s). Needs the release binaries (cargo build --release -p runner -p kernels --examples).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CARGO_TARGET_DIR:=$PWD/target}"
@@ -69,23 +66,6 @@ for r in $(seq "$rounds"); do
 done
 "$bin/examples/bandwidth" 32 5 > "$tmp/bandwidth.md" 2> /dev/null
 
-# The same decode on the other block formats a GGUF commonly holds: the model re-encoded by
-# `minirun-gguf quantize --pure --allow-requantize` (the same file for both engines), minirun-run
-# resident against llama.cpp on the CPU, round-robin as above.
-formats=(q4_0 q5_0 q5_1 q8_0)
-for f in "${formats[@]}"; do
-    "$bin/minirun-gguf" quantize --type "$f" --pure --allow-requantize "$model" "$tmp/model-$f.gguf" > /dev/null
-done
-for r in $(seq "$rounds"); do
-    for f in "${formats[@]}"; do
-        for e in resident llamacpp-cpu; do
-            res=$(model="$tmp/model-$f.gguf" run_one "$e")
-            echo "$res" >> "$tmp/$f-$e"
-            echo "round $r $f $e: $res" >&2
-        done
-    done
-done
-
 python3 - "$tmp" "$out" "$rounds" "$decode" "$model" <<'PY'
 import os, statistics, subprocess, sys
 tmp, out, rounds, decode, model = sys.argv[1:6]
@@ -134,21 +114,6 @@ lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:
           "K = 4096, ~32 MiB of weights, median of 5 submits of 8 dispatches), both row mappings, the "
           "uniform-input form and the unrolled module (— where the format has none):", ""]
 lines += bw.splitlines()[3:]
-lines += ["", "The same workload on the model re-encoded to other GGUF block formats (`minirun-gguf quantize "
-          "--type F --pure --allow-requantize`, from the Q4_1 file's values; one file for both engines), "
-          "decode tok/s, medians of the same round-robin rounds:", "",
-          "| format | file MB | minirun-run `--resident` | llama.cpp 0.3.36 CPU, 2 threads | × llama.cpp CPU | minirun implied GB/s |",
-          "|---|---:|---:|---:|---:|---:|"]
-for f in ["q4_0", "q5_0", "q5_1", "q8_0"]:
-    mb = os.path.getsize(os.path.join(tmp, f"model-{f}.gguf")) / 1e6
-    med = {}
-    for e in ["resident", "llamacpp-cpu"]:
-        ls = [l.split() for l in open(os.path.join(tmp, f"{f}-{e}")).read().splitlines()]
-        med[e] = None if not ls or ls[0] == ["-"] else statistics.median(float(l[1]) for l in ls)
-    m, c = med["resident"], med["llamacpp-cpu"]
-    cs = f"{c:.2f}" if c else "not run"
-    ratio = f"{m / c:.3f}×" if c else "–"
-    lines.append(f"| {f} | {mb:.1f} | {m:.2f} | {cs} | {ratio} | {m * mb / 1e3:.2f} |")
 lines += ["", "The DeepSeek V4 part (the demo's verified artifact, resident and streamed at two expert-cache "
           "sizes): `ci/bench/runner_v4.sh` → docs/bench/runner-v4.md."]
 open(out, "w").write("\n".join(lines) + "\n")

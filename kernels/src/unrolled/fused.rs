@@ -48,10 +48,15 @@ pub fn qkv_rope(
     let (nq, nk) = (l.n_q, l.n_kv);
     let pair = l.rope == crate::RopeMode::Interleaved;
     // an interleaved pair is two consecutive rows: load them as one group
+    // (in the `Rows` layout a row group is addressed in whole words: a group that ends
+    // mid-word, as one 210-byte Q6_K row, has no such module)
+    let group_bytes = if pair { 2 * row_bytes } else { row_bytes };
+    if layout == Layout::Rows && group_bytes % 4 != 0 {
+        return None;
+    }
     let width = match (layout, pair) {
         (Layout::Interleaved, _) => 4,
-        (Layout::Rows, true) => single_width(2 * row_bytes),
-        (Layout::Rows, false) => single_width(row_bytes),
+        (Layout::Rows, _) => single_width(group_bytes),
     };
     words_binding(&mut out, width);
     let _ = write!(
@@ -233,6 +238,10 @@ fn gate_up_module(
     let (mut out, named) = super::with_constants(head, consts);
     let (lane, prologue, suffix) = norm_parts(norm);
     let row_bytes = row_bytes_of(form, k);
+    // (in the `Rows` layout a row is addressed in whole words)
+    if layout == Layout::Rows && row_bytes % 4 != 0 {
+        return None;
+    }
     let width = match layout {
         Layout::Rows => single_width(row_bytes),
         Layout::Interleaved => 4,

@@ -275,6 +275,8 @@ pub fn all_cases() -> Vec<Case> {
         case(WeightFormat::Q4K, 70, 512, 35, &mut rng),
         case(WeightFormat::Q5K, 70, 512, 35, &mut rng),
         case(WeightFormat::Q6K, 70, 512, 35, &mut rng),
+        // one 210-byte super-block a row: every other row starts mid-word
+        case(WeightFormat::Q6K, 33, 256, 11, &mut rng),
     ]
 }
 
