@@ -302,6 +302,7 @@ fn unrolled_matvec_gives_the_same_bits() {
         ("q4_K", 1),
         ("q5_K", 1),
         ("q6_K", 2),
+        ("affine", 3),
         ("q4_1", 3),
         ("q8_0", 3),
         ("fp8", 3),

@@ -49,6 +49,24 @@ fn weight(r: u32, k: u32) -> f32 {
 }
 
 // One chunk = one element: lane l visits k = l, l + LANES, … in increasing k.
+// One word of four elements k .. k + 3 of row `unrolled_row` for the unrolled matvec
+// (kernels/src/unrolled/mod.rs), which loads the words itself and sets `unrolled_row` before each
+// row: element k + i updates lane partial (k + i) mod LANES with `chunk_dot`'s
+// `fma(weight, x, acc)`. The four share one group (K and the group are multiples of 4).
+var<private> unrolled_row: u32;
+
+fn block_dot(w0: u32, k: u32, acc: vec4<f32>) -> vec4<f32> {
+    let g = unrolled_row * (p.k / p.group) + k / p.group;
+    let s = scale_at(g);
+    let b = bias_at(g);
+    return vec4<f32>(
+        fma(fma(s, f32(w0 & 0xffu), b), xv(k), acc.x),
+        fma(fma(s, f32((w0 >> 8u) & 0xffu), b), xv(k + 1u), acc.y),
+        fma(fma(s, f32((w0 >> 16u) & 0xffu), b), xv(k + 2u), acc.z),
+        fma(fma(s, f32(w0 >> 24u), b), xv(k + 3u), acc.w),
+    );
+}
+
 fn chunk_count() -> u32 {
     return p.k;
 }

@@ -98,6 +98,16 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
                 kquant: None,
             })
         }
+        // a word of four 8-bit codes; scales and biases are per group, outside the rows
+        Kernel::MatvecAffine8 => {
+            return Some(BlockForm {
+                bytes: 4,
+                words: 1,
+                elems: 4,
+                row_scoped: true,
+                kquant: None,
+            })
+        }
         Kernel::MatvecQ4K => return Some(kquant_form(KQuant::Q4K, 144)),
         Kernel::MatvecQ5K => return Some(kquant_form(KQuant::Q5K, 176)),
         Kernel::MatvecQ6K => return Some(kquant_form(KQuant::Q6K, 210)),
@@ -308,6 +318,10 @@ fn format_constants(format: crate::WeightFormat) -> Vec<Constant> {
             Constant::new("p.block_rows", "UNROLLED_BLOCK_ROWS", block_rows),
         ],
         crate::WeightFormat::Plain(d) => vec![Constant::new("p.dtype", "UNROLLED_DTYPE", d.code())],
+        crate::WeightFormat::Affine8 { group, scale_dtype } => vec![
+            Constant::new("p.group", "UNROLLED_GROUP", group),
+            Constant::new("p.dtype", "UNROLLED_DTYPE", scale_dtype.code()),
+        ],
         _ => Vec::new(),
     }
 }

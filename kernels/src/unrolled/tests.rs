@@ -108,8 +108,9 @@ fn refuses_what_it_cannot_unroll() {
     .is_none());
     assert!(source(Kernel::MatvecQ4_1, 0, 64, Layout::Rows).is_none());
     assert!(source(Kernel::MatvecQ8_0, 32 * (MAX_BLOCKS + 1), 64, Layout::Rows).is_none());
-    // no word-level block step
-    assert!(source(Kernel::MatvecAffine8, 256, 64, Layout::Rows).is_none());
+    // not a matvec kernel
+    assert!(source(Kernel::MatvecQ4_1, 256, 64, Layout::Interleaved).is_some());
+    assert!(source(Kernel::Silu, 256, 64, Layout::Rows).is_none());
     // a K-quant's K must be whole super-blocks
     assert!(source(Kernel::MatvecQ4K, 288, 64, Layout::Rows).is_none());
 }
