@@ -115,7 +115,9 @@ lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:
           "uniform-input form and the unrolled module (— where the format has none):", ""]
 lines += bw.splitlines()[3:]
 lines += ["", "The DeepSeek V4 part (the demo's verified artifact, resident and streamed at two expert-cache "
-          "sizes): `ci/bench/runner_v4.sh` → docs/bench/runner-v4.md."]
+          "sizes): `ci/bench/runner_v4.sh` → docs/bench/runner-v4.md. The same SmolLM2 workload in the "
+          "other GGUF block formats against llama.cpp CPU, and the matvec table after every format got "
+          "an unrolled form: `ci/bench/runner_formats.sh` → docs/bench/runner-formats.md."]
 open(out, "w").write("\n".join(lines) + "\n")
 print(open(out).read())
 PY

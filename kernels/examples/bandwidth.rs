@@ -1,10 +1,11 @@
 //! Read bandwidth of the adapter and of every dequantize-and-multiply kernel (issue #16 item 2;
-//! ci/bench/runner.sh writes its table into docs/bench/runner.md).
+//! ci/bench/runner.sh and ci/bench/runner_formats.sh write its table into docs/bench/).
 //!
 //! `cargo run --release -p kernels --example bandwidth -- [MIB] [ITERS] [K]`: a plain streaming
 //! read (`Kernel::StreamRead`) over a MIB-sized buffer is the adapter's ceiling; each format's
 //! matvec over a matrix of about MIB of weights (K columns, 4096 unless given; the unrolled
-//! `fp8-e4m3-block` and `mxfp4` modules exist up to K = 2048) is reported as GB/s of weight
+//! modules of 4-element blocks — `fp8-e4m3-block`, affine, bf16, f16 — exist up to K = 2048) is
+//! reported as GB/s of weight
 //! bytes and as a fraction of that ceiling, for both matvec shapes, and for the row shape with
 //! its input as a uniform block, and the unrolled module where the format has one
 //! (`unrolled::source_for`, what the runner uses for one-token matvecs on a CPU adapter). Each
