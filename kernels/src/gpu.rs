@@ -561,28 +561,25 @@ impl Gpu {
 
     /// A uniform buffer holding `bytes` (a parameter block).
     pub fn uniform(&self, label: &str, bytes: &[u8]) -> wgpu::Buffer {
-        self.count_buffer(bytes.len() as u64);
-        bump(&self.counters.bytes_uploaded, bytes.len() as u64);
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytes,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            })
+        self.buffer_with(label, bytes, wgpu::BufferUsages::UNIFORM)
     }
 
     /// A buffer a one-token product reads its input from, holding `bytes`: bound as a uniform
     /// block by the `Rows` mapping's modules and as a storage buffer by the others.
     pub fn input_window(&self, label: &str, bytes: &[u8]) -> wgpu::Buffer {
+        let usage = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::STORAGE;
+        self.buffer_with(label, bytes, usage)
+    }
+
+    /// A buffer holding `bytes` with `usage` (and `COPY_DST`), counted.
+    fn buffer_with(&self, label: &str, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.count_buffer(bytes.len() as u64);
         bump(&self.counters.bytes_uploaded, bytes.len() as u64);
         self.device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some(label),
                 contents: bytes,
-                usage: wgpu::BufferUsages::UNIFORM
-                    | wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST,
+                usage: usage | wgpu::BufferUsages::COPY_DST,
             })
     }
 

@@ -79,7 +79,9 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
         Kernel::MatvecQ5_0 => (crate::WeightFormat::Q5_0, 6),
         Kernel::MatvecQ5_1 => (crate::WeightFormat::Q5_1, 6),
         Kernel::MatvecQ8_0 => (crate::WeightFormat::Q8_0, 9),
-        Kernel::MatvecFp8Block => {
+        // a word of four 8-bit codes (E4M3, or affine's unsigned q); their scales (and affine's
+        // biases) are per block or group, outside the rows
+        Kernel::MatvecFp8Block | Kernel::MatvecAffine8 => {
             return Some(BlockForm {
                 bytes: 4,
                 words: 1,
@@ -94,16 +96,6 @@ fn block_form(kernel: Kernel) -> Option<BlockForm> {
                 bytes: 16,
                 words: 4,
                 elems: 32,
-                row_scoped: true,
-                kquant: None,
-            })
-        }
-        // a word of four 8-bit codes; scales and biases are per group, outside the rows
-        Kernel::MatvecAffine8 => {
-            return Some(BlockForm {
-                bytes: 4,
-                words: 1,
-                elems: 4,
                 row_scoped: true,
                 kquant: None,
             })
