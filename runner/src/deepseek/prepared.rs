@@ -257,19 +257,15 @@ impl Prepared {
             size: Some(WINDOW_BYTES),
         };
         let group = match &self.program {
-            Program::Unrolled(module) => {
+            Program::Unrolled(module) | Program::Looped(module) => {
                 let mut binds = vec![Bind::from(&self.params), window, Bind::from(y), w.packed];
                 binds.extend(w.scales);
                 binds.extend(w.biases);
                 binds.extend(self.picks.as_ref().map(Bind::from));
-                binds.push(w.packed);
-                g.bind_group_generated(&self.compiled, module, &binds)?
-            }
-            Program::Looped(module) => {
-                let mut binds = vec![Bind::from(&self.params), window, Bind::from(y), w.packed];
-                binds.extend(w.scales);
-                binds.extend(w.biases);
-                binds.extend(self.picks.as_ref().map(Bind::from));
+                if matches!(self.program, Program::Unrolled(_)) {
+                    // (an unrolled module reads the weights a second time as words)
+                    binds.push(w.packed);
+                }
                 g.bind_group_generated(&self.compiled, module, &binds)?
             }
             Program::UniformX(kernel) | Program::StorageX(kernel) => {
