@@ -4,10 +4,10 @@
 # 32 ids of the transformers fixture's prompt then DECODE greedy tokens (EOS ignored), resident and
 # streamed at two expert-cache sizes, ROUNDS round-robin rounds (each runs every configuration
 # once, in turn), medians, peak RSS, the expert cache's counters. Writes docs/bench/runner-v4.md.
-# Resident runs three times: the mHC residual on the host (MINIRUN_V4_RESIDUAL=host, lavapipe's
-# default), on the device with everything else (=device: one submit a step),
-# and on the device with the attention on the host (MINIRUN_V4_ATTENTION=host); the streamed
-# runs keep the host's.
+# Every run is the device placement (residual, router, experts, attention and the greedy pick
+# on the device; a prefill is device steps), the only one minirun-run has; resident runs twice,
+# as lavapipe is set up and with LP_NUM_THREADS=0 (Mesa's compute on the calling thread, no
+# hand-off to its thread pool a dispatch), the profile of what a dispatch costs there.
 #
 #   ci/bench/runner_v4.sh [ROUNDS] [DECODE]      (default 5 rounds, 16 decode tokens)
 #
@@ -31,18 +31,17 @@ artifact=$tmp/demo/demo/consumer
 ids=$(python3 -c "import json; print(','.join(map(str, json.load(open('ci/oracles/deepseek_v4/reference.json'))['prompt']['ids'][:32])))")
 experts=$(du -cb "$artifact"/layers*/*.ffn.experts.* | tail -1 | cut -f1)
 
-configs=(resident resident-device resident-device-hostattn stream-all stream-small)
+configs=(resident resident-inline stream-all stream-small)
 [ -n "${BASELINE:-}" ] && configs=(baseline "${configs[@]}")
 run_one() { # config -> "prefill decode rss_mib hits misses tile_reads"
-    local c=$1 flags=(--resident) run=$bin/minirun-run residual=host attention=device
+    local c=$1 flags=(--resident) run=$bin/minirun-run env=()
     case $c in
         baseline) run=$BASELINE ;;
-        resident-device) residual=device ;;
-        resident-device-hostattn) residual=device attention=host ;;
+        resident-inline) env=(LP_NUM_THREADS=0) ;;
         stream-all) flags=(--stream --expert-cache-mib 1024) ;;
         stream-small) flags=(--stream --expert-cache-mib 4) ;;
     esac
-    MINIRUN_V4_RESIDUAL=$residual MINIRUN_V4_ATTENTION=$attention /usr/bin/time -f %M -o "$tmp/rss" "$run" --artifact "$artifact" --prompt-ids "$ids" \
+    env "${env[@]}" /usr/bin/time -f %M -o "$tmp/rss" "$run" --artifact "$artifact" --prompt-ids "$ids" \
         -n $((decode + 1)) --ignore-eos "${flags[@]}" --json > "$tmp/out.json" 2> /dev/null
     python3 - "$tmp/out.json" "$tmp/rss" <<'PY'
 import json, sys
@@ -69,9 +68,8 @@ names = {}
 if os.path.exists(os.path.join(tmp, "baseline")):
     names["baseline"] = f"baseline: {baseline or 'an older minirun-run'}, resident"
 names |= {
-    "resident": "minirun-run `--artifact` resident (wgpu), mHC residual on the host (the CPU-adapter default)",
-    "resident-device": "resident, `MINIRUN_V4_RESIDUAL=device` (residual, router, experts, attention and the greedy pick on the device: 1 submit and 4 bytes a step)",
-    "resident-device-hostattn": "resident, `MINIRUN_V4_RESIDUAL=device MINIRUN_V4_ATTENTION=host` (the attention on the host: 1 submit a layer)",
+    "resident": "minirun-run `--artifact` resident (wgpu; the device placement: 1 submit and 4 bytes a greedy step, a prefill token 1 submit)",
+    "resident-inline": "resident, `LP_NUM_THREADS=0` (lavapipe's compute on one thread: no hand-off a dispatch)",
     "stream-all": "`--stream --expert-cache-mib 1024` (every expert fits)",
     "stream-small": "`--stream --expert-cache-mib 4`",
 }

@@ -33,12 +33,7 @@ pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
     version,
     about = "run a GGUF Llama-family model or a verified Minirun artifact on the wgpu engine",
     after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
-                  the graphics backend, read by wgpu; MINIRUN_V4_RESIDUAL=device|host keeps a \
-                  DeepSeek V4 decode step's mHC residual (and with it the router, experts, \
-                  attention and greedy pick) on the device or the host (default: the device \
-                  on a GPU, the host on a CPU adapter such as lavapipe, where it is faster); MINIRUN_V4_ATTENTION=host keeps \
-                  its attention on the host when the residual is on the device (default: the \
-                  device); nothing else is read."
+                  the graphics backend, read by wgpu; nothing else is read."
 )]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).

@@ -59,7 +59,8 @@ fn bench(mode: Mode, label: &str, device_residual: Option<bool>) {
 #[test]
 #[ignore]
 fn decode_tokens_per_second_streamed_vs_resident() {
-    // the mHC residual on the host (a CPU adapter's default) and on the device (a GPU's)
+    // the mHC residual on the host (a reference kept for tests) and on the device (the only
+    // placement the binaries run)
     for on in [false, true] {
         bench(
             Mode::Gpu {

@@ -11,7 +11,8 @@ use runner::deepseek::{Mode, V4Model};
 
 #[test]
 fn gpu_resident_and_streamed_match_transformers_and_each_other() {
-    // the residual on the host (the default on a CPU adapter) and on the device (on a GPU)
+    // the host placement (a reference kept for tests) and the device placement, the one the
+    // binaries run (its prefill is device steps too)
     for device_residual in [false, true] {
         eprintln!("mHC residual on the device: {device_residual}");
         resident_and_streamed_match(device_residual);
@@ -246,6 +247,21 @@ fn decode_structure(device_residual: bool, per_layer: u64, per_layer_dispatches:
     if per_layer > 0 {
         return;
     }
+    // a prefill is device steps too: one submit a token and the last token's logits its one
+    // read, the bits of feeding the tokens one at a time
+    m.reset();
+    let before = m.gpu_stats().expect("counters");
+    let row = m.forward(ids).expect("prefill");
+    let d = m.gpu_stats().expect("counters") - before;
+    eprintln!("device prefill of {} tokens: {d:?}", ids.len());
+    let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&row), bits(&first[ids.len() - 1]), "the prefill moved");
+    assert_eq!(
+        (d.submits, d.maps, d.bytes_read_back),
+        (ids.len() as u64, 1, 4 * m.config.vocab as u64),
+        "{d:?}"
+    );
+    assert_eq!(d.buffers_created + d.bind_groups_created, 0, "{d:?}");
     // greedy on the device: the step's one read is the chosen id (a pass to warm the argmax op)
     for warm in [true, false] {
         m.reset();
@@ -455,7 +471,7 @@ fn the_device_attentions_state_comes_back_for_the_host() {
     }
 }
 
-/// A GPU's matvec mapping (`Lanes`, forced on lavapipe) runs the device placement by default:
+/// A GPU's matvec mapping (`Lanes`, forced on lavapipe) runs the device placement:
 /// its one-token products read their window as storage, and its fused and expert-indexed
 /// products are `kernels::looped` modules. Its decode steps give the CPU adapter's device
 /// placement bit for bit (every product has the looped `matvec`'s order on both mappings), and

@@ -169,36 +169,7 @@ pub fn open_artifact<'a>(
     };
     // (`--matvec-shape` reaches the V4 backend's own device through the engine's mapping)
     let shape = Some(opts.engine.gpu().matvec_shape());
-    let mut model = V4Model::open_with_shape(Arc::new(VerifiedSource::new(artifact)), mode, shape)?;
-    match std::env::var("MINIRUN_V4_RESIDUAL").as_deref() {
-        Ok("device") => {
-            if !model.set_device_residual(true) {
-                return Err(RunError::Usage(
-                    "MINIRUN_V4_RESIDUAL=device: this backend has no device residual".into(),
-                ));
-            }
-        }
-        Ok("host") => {
-            model.set_device_residual(false);
-        }
-        Ok(other) => {
-            return Err(RunError::Usage(format!(
-            "MINIRUN_V4_RESIDUAL={other}: expected `device` or `host` (or unset: the device on a \
-                 GPU, the host on a CPU adapter)"
-        )))
-        }
-        Err(_) => {}
-    }
-    match std::env::var("MINIRUN_V4_ATTENTION").as_deref() {
-        Ok("device") | Err(_) => {}
-        Ok("host") => model.set_device_attention(false),
-        Ok(other) => {
-            return Err(RunError::Usage(format!(
-                "MINIRUN_V4_ATTENTION={other}: expected `device` or `host` (or unset: with the \
-                 residual on the device, the attention too)"
-            )))
-        }
-    }
+    let model = V4Model::open_with_shape(Arc::new(VerifiedSource::new(artifact)), mode, shape)?;
     Ok(Box::new(V4Artifact {
         model,
         snapshots: Vec::new(),

@@ -95,9 +95,8 @@ pub struct GpuLinears {
     /// Recorded and not yet submitted: a device-resident step's ops and the chains that read
     /// nothing, up to the next read.
     open: Option<wgpu::CommandEncoder>,
-    /// Whether one-token steps keep the residual on the device: by default on a GPU mapping,
-    /// not on a CPU adapter (`Rows`), where each dispatch costs more than the host's mixer does
-    /// (docs "Device-resident residual"); [`Linears::set_device_residual`] overrides it.
+    /// Whether tokens run as device steps (the default; [`Linears::set_device_residual`] turns
+    /// the host placement on, a reference for tests: docs "Device-resident residual").
     device_residual: bool,
 }
 
@@ -122,9 +121,9 @@ impl GpuLinears {
         shape: Option<MatvecShape>,
     ) -> Result<Self, V4Error> {
         let engine = Engine::new_with_shape(shape)?;
-        // (on by default on a GPU mapping; on a CPU adapter the host's mixers are faster:
-        // docs/runner-deepseek-v4.md "Device-resident residual")
-        let device_residual = engine.gpu().matvec_shape() != MatvecShape::Rows;
+        // (the device-resident forward is the only one the binaries run; the host placement
+        // stays for tests: docs/runner-deepseek-v4.md "Device-resident residual")
+        let device_residual = true;
         Ok(Self {
             engine,
             src,

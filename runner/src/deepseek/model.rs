@@ -402,11 +402,8 @@ impl V4Model {
     /// One token on a backend with a device-resident residual runs [`V4Model::forward_device`]
     /// (where the device kernels take the shape: 4 streams of a multiple of 4).
     pub fn forward(&mut self, ids: &[u32]) -> Result<Vec<f32>, V4Error> {
-        let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
-        if let [id] = ids {
-            if shaped && self.lin.residual().is_some() {
-                return self.forward_device(*id);
-            }
+        if self.device_steps() {
+            return self.forward_device(ids);
         }
         self.sync_host()?;
         self.device_state = false;
@@ -488,12 +485,18 @@ impl V4Model {
             })
     }
 
-    /// One token with the mHC residual on the device (docs/runner-deepseek-v4.md "Device-resident
-    /// residual"): each mixer with the expansion and MoE sum before it is recorded there, so a
-    /// layer reads back only the attention's inputs (with the previous layer's MoE) and the
-    /// router's input (with the attention's output projection).
-    fn forward_device(&mut self, id: u32) -> Result<Vec<f32>, V4Error> {
-        self.step_to_head(id)?;
+    /// Whether tokens run as device steps: a backend with a device-resident residual and a
+    /// model of the device kernels' shape (4 streams of a multiple of 4).
+    fn device_steps(&mut self) -> bool {
+        let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
+        shaped && self.lin.residual().is_some()
+    }
+
+    /// `ids` as device steps (docs/runner-deepseek-v4.md "Device-resident residual"), the
+    /// logits of the last: every token's residual, attention, MoE and mixers are recorded on
+    /// the device; a prefill's tokens before the last are each submitted with nothing read.
+    fn forward_device(&mut self, ids: &[u32]) -> Result<Vec<f32>, V4Error> {
+        self.steps_to_head(ids)?;
         let c = &self.config;
         let head = [Link::new("head".into(), c.vocab, Input::Block, 1)];
         self.lin
@@ -507,11 +510,10 @@ impl V4Model {
     /// (`argmax.wgsl` over the head's output) where `head` has a one-token product on the
     /// device: the step's one read is the 4-byte id.
     pub fn forward_argmax(&mut self, ids: &[u32]) -> Result<u32, V4Error> {
-        let shaped = self.config.hc == kernels::reference::MAX_HC && self.config.hidden % 4 == 0;
-        if let [id] = ids {
+        if self.device_steps() {
             let on_device = self.lin.residual().is_some_and(|r| r.argmax_ready("head"));
-            if shaped && on_device {
-                self.step_to_head(*id)?;
+            if on_device {
+                self.steps_to_head(ids)?;
                 let c = &self.config;
                 let head = [Link::new("head".into(), c.vocab, Input::Block, 1).internal()];
                 self.lin.linear_chain(&head)?;
@@ -521,13 +523,23 @@ impl V4Model {
         Ok(argmax(&self.forward(ids)?))
     }
 
+    /// `ids` as device steps up to the last one's head collapse; the steps before the last are
+    /// submitted, nothing read (a prefill is one submit a token).
+    fn steps_to_head(&mut self, ids: &[u32]) -> Result<(), V4Error> {
+        let (last, head) = ids
+            .split_last()
+            .ok_or_else(|| V4Error::Input("no token ids to run".into()))?;
+        for &id in head {
+            self.step_to_head(id)?;
+            res(self.lin.as_mut())?.submit();
+        }
+        self.step_to_head(*last)
+    }
+
     /// One token with the residual on the device up to the head's collapse (its block input).
     fn step_to_head(&mut self, id: u32) -> Result<(), V4Error> {
-        let row = self.embedding(id)?;
-        let h: Vec<f32> = (0..self.config.hc)
-            .flat_map(|_| row.iter().copied())
-            .collect();
-        res(self.lin.as_mut())?.streams_in(&h, self.config.hc)?;
+        let (d, hc) = (self.config.hidden, self.config.hc);
+        res(self.lin.as_mut())?.embed(&self.embed, d, id, hc)?;
         let on_device = self.attention_on_device()?;
         if !on_device {
             self.sync_host()?;

@@ -65,8 +65,12 @@ pub struct Router<'a> {
 /// The device-resident residual of one-token steps. Calls are recorded in order; only
 /// [`Residual::read_block`] and a chain that reads an output make the device run them.
 pub trait Residual {
-    /// Sets the `hc` streams to one token's `hc · d` values (the embedding, `hc` times).
-    fn streams_in(&mut self, h: &[f32], hc: usize) -> Result<(), V4Error>;
+    /// Sets the `hc` streams to token `id`'s row of `table` (the embedding, `vocab × d`),
+    /// `hc` times: copies from the table kept on the device (uploaded at the first step),
+    /// nothing uploaded a step.
+    fn embed(&mut self, table: &[f32], d: usize, id: u32, hc: usize) -> Result<(), V4Error>;
+    /// Submits what is recorded without reading anything (between a prefill's tokens).
+    fn submit(&mut self);
     /// With `after`, first the expansion after the block that output it
     /// (`streams[k] = post[k] · out + Σ_j comb[j][k] · streams[j]`, the last mixer's
     /// coefficients); then mixer `m` over the streams: its coefficients and the normalised block

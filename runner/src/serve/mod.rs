@@ -44,12 +44,7 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
     version,
     about = "an OpenAI-compatible HTTP API over a GGUF model or a verified Minirun artifact",
     after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
-                  the graphics backend, read by wgpu; MINIRUN_V4_RESIDUAL=device|host keeps a \
-                  DeepSeek V4 decode step's mHC residual (and with it the router, experts, \
-                  attention and greedy pick) on the device or the host (default: the device \
-                  on a GPU, the host on a CPU adapter such as lavapipe, where it is faster); MINIRUN_V4_ATTENTION=host keeps \
-                  its attention on the host when the residual is on the device (default: the \
-                  device); nothing else is read (the API key \
+                  the graphics backend, read by wgpu; nothing else is read (the API key \
                   comes only from --api-key-file).\n\
                   Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, \
                   POST /v1/completions (docs/runner.md \"minirun-serve\")."

@@ -40,6 +40,35 @@ pub(super) struct Staged {
     pub w: wgpu::Buffer,
 }
 
+/// The embedding table on the device, in chunks of whole rows that each fit a binding.
+struct EmbedTable {
+    vocab: usize,
+    rows_per: usize,
+    chunks: Vec<wgpu::Buffer>,
+}
+
+impl EmbedTable {
+    fn new(g: &Gpu, table: &[f32], d: usize) -> Result<Self, V4Error> {
+        let rows_per = (g.max_binding() / (d as u64 * 4)).max(1) as usize;
+        let chunks = table
+            .chunks(rows_per * d)
+            .map(|rows| g.upload_f32("v4 embedding", rows))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            vocab: table.len() / d,
+            rows_per,
+            chunks,
+        })
+    }
+
+    /// The chunk holding row `id` and the row's byte offset in it.
+    fn row(&self, id: u32, d: usize) -> Option<(&wgpu::Buffer, u64)> {
+        let id = Some(id as usize).filter(|&i| i < self.vocab)?;
+        let chunk = self.chunks.get(id / self.rows_per)?;
+        Some((chunk, ((id % self.rows_per) * d * 4) as u64))
+    }
+}
+
 /// The residual's buffers and ops.
 pub(super) struct DeviceResidual {
     hc: usize,
@@ -55,6 +84,8 @@ pub(super) struct DeviceResidual {
     /// rows' and weights' where there is no expansion (one vec4, never read).
     no_weights: wgpu::Buffer,
     pub moe: Option<Staged>,
+    /// The embedding, uploaded at the first step.
+    embed: Option<EmbedTable>,
     /// Mixers by key, with the slot they write (a key runs in one place of the step).
     mixers: HashMap<(String, u32), MixOp>,
     /// The argmax op over a product's output (its bind group and the id's buffer), by stem.
@@ -76,6 +107,7 @@ impl DeviceResidual {
             x: g.zeros("v4 block input", (d * 4) as u64)?,
             no_weights: g.zeros("v4 no weights", 16)?,
             moe: None,
+            embed: None,
             mixers: HashMap::new(),
             argmax: HashMap::new(),
             routes: HashMap::new(),
@@ -259,35 +291,54 @@ impl GpuLinears {
 }
 
 impl Residual for GpuLinears {
-    fn streams_in(&mut self, h: &[f32], hc: usize) -> Result<(), V4Error> {
-        if hc == 0 || h.len() % hc != 0 {
+    fn embed(&mut self, table: &[f32], d: usize, id: u32, hc: usize) -> Result<(), V4Error> {
+        if hc == 0 || d == 0 || table.len() % d != 0 {
             return Err(V4Error::Input(format!(
-                "{} values are not {hc} streams",
-                h.len()
+                "an embedding of {} values is not rows of {d} for {hc} streams",
+                table.len()
             )));
         }
-        let d = h.len() / hc;
         // a step starts from nothing recorded (one that failed may have left its ops open)
         self.open = None;
+        let g = self.engine.gpu();
         if !self
             .residual
             .as_ref()
             .is_some_and(|r| r.hc == hc && r.d == d)
         {
-            self.residual = Some(DeviceResidual::new(self.engine.gpu(), hc, d)?);
+            self.residual = Some(DeviceResidual::new(g, hc, d)?);
         }
-        let streams = self.state()?.streams.clone();
+        let fresh = self
+            .state()?
+            .embed
+            .as_ref()
+            .is_none_or(|e| e.vocab * d != table.len());
+        if fresh {
+            let t = EmbedTable::new(self.engine.gpu(), table, d)?;
+            self.state()?.embed = Some(t);
+        }
+        let r = self.state()?;
+        let vocab = table.len() / d;
+        let (chunk, at) = r
+            .embed
+            .as_ref()
+            .and_then(|e| e.row(id, d))
+            .map(|(b, at)| (b.clone(), at))
+            .ok_or_else(|| {
+                V4Error::Input(format!("token id {id} is outside the vocabulary ({vocab})"))
+            })?;
+        let streams = r.streams.clone();
         let mut enc = self.open_encoder();
-        let g = self.engine.gpu();
-        g.write_in(
-            self.buffers.belt(g),
-            &mut enc,
-            &streams,
-            0,
-            bytemuck::cast_slice(h),
-        );
+        let row = (d * 4) as u64;
+        for j in 0..hc as u64 {
+            enc.copy_buffer_to_buffer(&chunk, at, &streams, j * row, row);
+        }
         self.open = Some(enc);
         Ok(())
+    }
+
+    fn submit(&mut self) {
+        self.submit_open();
     }
 
     fn mix(&mut self, m: &Mixer<'_>, after: Option<BlockOut<'_>>) -> Result<(), V4Error> {
