@@ -1,34 +1,106 @@
 #!/usr/bin/env bash
-# GPU check of the wgpu runner on a machine with a real adapter (< 5 minutes; not a CI step —
-# CI runs on Mesa lavapipe). Reports the adapter, matvec GB/s on the SmolLM2-sized 49152 × 576 Q4_1
-# matrix (the engine bench), the kernel and runner test suites under MINIRUN_REQUIRE_ADAPTER=1, and
-# minirun-run prefill/decode tokens/s on SmolLM2-135M Q4_1, resident and streamed, and the
-# DeepSeek V4 decode benchmark (tokens/s, bytes read per token; docs/runner-deepseek-v4.md).
-# Usage: ci/device-check.sh [GGUF]   (default $MINIRUN_SMOLLM2_GGUF or ci/.cache/…)
-set -euo pipefail
+# GPU check of the wgpu runner on a lent machine (issue 16 item 5; about 3 minutes; not a CI
+# step — CI runs on Mesa lavapipe). It needs only the tree and ci/.device, which
+# ci/device-prepare.sh makes here and the device call carries (`carry: ["ci/.device"]`): no
+# cargo, network or model file there (docs/runner.md "GPU check"). Reports on stdout and in
+# $OUT/device-check.txt when OUT is set (the device tool's output folder):
+#   - the adapter; its read ceiling (a plain streaming-read kernel) and every quantized matvec's
+#     GB/s, with the fraction of REF_GBPS, the card's memory bandwidth (default 4800: an H200;
+#     an H100 SXM is 3350);
+#   - minirun-run on a SmolLM2-shaped model generated from the carried header (the real file's
+#     tokenizer, shapes and Q4_1 mixture, generated weights): prefill of the 64-token bench prompt
+#     and 128 greedy decode steps, resident and streamed, with the per-step counters and the
+#     bandwidth the decode implies;
+#   - the DeepSeek V4 demo artifact (minirun-demo generates, publishes and pulls it there): 32
+#     prompt ids then 16 decode steps, resident and streamed at two expert-cache sizes.
+#
+#   ci/device-check.sh            (REF_GBPS=3350 on an H100; BANDWIDTH_MIB=8 on lavapipe, where
+#                                  256 MiB a matrix takes minutes)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-model=${1:-${MINIRUN_SMOLLM2_GGUF:-$PWD/ci/.cache/SmolLM2-135M-Instruct.Q4_1.gguf}}
-export MINIRUN_SMOLLM2_GGUF="$model" MINIRUN_REQUIRE_ADAPTER=1
-if [ -z "${XDG_RUNTIME_DIR:-}" ]; then XDG_RUNTIME_DIR=$(mktemp -d); export XDG_RUNTIME_DIR; fi
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-echo "=== build (release: runner, kernels)"
-timeout 240 cargo build --release -p runner --bins --tests -q
-echo "=== matvec GB/s (engine bench)"
-timeout 60 cargo test --release -p runner --test integration engine::bench_q4_1_output_matrix -- --ignored --nocapture 2>&1 | grep -E "q4_1|adapter|test result" || true
-echo "=== read ceiling and every quantized matvec's GB/s, both row mappings (kernels/examples/bandwidth.rs)"
-timeout 120 cargo run --release -q -p kernels --example bandwidth -- 256 5 2>/dev/null || true
-echo "=== tests on the adapter (kernels, engine, SmolLM2 streamed == resident; the long V4 suites stay on CI)"
-timeout 120 cargo test --release -p kernels -q 2>&1 | grep -E "test result|FAILED|panicked" || true
-timeout 120 cargo test --release -p runner -q --test integration -- engine:: smollm2_stream:: 2>&1 | grep -E "test result|FAILED|panicked" || true
-if [ -f "$model" ]; then
-    bin=${CARGO_TARGET_DIR:-target}/release/minirun-run
-    for mode in --resident --stream; do
-        echo "=== minirun-run $mode"
-        timeout 60 "$bin" --model "$model" -p "The capital of France is" -n 128 --greedy --ignore-eos --stats $mode >/dev/null
+dev=$PWD/ci/.device
+if [ ! -f "$dev/bin.tar.gz" ]; then
+    echo "device-check: no ci/.device/bin.tar.gz: run ci/device-prepare.sh here and carry ci/.device" >&2
+    exit 1
+fi
+work=$(mktemp -d /tmp/device-check.XXXXXX)
+tar -C "$work" -xzf "$dev/bin.tar.gz"
+bin=$work/bin
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$work}
+if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+    for f in "$dev"/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
+    ldconfig
+fi
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; fi
+report=${OUT:-$work}/device-check.txt
+exec > >(tee "$report") 2>&1
+ref=${REF_GBPS:-4800}
+
+# prefill / decode tokens/s and the largest per-step counters of a `minirun-run --json --stats`
+summary() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+model_bytes = float(sys.argv[2])
+m = (r.get("per_step") or {}).get("max", {})
+line = (f"prefill {r['prompt_tokens'] / r['prefill_s']:.1f} tok/s, decode {r['decode_tokens_per_s']:.2f} tok/s; "
+        f"a step at most: {m.get('submits')} submits, {m.get('dispatches')} dispatches, "
+        f"{m.get('bytes_read_back')} B read back, {m.get('bytes_uploaded')} B uploaded")
+if model_bytes > 0:
+    line += f"; decode implies {r['decode_tokens_per_s'] * model_bytes / 1e9:.1f} GB/s of weights"
+c = r.get("expert_cache")
+if c:
+    line += f"; expert cache {c['hits']} hits / {c['misses']} misses"
+print(line)
+PY
+}
+
+echo "device-check of $(cat "$dev/commit" | tr '\n' ' ')on $(hostname)"
+command -v nvidia-smi > /dev/null \
+    && nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader
+echo
+mib=${BANDWIDTH_MIB:-256}
+echo "=== read ceiling and every quantized matvec (kernels/examples/bandwidth.rs, $mib MiB, median of 5 submits); last column: Lanes GB/s ÷ $ref GB/s"
+timeout 200 "$bin/bandwidth" "$mib" 5 2>&1 | awk -F'|' -v ref="$ref" '
+    /^\| format/ { printf "%s Lanes / %s GB/s |\n", $0, ref; next }
+    /^\|---/ { printf "%s---:|\n", $0; next }
+    /^\| [a-z0-9]/ { printf "%s %.1f %% |\n", $0, 100 * $4 / ref; next }
+    /^stream_read/ { print; split($0, w, ": "); printf "(the ceiling is %.1f %% of %s GB/s)\n", 100 * w[2] / ref, ref; next }
+    { print }'
+
+echo
+echo "=== SmolLM2-shaped Q4_1 (generated from the carried header), 64-token prompt, 128 decode steps"
+model=$work/smollm2.gguf
+"$bin/minirun-gguf" synth --like "$dev/smollm2.header.gguf" --out "$model"
+ids=$(python3 -c "import json; print(','.join(map(str, json.load(open('ci/oracles/smollm2_llamacpp.recorded.json'))['bench_2_threads']['prompt_ids'])))")
+size=$(stat -c %s "$model")
+for mode in --resident --stream; do
+    if timeout 120 "$bin/minirun-run" --model "$model" --prompt-ids "$ids" -n 128 --greedy \
+        --ignore-eos --json --stats $mode > "$work/run.json" 2> "$work/run.err"; then
+        echo "minirun-run $mode: $(summary "$work/run.json" "$size")"
+    else
+        echo "minirun-run $mode FAILED: $(tail -3 "$work/run.err")"
+    fi
+done
+
+echo
+echo "=== DeepSeek V4 demo artifact (generated, published and pulled here), 32 prompt ids, 16 decode steps"
+if timeout 180 "$bin/minirun-demo" --work-dir "$work/demo" --generate 0 > "$work/demo.log" 2>&1; then
+    art=$work/demo/demo/consumer
+    ids=$(python3 -c "import json; print(','.join(map(str, json.load(open('ci/oracles/deepseek_v4/reference.json'))['prompt']['ids'][:32])))")
+    for flags in "--resident" "--stream --expert-cache-mib 1024" "--stream --expert-cache-mib 4"; do
+        # (word splitting of $flags is intended)
+        # shellcheck disable=SC2086
+        if timeout 120 "$bin/minirun-run" --artifact "$art" --prompt-ids "$ids" -n 17 --ignore-eos \
+            $flags --json --stats > "$work/run.json" 2> "$work/run.err"; then
+            echo "minirun-run --artifact $flags: $(summary "$work/run.json" 0)"
+        else
+            echo "minirun-run --artifact $flags FAILED: $(tail -3 "$work/run.err")"
+        fi
     done
 else
-    echo "SKIPPED minirun-run: $model not found"
+    echo "minirun-demo FAILED: $(tail -5 "$work/demo.log")"
 fi
-echo "=== DeepSeek V4 (tiny generated artifact): decode tokens/s, bytes read and submits per token; resident (mHC residual on the host and on the device) vs streamed"
-timeout 120 cargo test --release -p runner --test integration deepseek_bench:: -- --ignored --nocapture 2>&1 \
-    | grep -E "mode|resident|streamed|reference|tokens/s|test result" || true
+echo
+echo "device-check: done; report in $report"

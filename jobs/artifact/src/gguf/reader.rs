@@ -258,6 +258,35 @@ impl<'a> Cursor<'a> {
 /// Parse a GGUF v3 header from `buf` (the whole file). `file` names the source in errors.
 pub fn parse_header(buf: &[u8], file: impl AsRef<Path>) -> Result<Header, GgufError> {
     let file = file.as_ref();
+    let header = parse_index(buf, file)?;
+    // A file whose last tensor is unpadded (some writers omit the final padding) is accepted:
+    // only the payload itself must be inside the file.
+    let payload_end = match header.tensors.last() {
+        Some(t) => header
+            .data_start
+            .checked_add(t.offset)
+            .and_then(|x| x.checked_add(t.n_bytes)),
+        None => Some(header.data_start.min(buf.len() as u64)),
+    };
+    let err = |detail: String| GgufError::Format {
+        file: file.to_path_buf(),
+        detail,
+    };
+    match payload_end {
+        Some(end) if end <= buf.len() as u64 => Ok(header),
+        Some(end) => Err(err(format!(
+            "the tensor data needs {end} bytes, the file has {} (truncated)",
+            buf.len()
+        ))),
+        None => Err(err("data section end overflows".to_string())),
+    }
+}
+
+/// Parse a GGUF v3 header — metadata and tensor index — from `buf`, which may end anywhere
+/// after the index (a header cut from a file at its data section: `minirun-gguf synth --like`).
+/// [`parse_header`] also requires every payload inside `buf`.
+pub fn parse_index(buf: &[u8], file: impl AsRef<Path>) -> Result<Header, GgufError> {
+    let file = file.as_ref();
     let mut c = Cursor { buf, pos: 0, file };
     let magic = c.arr::<4>("magic")?;
     if &magic != MAGIC {
@@ -376,21 +405,6 @@ pub fn parse_header(buf: &[u8], file: impl AsRef<Path>) -> Result<Header, GgufEr
     let data_end = data_start
         .checked_add(expect_offset)
         .ok_or_else(|| c.err("data section end overflows".to_string()))?;
-    // A file whose last tensor is unpadded (some writers omit the final padding) is accepted:
-    // only the payload itself must be inside the file.
-    let payload_end = match tensors.last() {
-        Some(t) => data_start
-            .checked_add(t.offset)
-            .and_then(|x| x.checked_add(t.n_bytes))
-            .ok_or_else(|| c.err("data section end overflows".to_string()))?,
-        None => data_start.min(buf.len() as u64),
-    };
-    if payload_end > buf.len() as u64 {
-        return Err(c.err(format!(
-            "the tensor data needs {payload_end} bytes, the file has {} (truncated)",
-            buf.len()
-        )));
-    }
     Ok(Header {
         metadata,
         tensors,

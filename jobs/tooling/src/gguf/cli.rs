@@ -1,5 +1,5 @@
-//! The `minirun-gguf` command line: clap definitions for `split`, `quantize`, `convert` and
-//! `info`, dispatched to `tooling::gguf::ops` / `tooling::gguf::convert`. Flags the seed
+//! The `minirun-gguf` command line: clap definitions for `split`, `quantize`, `convert`,
+//! `synth` and `info`, dispatched to `tooling::gguf::ops` / `tooling::gguf::convert`. Flags the seed
 //! calls required (`--type`, `--max-size`) are optional here on purpose, so their refusal text
 //! and exit code 1 come from the library, not from clap (seed 003 §3; docs/gguf.md).
 
@@ -73,6 +73,20 @@ enum Cmd {
         /// Split the output into parts of at most this data size.
         #[arg(long)]
         split_max_size: Option<String>,
+    },
+    /// Write a GGUF with another file's metadata and tensor index (names, dims, types) and
+    /// generated weights; the other file may be cut at its data section (docs/gguf.md
+    /// "synth --like").
+    Synth {
+        /// The GGUF whose header is copied: a whole file or its first `data_start` bytes.
+        #[arg(long)]
+        like: PathBuf,
+        /// The output GGUF.
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed of the generated weights (the same header and seed give the same bytes).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Print a model's metadata (typed JSON values, arrays cut at 16 with their count) and
     /// tensor index as JSON, schema `minirun.gguf-info/1` (docs/gguf.md).
@@ -165,6 +179,15 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             for l in r.lines {
                 println!("{l}");
             }
+        }
+        Cmd::Synth { like, out, seed } => {
+            let r = super::like::synth_like(&like, &out, seed)?;
+            println!(
+                "synth: wrote {} ({} tensors, {} bytes)",
+                out.display(),
+                r.tensors,
+                r.bytes
+            );
         }
         Cmd::Info { input, json: _ } => {
             let v = gguf_ops::run_info(&input)?;
