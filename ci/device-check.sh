@@ -61,11 +61,11 @@ command -v nvidia-smi > /dev/null \
     && nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader
 echo
 mib=${BANDWIDTH_MIB:-256}
-echo "=== read ceiling and every quantized matvec (kernels/examples/bandwidth.rs, $mib MiB, median of 5 submits); last column: Lanes GB/s ÷ $ref GB/s"
+echo "=== read ceiling and every quantized matvec (kernels/examples/bandwidth.rs, $mib MiB, median of 5 submits); last columns: Lanes GB/s without and with subgroups ÷ $ref GB/s"
 timeout 200 "$bin/bandwidth" "$mib" 5 2>&1 | awk -F'|' -v ref="$ref" '
-    /^\| format/ { printf "%s Lanes / %s GB/s |\n", $0, ref; next }
-    /^\|---/ { printf "%s---:|\n", $0; next }
-    /^\| [a-z0-9]/ { printf "%s %.1f %% |\n", $0, 100 * $4 / ref; next }
+    /^\| format/ { printf "%s Lanes / %s GB/s | + subgroups / %s GB/s |\n", $0, ref, ref; next }
+    /^\|---/ { printf "%s---:|---:|\n", $0; next }
+    /^\| [a-z0-9]/ { printf "%s %.1f %% | %.1f %% |\n", $0, 100 * $4 / ref, 100 * $6 / ref; next }
     /^stream_read/ { print; split($0, w, ": "); printf "(the ceiling is %.1f %% of %s GB/s)\n", 100 * w[2] / ref, ref; next }
     { print }'
 

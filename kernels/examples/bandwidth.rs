@@ -6,7 +6,8 @@
 //! matvec over a matrix of about MIB of weights (K columns, 4096 unless given; the unrolled
 //! modules of 4-element blocks — `fp8-e4m3-block`, affine, bf16, f16 — exist up to K = 2048) is
 //! reported as GB/s of weight
-//! bytes and as a fraction of that ceiling, for both matvec shapes, and for the row shape with
+//! bytes and as a fraction of that ceiling, for both matvec shapes (`Lanes` also with the subgroup
+//! reduction where the adapter has subgroups), and for the row shape with
 //! its input as a uniform block, and the unrolled module where the format has one
 //! (`unrolled::source_for`, what the runner uses for one-token matvecs on a CPU adapter). Each
 //! figure is the median of ITERS timed submits of 8 back-to-back dispatches, after one warm-up
@@ -184,12 +185,14 @@ fn main() {
         gpu.matvec_shape()
     );
     println!("stream_read over {mib} MiB: {ceil:.2} GB/s (the ceiling)\n");
-    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Rows GB/s | Rows / ceiling | Rows + uniform x GB/s | / ceiling | unrolled GB/s | / ceiling |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| format | rows × K | Lanes GB/s | Lanes / ceiling | Lanes + subgroups GB/s | / ceiling | Rows GB/s | Rows / ceiling | Rows + uniform x GB/s | / ceiling | unrolled GB/s | / ceiling |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // (Lanes with the LANES fold and, where the adapter has subgroups, with the subgroup reduction)
     let gpus = [
-        Gpu::new_with_shape(Some(MatvecShape::Lanes)).expect("adapter"),
+        Gpu::new_with(Some(MatvecShape::Lanes), Some(false)).expect("adapter"),
         Gpu::new_with_shape(Some(MatvecShape::Rows)).expect("adapter"),
     ];
+    let subgroups = Gpu::new_with(Some(MatvecShape::Lanes), Some(true)).ok();
     let formats = [
         WeightFormat::Q4_0,
         WeightFormat::Q4_1,
@@ -216,13 +219,14 @@ fn main() {
         let mut cells = Vec::new();
         let mut rows = 0;
         let runs = [
-            (&gpus[0], Form::Storage),
-            (&gpus[1], Form::Storage),
-            (&gpus[1], Form::UniformX),
-            (&gpus[1], Form::Unrolled),
+            (Some(&gpus[0]), Form::Storage),
+            (subgroups.as_ref(), Form::Storage),
+            (Some(&gpus[1]), Form::Storage),
+            (Some(&gpus[1]), Form::UniformX),
+            (Some(&gpus[1]), Form::Unrolled),
         ];
         for (g, form) in runs {
-            match matvec(g, f, bytes, iters, form) {
+            match g.and_then(|g| matvec(g, f, bytes, iters, form)) {
                 Some((r, gbs)) => {
                     rows = r;
                     cells.push(format!("{gbs:.2} | {:.0} %", 100.0 * gbs / ceil));

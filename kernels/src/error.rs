@@ -42,6 +42,8 @@ pub enum KernelError {
     },
     #[error("no wgpu adapter found (install `mesa-vulkan-drivers` for the CPU adapter lavapipe)")]
     NoAdapter,
+    #[error("subgroup reductions were asked for, but the adapter `{0}` has no subgroup operations (wgpu::Features::SUBGROUP)")]
+    NoSubgroups(String),
     #[error("wgpu device request failed")]
     Device(#[source] wgpu::RequestDeviceError),
     #[error("gpu buffer of {bytes} bytes exceeds the device binding limit of {limit} bytes")]

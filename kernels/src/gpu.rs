@@ -123,6 +123,8 @@ enum Variant {
     Storage,
     /// A matmul module with binding 1 as a 64 KiB uniform block ([`crate::X_UNIFORM`]).
     UniformX,
+    /// A matmul module with the subgroup-reduction entry points ([`Kernel::subgroup_source`]).
+    Subgroup,
 }
 
 /// A device, its queue and the pipelines compiled on it.
@@ -131,6 +133,9 @@ pub struct Gpu {
     queue: wgpu::Queue,
     info: Option<wgpu::AdapterInfo>,
     shape: MatvecShape,
+    /// Whether the `Lanes` matmul pipelines reduce with subgroup operations
+    /// (docs/kernels.md "Subgroup reduction").
+    subgroups: bool,
     pipelines: Mutex<HashMap<(Kernel, Variant), Arc<Compiled>>>,
     generated: Mutex<HashMap<String, Arc<Compiled>>>,
     counters: Counters,
@@ -176,6 +181,17 @@ impl Gpu {
     /// As [`Gpu::new`], with the matvec row mapping forced to `shape` (`None`: the adapter's
     /// default, [`MatvecShape::for_device_type`]).
     pub fn new_with_shape(shape: Option<MatvecShape>) -> Result<Self, KernelError> {
+        Self::new_with(shape, None)
+    }
+
+    /// As [`Gpu::new_with_shape`], with the subgroup reduction of the `Lanes` matmul kernels
+    /// forced on or off (`None`: on where the adapter has subgroups, is not a CPU adapter and the
+    /// mapping is `Lanes`; docs/kernels.md "Subgroup reduction"). Forcing it on refuses an
+    /// adapter without subgroups.
+    pub fn new_with(
+        shape: Option<MatvecShape>,
+        subgroups: Option<bool>,
+    ) -> Result<Self, KernelError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let options = wgpu::RequestAdapterOptions {
@@ -184,19 +200,32 @@ impl Gpu {
         };
         let adapter = pollster::block_on(instance.request_adapter(&options))
             .map_err(|_| KernelError::NoAdapter)?;
+        let info = adapter.get_info();
+        let shape = shape.unwrap_or(MatvecShape::for_device_type(info.device_type));
+        let has = adapter.features().contains(wgpu::Features::SUBGROUP);
+        let subgroups = match subgroups {
+            Some(true) if !has => return Err(KernelError::NoSubgroups(info.name.clone())),
+            Some(on) => on,
+            None => has && info.device_type != wgpu::DeviceType::Cpu,
+        } && shape == MatvecShape::Lanes;
+        let features = if subgroups {
+            wgpu::Features::SUBGROUP
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("kernels"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: adapter.limits(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
         .map_err(KernelError::Device)?;
-        let info = adapter.get_info();
         let gpu = Self::with_device(device, queue);
         Ok(Self {
-            shape: shape.unwrap_or(MatvecShape::for_device_type(info.device_type)),
+            shape,
+            subgroups,
             info: Some(info),
             ..gpu
         })
@@ -209,6 +238,7 @@ impl Gpu {
             queue,
             info: None,
             shape: MatvecShape::Lanes,
+            subgroups: false,
             pipelines: Mutex::new(HashMap::new()),
             generated: Mutex::new(HashMap::new()),
             counters: Counters::default(),
@@ -219,6 +249,11 @@ impl Gpu {
     /// every pipeline and grid of one `Gpu` agree).
     pub fn matvec_shape(&self) -> MatvecShape {
         self.shape
+    }
+
+    /// Whether the `Lanes` matmul kernels reduce with subgroup operations (fixed at set-up).
+    pub fn subgroups(&self) -> bool {
+        self.subgroups
     }
 
     /// What crossed the wgpu API so far.
@@ -318,6 +353,11 @@ impl Gpu {
     /// The compiled pipeline of `kernel` (for this device's [`MatvecShape`]), compiling it on
     /// first use.
     pub fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
+        if self.subgroups && self.shape == MatvecShape::Lanes {
+            if let Some(c) = self.compile(kernel, Variant::Subgroup, || kernel.subgroup_source()) {
+                return c;
+            }
+        }
         let mut cache = self.cache();
         let key = (kernel, Variant::Storage);
         if let Some(c) = cache.get(&key) {
@@ -413,8 +453,12 @@ impl Gpu {
     /// Compiles `source` as `kernel`'s pipeline in `variant` (its layout from
     /// [`Kernel::storage`], binding 1 a uniform block unless `variant` is `Storage`).
     fn build(&self, kernel: Kernel, variant: Variant, source: &str) -> Compiled {
-        let entry = entry_point(kernel, self.shape);
-        let uniform_x = variant != Variant::Storage;
+        let entry = match (variant, entry_point(kernel, self.shape)) {
+            (Variant::Subgroup, "matvec") => "matvec_sg",
+            (Variant::Subgroup, "matmul") => "matmul_sg",
+            (_, entry) => entry,
+        };
+        let uniform_x = variant == Variant::UniformX;
         let mut entries = vec![layout_entry(0, BindingKind::Uniform)];
         for (i, access) in kernel.storage().iter().enumerate() {
             let kind = if i == 0 && uniform_x {

@@ -6,6 +6,9 @@
 // `MATMUL_*` below is its format prefix, then `wgsl/matmul_common.wgsl` (parameters, bindings,
 // decode helpers), then that body. `crate::unrolled` builds the unrolled one-token matvec from the
 // same prefix and common part.
+/// The subgroup-reduction entry points appended to a family's source where the device has
+/// subgroups ([`Kernel::subgroup_source`]).
+pub const MATMUL_SUBGROUP: &str = include_str!("../wgsl/matmul_subgroup.wgsl");
 pub const MATMUL_PLAIN: &str = concat!(
     include_str!("../wgsl/matmul_plain.wgsl"),
     include_str!("../wgsl/matmul_common.wgsl"),
@@ -346,6 +349,15 @@ impl Kernel {
         let head = self.source().strip_suffix(MATMUL_BODY)?;
         let prefix = head.strip_suffix(MATMUL_COMMON)?;
         Some((prefix, MATMUL_COMMON))
+    }
+
+    /// A matmul kernel's module with the subgroup-reduction entry points (`matvec_sg`,
+    /// `matmul_sg`: `wgsl/matmul_subgroup.wgsl`) after its body: only for a device with
+    /// `wgpu::Features::SUBGROUP` (naga 30 takes the subgroup built-ins with that feature and
+    /// refuses the `enable subgroups;` directive); `None` for other kernels.
+    pub fn subgroup_source(self) -> Option<String> {
+        self.is_matmul()
+            .then(|| format!("{}{MATMUL_SUBGROUP}", self.source()))
     }
 
     /// The module with binding 1 as a uniform block ([`X_UNIFORM`]), for matmul kernels.

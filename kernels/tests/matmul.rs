@@ -111,6 +111,90 @@ fn both_matvec_shapes_give_the_same_bits() {
     }
 }
 
+/// The subgroup reduction of the `Lanes` kernels (docs/kernels.md "Subgroup reduction"), forced
+/// on where the adapter has subgroups (lavapipe: subgroups of 8 lanes): every family within the
+/// CPU reference's tolerance, a row-split (streamed) dispatch the whole matrix's bits, per token
+/// the prefill kernel the decode kernel's bits; and it really is another reduction (some output's
+/// bits differ from the LANES fold's). A CPU adapter keeps it off unless forced.
+#[test]
+fn the_subgroup_reduction_is_within_the_reference_and_streams_bit_identically() {
+    let Some(base) =
+        gpu("the_subgroup_reduction_is_within_the_reference_and_streams_bit_identically")
+    else {
+        return;
+    };
+    let cpu = base
+        .adapter_info()
+        .is_some_and(|i| i.device_type == wgpu::DeviceType::Cpu);
+    let lanes = Gpu::new_with(Some(MatvecShape::Lanes), Some(false)).expect("a Lanes device");
+    let g = match Gpu::new_with(Some(MatvecShape::Lanes), Some(true)) {
+        Ok(g) => g,
+        Err(kernels::KernelError::NoSubgroups(name)) => {
+            eprintln!("SKIPPED the subgroup reduction: {name} has no subgroups");
+            return;
+        }
+        Err(e) => panic!("a subgroup device: {e}"),
+    };
+    assert!(g.subgroups() && !lanes.subgroups());
+    if cpu {
+        let default = Gpu::new_with(Some(MatvecShape::Lanes), None).expect("a Lanes device");
+        assert!(
+            !default.subgroups(),
+            "a CPU adapter keeps the LANES fold unless forced"
+        );
+    }
+    let mut rng = Rng(17);
+    let mut differs = 0usize;
+    for c in all_cases() {
+        let w = WeightMatrix::new(c.format, c.rows, c.k, &c.packed, &c.scales, &c.biases)
+            .expect("case is well formed");
+        let dense = w.dequantize();
+        let tokens = 6;
+        let x = rng.normals(tokens * c.k, 1.0);
+        let scale_of = |t: usize, r: usize| -> f32 {
+            (0..c.k)
+                .map(|k| (dense[r * c.k + k] * x[t * c.k + k]).abs())
+                .sum()
+        };
+        let want1 = reference::matvec(&w, &x[..c.k]).expect("reference");
+        let got1 = run_matmul(&g, &c, &x[..c.k], 1, &[0, c.rows]);
+        assert_close(&format!("subgroup matvec {}", c.name), &got1, &want1, |r| {
+            MATMUL_REL * scale_of(0, r)
+        });
+        let want = reference::matmul(&w, &x, tokens).expect("reference");
+        let got = run_matmul(&g, &c, &x, tokens, &[0, c.rows]);
+        assert_close(&format!("subgroup matmul {}", c.name), &got, &want, |i| {
+            MATMUL_REL * scale_of(i / c.rows, i % c.rows)
+        });
+        assert_bits(
+            &format!("subgroup matmul token 0 vs matvec {}", c.name),
+            &got[..c.rows],
+            &got1,
+        );
+        for t in [1, tokens] {
+            let xs = &x[..t * c.k];
+            let whole = run_matmul(&g, &c, xs, t, &[0, c.rows]);
+            let split = run_matmul(&g, &c, xs, t, &[0, c.split, c.rows]);
+            assert_bits(
+                &format!("subgroup {} tokens={t} split at {}", c.name, c.split),
+                &split,
+                &whole,
+            );
+        }
+        let folded = run_matmul(&lanes, &c, &x[..c.k], 1, &[0, c.rows]);
+        differs += got1
+            .iter()
+            .zip(&folded)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+    }
+    assert!(
+        differs > 0,
+        "no output moved: the subgroup pipelines did not run"
+    );
+    eprintln!("subgroup reduction: {differs} matvec outputs differ from the LANES fold in their last bits");
+}
+
 /// The uniform-x pipeline of case `c`: binding 1 a 64 KiB uniform block.
 fn uniform_window(g: &Gpu, x: &[f32]) -> wgpu::Buffer {
     let mut padded = x.to_vec();

@@ -17,10 +17,12 @@ const BODY: &str = "matmul_body.wgsl";
 const COMMON: &str = "matmul_common.wgsl";
 /// The 8-weight chunk interface appended to the prefixes that define `chunk_weights` only.
 const CHUNK8: &str = "matmul_chunk8.wgsl";
+/// The subgroup-reduction entry points appended on a device with subgroups.
+const SUBGROUP: &str = "matmul_subgroup.wgsl";
 
 /// Shared parts, not kernels of their own.
 fn is_shared(name: &str) -> bool {
-    name == BODY || name == CHUNK8 || name == COMMON
+    name == BODY || name == CHUNK8 || name == COMMON || name == SUBGROUP
 }
 
 fn shared_text(name: &str) -> String {
@@ -155,6 +157,34 @@ fn uniform_x_modules_validate() {
                 validate(kernel.file(), &source);
             }
             None => assert!(!kernel.is_matmul(), "{}: no uniform-x form", kernel.name()),
+        }
+    }
+}
+
+/// The subgroup form of every matmul module (`matvec_sg`, `matmul_sg` appended) validates, has
+/// both entry points, and starts with the storage form; other kernels have none.
+#[test]
+fn subgroup_modules_validate() {
+    for kernel in Kernel::ALL {
+        match kernel.subgroup_source() {
+            Some(source) => {
+                assert!(kernel.is_matmul(), "{}", kernel.name());
+                assert!(source.starts_with(kernel.source()), "{}", kernel.name());
+                assert!(
+                    source.ends_with(&shared_text(SUBGROUP)),
+                    "{}",
+                    kernel.name()
+                );
+                let module = validate(kernel.file(), &source);
+                for entry in ["matvec_sg", "matmul_sg"] {
+                    assert!(
+                        module.entry_points.iter().any(|e| e.name == entry),
+                        "{}: no {entry}",
+                        kernel.name()
+                    );
+                }
+            }
+            None => assert!(!kernel.is_matmul(), "{}: no subgroup form", kernel.name()),
         }
     }
 }

@@ -154,6 +154,15 @@ impl Engine {
             .map_err(EngineError::NoAdapter)
     }
 
+    /// Uses a device the caller set up (a forced mapping or subgroup reduction:
+    /// `Gpu::new_with`).
+    pub fn from_gpu(gpu: Gpu) -> Self {
+        Self {
+            gpu,
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Uses a device and queue the caller already has.
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
         Self {

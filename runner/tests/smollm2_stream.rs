@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use runner::engine::Engine;
 use runner::llama::{Logits, Runner, WeightMode};
 use runner::model::LlamaModel;
 use runner::tokenizer::Tokenizer;
@@ -80,4 +81,75 @@ fn streamed_and_resident_logits_are_bit_identical() {
         "streamed == resident over {} forwards, {streamed_reads} tile reads",
         1 + decode
     );
+}
+
+/// Prefill then greedy decode steps' logits rows of `model` on `e`.
+fn logits(
+    e: &Engine,
+    model: &LlamaModel,
+    prompt: &[u32],
+    mode: WeightMode,
+    decode: usize,
+) -> Vec<Vec<f32>> {
+    let mut r = Runner::new(e, model, mode, prompt.len() + decode + 1).expect("load");
+    let mut steps = vec![r.forward(prompt, Logits::Last).expect("prefill")];
+    for _ in 0..decode {
+        let next = common::top2(steps.last().unwrap()).0 as u32;
+        steps.push(r.forward(&[next], Logits::Last).expect("decode"));
+    }
+    steps
+}
+
+/// With the subgroup reduction (forced on a `Lanes` device where the adapter has subgroups;
+/// docs/kernels.md "Subgroup reduction"), streamed == resident still holds bit for bit, and the
+/// logits stay within 1e-4 · max |logit| of the CPU adapter's default engine with the same greedy
+/// tokens (another reduction order, so not its bits).
+#[test]
+fn with_subgroups_streamed_equals_resident_and_stays_near_the_default() {
+    const TEST: &str = "with_subgroups_streamed_equals_resident_and_stays_near_the_default";
+    let Some(path) = common::model_path(TEST) else {
+        return;
+    };
+    let Some(base) = common::engine(TEST) else {
+        return;
+    };
+    let gpu = match kernels::gpu::Gpu::new_with(Some(kernels::gpu::MatvecShape::Lanes), Some(true))
+    {
+        Ok(g) => g,
+        Err(kernels::KernelError::NoSubgroups(name)) => {
+            eprintln!("SKIPPED {TEST}: {name} has no subgroups");
+            return;
+        }
+        Err(e) => panic!("a subgroup device: {e}"),
+    };
+    let e = Engine::from_gpu(gpu);
+    assert!(e.gpu().subgroups());
+    let model = LlamaModel::open(&path).expect("open model");
+    let tok = Tokenizer::from_gguf(model.gguf.metadata()).expect("tokenizer");
+    let prompt = tok.encode(common::PROMPTS[0]).expect("encode");
+    let decode = 3;
+    let resident = logits(&e, &model, &prompt, WeightMode::Resident, decode);
+    let streamed = logits(
+        &e,
+        &model,
+        &prompt,
+        WeightMode::Streamed {
+            tile_bytes: 64 * 1024,
+        },
+        decode,
+    );
+    let default = logits(base, &model, &prompt, WeightMode::Resident, decode);
+    for (i, ((r, s), d)) in resident.iter().zip(&streamed).zip(&default).enumerate() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(r), bits(s), "step {i}: streamed moved off resident");
+        let scale = d.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let worst = r.iter().zip(d).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!("step {i}: subgroups vs default max |Δ| {worst:e} (max |logit| {scale})");
+        assert!(worst <= 1e-4 * scale, "step {i}: {worst} > 1e-4 · {scale}");
+        assert_eq!(
+            common::top2(r).0,
+            common::top2(d).0,
+            "step {i}: greedy moved"
+        );
+    }
 }

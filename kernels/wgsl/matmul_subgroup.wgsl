@@ -1,0 +1,86 @@
+// ---- subgroup reduction (docs/kernels.md "Subgroup reduction"): appended to a matmul family's
+// ---- source only on a device created with wgpu's SUBGROUP feature (`Gpu::subgroups`). Lane l's
+// ---- partial p_l is the LANES-wide entry points' (chunks l, l + LANES, … in increasing order,
+// ---- fma from 0.0); then each subgroup adds its lanes' partials with `subgroupAdd` (the
+// ---- device's own order), and lane 0 adds the subgroups' sums in subgroup order. The order
+// ---- depends only on K and the device, never on which rows a dispatch covers, so a row-tiled
+// ---- (streamed) dispatch and a whole-matrix (resident) one give the same bits; it is not the
+// ---- LANES fold's order, so the bits are not `matvec`'s (the CPU reference bounds them).
+
+var<workgroup> subgroup1: array<f32, 64>;
+var<workgroup> subgroup4: array<vec4<f32>, 64>;
+
+@compute @workgroup_size(64)
+fn matvec_sg(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+    @builtin(subgroup_invocation_id) sl: u32,
+    @builtin(subgroup_id) sid: u32,
+    @builtin(num_subgroups) ns: u32,
+) {
+    let r = wg.x + wg.y * p.groups_x;
+    if (r >= p.rows) {
+        return;
+    }
+    var acc = 0.0;
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
+    }
+    let s = subgroupAdd(acc);
+    if (sl == 0u) {
+        subgroup1[sid] = s;
+    }
+    workgroupBarrier();
+    if (lane == 0u) {
+        var total = subgroup1[0];
+        for (var i = 1u; i < ns; i++) {
+            total = total + subgroup1[i];
+        }
+        store(p.y_offset + r, total);
+    }
+}
+
+@compute @workgroup_size(64)
+fn matmul_sg(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+    @builtin(subgroup_invocation_id) sl: u32,
+    @builtin(subgroup_id) sid: u32,
+    @builtin(num_subgroups) ns: u32,
+) {
+    let r = wg.x + wg.y * p.groups_x;
+    let t0 = wg.z * TOKEN_TILE;
+    if (r >= p.rows || t0 >= p.tokens) {
+        return;
+    }
+    let last = p.tokens - 1u;
+    let bases = vec4<u32>(
+        t0 * p.k,
+        min(t0 + 1u, last) * p.k,
+        min(t0 + 2u, last) * p.k,
+        min(t0 + 3u, last) * p.k,
+    );
+    var acc = vec4<f32>(0.0);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
+    }
+    let s = subgroupAdd(acc);
+    if (sl == 0u) {
+        subgroup4[sid] = s;
+    }
+    workgroupBarrier();
+    if (lane == 0u) {
+        var out = subgroup4[0];
+        for (var i = 1u; i < ns; i++) {
+            out = out + subgroup4[i];
+        }
+        for (var j = 0u; j < TOKEN_TILE; j++) {
+            let t = t0 + j;
+            if (t < p.tokens) {
+                store(t * p.y_stride + p.y_offset + r, out[j]);
+            }
+        }
+    }
+}
