@@ -174,6 +174,74 @@ fn a_small_expert_cache_stays_within_its_budget_and_changes_no_bit() {
     }
 }
 
+/// A streamed step whose routed experts are all cached keeps their outputs on the device like a
+/// resident step: per layer one read, the router's k picks (issue 16: "streamed V4 experts may
+/// read back the router's choice once per layer — count it"), then the logits; nothing created
+/// once warm (two passes), and the resident logits bit for bit.
+#[test]
+fn a_cached_streamed_step_reads_back_only_the_picks() {
+    let fx = deepseek_common::fixture();
+    let dir = deepseek_common::release();
+    let ids = &fx.prompt[..5];
+    let mut resident = V4Model::open_dir(
+        dir,
+        Mode::Gpu {
+            streamed: false,
+            expert_cache_bytes: 0,
+        },
+    )
+    .expect("opens resident");
+    let want: Vec<Vec<f32>> = ids
+        .iter()
+        .map(|&id| resident.forward(&[id]).unwrap())
+        .collect();
+    drop(resident);
+    let mut m = V4Model::open_dir(
+        dir,
+        Mode::Gpu {
+            streamed: true,
+            expert_cache_bytes: 64 << 20,
+        },
+    )
+    .expect("opens streamed");
+    // two passes to warm: the first loads the experts (the read path), the second makes the
+    // on-device chains' bind groups
+    for _ in 0..2 {
+        for &id in ids {
+            m.forward(&[id]).expect("warm-up pass");
+        }
+        m.reset();
+    }
+    let (layers, k, vocab) = (
+        m.config.layers as u64,
+        m.config.top_k as u64,
+        m.config.vocab as u64,
+    );
+    for (i, &id) in ids.iter().enumerate() {
+        let before = m.gpu_stats().expect("counters");
+        let row = m.forward(&[id]).expect("step");
+        let d = m.gpu_stats().expect("counters") - before;
+        eprintln!("cached streamed step {i}: {d:?}");
+        assert!(
+            row.iter()
+                .zip(&want[i])
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "step {i}: streamed logits differ from resident"
+        );
+        assert_eq!(d.submits, layers + 1, "step {i}: {d:?}");
+        assert_eq!(
+            d.bytes_read_back,
+            4 * k * layers + 4 * vocab,
+            "step {i}: {d:?}"
+        );
+        assert_eq!(
+            d.buffers_created + d.bind_groups_created,
+            0,
+            "step {i}: {d:?}"
+        );
+    }
+}
+
 /// A resident decode step's device work, counted by the one wgpu wrapper (`kernels::gpu::Gpu`):
 /// a layer's products go in chains (the normalised input's projections, one merged matrix a
 /// format, through `q_norm` into the query LoRA's; the grouped output projection into `wo_b`;

@@ -539,6 +539,10 @@ impl Linears for GpuLinears {
         }
     }
 
+    fn chain_ready(&mut self, links: &[Link<'_>]) -> bool {
+        self.chain_planned(links)
+    }
+
     /// The kernel a chain uses between its products (`activation.wgsl`, f32), run alone: a chain
     /// that cannot run in one submit gives the same bits. A limit the kernel cannot express (not
     /// a positive f32) goes to the host's f64 form.

@@ -311,6 +311,12 @@ pub trait Linears {
     fn linear_chain(&mut self, links: &[Link<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
         chain::on_host(self, links)
     }
+    /// Whether [`Linears::linear_chain`] would run `links` in one submit on the device with
+    /// every matrix already there (nothing loaded): then the links it does not read back leave
+    /// their outputs on the device, where the residual can stage them.
+    fn chain_ready(&mut self, _links: &[Link<'_>]) -> bool {
+        false
+    }
     /// `silu(min(gate, limit)) · clamp(up, −limit, limit)`, element by element (V4's clamped
     /// SwiGLU); here in f64, rounded to f32 (transformers' order of operations).
     fn swiglu(&mut self, gate: &[f32], up: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {

@@ -265,9 +265,18 @@ fn run_picks(
         .map(|e| format!("{}.experts.{e}", p.stem))
         .chain((!shared_ran).then(|| shared.to_owned()))
         .collect();
-    let mut links = Vec::with_capacity(3 * stems.len());
-    for stem in &stems {
-        mlp_links(c, &mut links, stem, Input::Block, 1, read);
+    // a streamed step whose experts are all cached leaves their outputs on the device too
+    let links_of = |read: bool| {
+        let mut links = Vec::with_capacity(3 * stems.len());
+        for stem in &stems {
+            mlp_links(c, &mut links, stem, Input::Block, 1, read);
+        }
+        links
+    };
+    let mut links = links_of(false);
+    let read = read && !l.chain_ready(&links);
+    if read {
+        links = links_of(true);
     }
     let outs = l.linear_chain(&links)?;
     let slot = |e: usize| experts.iter().position(|&x| x == e).unwrap_or(0);

@@ -113,6 +113,11 @@ impl GpuLinears {
         self.record_chain(links, &plan).map(Some)
     }
 
+    /// Whether [`GpuLinears::chain_on_device`] would run `links` with nothing to load.
+    pub(super) fn chain_planned(&mut self, links: &[Link<'_>]) -> bool {
+        matches!(self.plan(links), Ok(Some(_)))
+    }
+
     fn plan<'a>(&mut self, links: &[Link<'a>]) -> Result<Option<Plan<'a>>, V4Error> {
         let level = levels(links)?;
         if links.iter().any(|l| l.tokens != 1) {
