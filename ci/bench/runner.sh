@@ -65,6 +65,7 @@ for r in $(seq "$rounds"); do
     done
 done
 "$bin/examples/bandwidth" 32 5 > "$tmp/bandwidth.md" 2> /dev/null
+python3 ci/bench/copy_bandwidth.py "$model" 5 > "$tmp/copy.txt"
 
 python3 - "$tmp" "$out" "$rounds" "$decode" "$model" <<'PY'
 import os, statistics, subprocess, sys
@@ -109,7 +110,9 @@ for e, name in names.items():
     ratio = f"{r[1] / cpu[1]:.3f}×" if cpu else "–"
     vratio = f"{r[1] / vk[1]:.1f}×" if vk else "–"
     lines.append(f"| {name} | {r[0]:.1f} | {r[1]:.2f} ({r[3]:.2f}–{r[4]:.2f}) | {ratio} | {vratio} | {r[1] * size / 1e9:.2f} | {r[2]:.0f} |")
-lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:.2f} GB/s**.", "",
+copy = open(os.path.join(tmp, "copy.txt")).read().strip()
+lines += ["", f"Adapter read ceiling (`Kernel::StreamRead`, 32 MiB): **{ceiling:.2f} GB/s**. "
+          f"The machine's copy bandwidth (`ci/bench/copy_bandwidth.py`, the streaming target's yardstick): {copy}.", "",
           "Quantized matvec throughput (`cargo run --release -p kernels --example bandwidth -- 32 5`, "
           "K = 4096, ~32 MiB of weights, median of 5 submits of 8 dispatches), both row mappings, the "
           "uniform-input form and the unrolled module (— where the format has none):", ""]
