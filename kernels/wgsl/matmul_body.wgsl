@@ -15,18 +15,45 @@
 var<workgroup> partial1: array<f32, 64>;
 var<workgroup> partial4: array<vec4<f32>, 64>;
 
+// Lane `lane`'s partial of row r: chunks lane, lane + LANES, … in increasing order, fma from 0.0
+// (also the first step of the subgroup reduction, wgsl/matmul_subgroup.wgsl).
+fn lane_partial(r: u32, lane: u32) -> f32 {
+    var acc = 0.0;
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot(r, c, 0u, acc);
+    }
+    return acc;
+}
+
+// The same for the TOKEN_TILE tokens whose inputs start at `bases`.
+fn lane_partial4(r: u32, lane: u32, bases: vec4<u32>) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    let n = chunk_count();
+    for (var c = lane; c < n; c += LANES) {
+        acc = chunk_dot4(r, c, bases, acc);
+    }
+    return acc;
+}
+
+// The input bases of the token tile starting at t0 (the last token repeated past the end).
+fn tile_bases(t0: u32) -> vec4<u32> {
+    let last = p.tokens - 1u;
+    return vec4<u32>(
+        t0 * p.k,
+        min(t0 + 1u, last) * p.k,
+        min(t0 + 2u, last) * p.k,
+        min(t0 + 3u, last) * p.k,
+    );
+}
+
 @compute @workgroup_size(64)
 fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let r = wg.x + wg.y * p.groups_x;
     if (r >= p.rows) {
         return;
     }
-    var acc = 0.0;
-    let n = chunk_count();
-    for (var c = lane; c < n; c += LANES) {
-        acc = chunk_dot(r, c, 0u, acc);
-    }
-    partial1[lane] = acc;
+    partial1[lane] = lane_partial(r, lane);
     workgroupBarrier();
     if (lane == 0u) {
         var total = partial1[0];
@@ -44,18 +71,7 @@ fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
     if (r >= p.rows || t0 >= p.tokens) {
         return;
     }
-    let last = p.tokens - 1u;
-    let b0 = t0 * p.k;
-    let b1 = min(t0 + 1u, last) * p.k;
-    let b2 = min(t0 + 2u, last) * p.k;
-    let b3 = min(t0 + 3u, last) * p.k;
-    var acc = vec4<f32>(0.0);
-    let bases = vec4<u32>(b0, b1, b2, b3);
-    let n = chunk_count();
-    for (var c = lane; c < n; c += LANES) {
-        acc = chunk_dot4(r, c, bases, acc);
-    }
-    partial4[lane] = acc;
+    partial4[lane] = lane_partial4(r, lane, tile_bases(t0));
     workgroupBarrier();
     if (lane == 0u) {
         var out = partial4[0];
@@ -82,13 +98,9 @@ fn matvec_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (r >= p.rows) {
         return;
     }
-    let n = chunk_count();
     var total = 0.0;
     for (var l = 0u; l < LANES; l++) {
-        var acc = 0.0;
-        for (var c = l; c < n; c += LANES) {
-            acc = chunk_dot(r, c, 0u, acc);
-        }
+        let acc = lane_partial(r, l);
         if (l == 0u) {
             total = acc;
         } else {
@@ -105,16 +117,10 @@ fn matmul_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (r >= p.rows || t0 >= p.tokens) {
         return;
     }
-    let last = p.tokens - 1u;
-    let bases = vec4<u32>(t0 * p.k, min(t0 + 1u, last) * p.k, min(t0 + 2u, last) * p.k,
-                          min(t0 + 3u, last) * p.k);
-    let n = chunk_count();
+    let bases = tile_bases(t0);
     var out = vec4<f32>(0.0);
     for (var l = 0u; l < LANES; l++) {
-        var acc = vec4<f32>(0.0);
-        for (var c = l; c < n; c += LANES) {
-            acc = chunk_dot4(r, c, bases, acc);
-        }
+        let acc = lane_partial4(r, l, bases);
         if (l == 0u) {
             out = acc;
         } else {

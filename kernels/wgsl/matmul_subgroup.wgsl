@@ -1,7 +1,7 @@
 // ---- subgroup reduction (docs/kernels.md "Subgroup reduction"): appended to a matmul family's
 // ---- source only on a device created with wgpu's SUBGROUP feature (`Gpu::subgroups`). Lane l's
-// ---- partial p_l is the LANES-wide entry points' (chunks l, l + LANES, … in increasing order,
-// ---- fma from 0.0); then each subgroup adds its lanes' partials with `subgroupAdd` (the
+// ---- partial p_l is the LANES-wide entry points' (`lane_partial`, `lane_partial4` of the body);
+// ---- then each subgroup adds its lanes' partials with `subgroupAdd` (the
 // ---- device's own order), and lane 0 adds the subgroups' sums in subgroup order. The order
 // ---- depends only on K and the device, never on which rows a dispatch covers, so a row-tiled
 // ---- (streamed) dispatch and a whole-matrix (resident) one give the same bits; it is not the
@@ -22,12 +22,7 @@ fn matvec_sg(
     if (r >= p.rows) {
         return;
     }
-    var acc = 0.0;
-    let n = chunk_count();
-    for (var c = lane; c < n; c += LANES) {
-        acc = chunk_dot(r, c, 0u, acc);
-    }
-    let s = subgroupAdd(acc);
+    let s = subgroupAdd(lane_partial(r, lane));
     if (sl == 0u) {
         subgroup1[sid] = s;
     }
@@ -54,19 +49,7 @@ fn matmul_sg(
     if (r >= p.rows || t0 >= p.tokens) {
         return;
     }
-    let last = p.tokens - 1u;
-    let bases = vec4<u32>(
-        t0 * p.k,
-        min(t0 + 1u, last) * p.k,
-        min(t0 + 2u, last) * p.k,
-        min(t0 + 3u, last) * p.k,
-    );
-    var acc = vec4<f32>(0.0);
-    let n = chunk_count();
-    for (var c = lane; c < n; c += LANES) {
-        acc = chunk_dot4(r, c, bases, acc);
-    }
-    let s = subgroupAdd(acc);
+    let s = subgroupAdd(lane_partial4(r, lane, tile_bases(t0)));
     if (sl == 0u) {
         subgroup4[sid] = s;
     }

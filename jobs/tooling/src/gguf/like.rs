@@ -18,6 +18,7 @@ use artifact::gguf::writer::{write_file, TensorSpec};
 use artifact::gguf::GgufError;
 
 use super::ops::ToolError;
+use super::testmodel::Rng;
 
 /// What [`synth_like`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,26 +27,6 @@ pub struct Synthesized {
     pub tensors: usize,
     /// Bytes of the file.
     pub bytes: u64,
-}
-
-/// splitmix64, as `testmodel`'s: exact integer arithmetic, the same values everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Irwin–Hall(4) centred to unit variance (close to a normal).
-    fn normal(&mut self) -> f32 {
-        let unit = |r: &mut Rng| (r.next() >> 40) as f32 * (1.0 / (1u64 << 24) as f32);
-        let s = unit(self) + unit(self) + unit(self) + unit(self);
-        (s - 2.0) * 1.732_050_8
-    }
 }
 
 /// Writes `out`: `header`'s metadata and tensor index with generated weights (module docs).
@@ -76,7 +57,7 @@ fn weights(t: &TensorInfo, seed: u64, index: u64) -> Result<Vec<u8>, GgufError> 
     let x: Vec<f32> = if t.dims.len() == 1 {
         vec![1.0; n]
     } else {
-        (0..n).map(|_| rng.normal() * 0.02).collect()
+        (0..n).map(|_| (rng.normal() * 0.02) as f32).collect()
     };
     let mut out = Vec::with_capacity(t.n_bytes as usize);
     encode(t.ggml_type, &x, row, &mut out, FmaContract::Off)

@@ -24,10 +24,11 @@ const VOCAB: u64 = 320;
 const LAYERS: u64 = 12;
 const HEAD_DIM: u64 = 64;
 
-struct Rng(u64);
+/// splitmix64: exact integer arithmetic, the same values everywhere (also `super::like`'s).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -39,7 +40,7 @@ impl Rng {
         (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
     /// Irwin–Hall(4), centred and scaled to unit variance: close to a normal, exact arithmetic.
-    fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         (self.unit() + self.unit() + self.unit() + self.unit() - 2.0) * 1.732_050_807_568_877_2
     }
 }
