@@ -15,6 +15,7 @@ mod format;
 pub mod generated;
 pub mod gpu;
 mod kernel;
+mod launch;
 pub mod looped;
 mod params;
 pub mod reference;
