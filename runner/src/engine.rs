@@ -323,6 +323,53 @@ impl Engine {
         })
     }
 
+    /// Writes another matrix of `m`'s format and shape (`bytes`: packed, scales, biases) over
+    /// `m`'s device bytes, part by part, and names it `name`: the buffers, and the bind groups
+    /// made over them, are kept (a streamed expert's slot taking the next expert:
+    /// docs/runner-deepseek-v4.md "Expert cache"). The writes are queue writes, applied before
+    /// the next submit; work recorded and not yet submitted must not read `m`.
+    pub fn rewrite_matrix(
+        &self,
+        m: &mut ResidentMatrix,
+        name: &str,
+        bytes: [&[u8]; 3],
+    ) -> Result<(), EngineError> {
+        let matrix_err = |source| EngineError::Matrix {
+            name: name.to_string(),
+            source,
+        };
+        let [packed, scales, biases] = bytes;
+        m.format
+            .check(m.rows, m.k, packed, scales, biases)
+            .map_err(matrix_err)?;
+        for part in &m.parts {
+            let ranges = m
+                .format
+                .row_ranges(m.k, part.row0, part.row0 + part.rows)
+                .map_err(matrix_err)?;
+            let spans = [
+                Some(&part.packed),
+                part.scales.as_ref(),
+                part.biases.as_ref(),
+            ];
+            for ((span, src), r) in spans.into_iter().zip([packed, scales, biases]).zip(ranges) {
+                let Some(span) = span else { continue };
+                let mut data = src.get(r).map(<[u8]>::to_vec).unwrap_or_default();
+                data.resize(data.len().div_ceil(4).max(1) * 4, 0);
+                if data.len() as u64 > span.size {
+                    return Err(matrix_err(KernelError::Shape {
+                        what: "rewritten part",
+                        value: data.len(),
+                        reason: "larger than the span it replaces",
+                    }));
+                }
+                self.gpu.write(&span.buffer, span.offset, &data);
+            }
+        }
+        m.name = name.to_string();
+        Ok(())
+    }
+
     /// Matrices of one format and shape (`rows` × `k` each, `(packed, scales)` each, named
     /// `names`) uploaded one after the other as one stack `name` (docs/kernels.md "Experts by
     /// index": a product can then pick its matrix on the device), and each matrix as a view of

@@ -11,6 +11,7 @@ mod deepseek_chat;
 mod deepseek_common;
 mod deepseek_gpu;
 mod deepseek_reference;
+mod deepseek_stream;
 mod engine;
 mod engine_counters;
 mod kquant_run_gate;

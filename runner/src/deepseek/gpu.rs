@@ -11,18 +11,19 @@
 //! Resident: every matrix is uploaded when declared. Streamed: only the non-expert matrices are;
 //! a routed expert's matrices are read from the source tile by tile (one `pread` per tile) when a
 //! token is routed to it and kept in a device cache bounded in bytes (`--expert-cache-mib`;
-//! hits, misses and evictions counted in [`ExpertCacheStats`]). Hotness first: every matrix's
-//! uses are counted for the whole run; a newcomer evicts cached matrices used fewer times than
-//! itself (the least recently used of equals first), and one that is not hotter than what it
-//! would displace serves its product from a one-matrix transient slot instead of being cached.
+//! hits, misses and evictions counted in [`ExpertCacheStats`]), an expert (gate, up and down)
+//! at a time, in slots reused from one expert to the next ([`experts`]). Hotness first: every
+//! expert's uses are counted for the whole run; a newcomer evicts cached experts used fewer
+//! times than itself (the least recently used of equals first), and one that is not hotter
+//! than what it would displace is held in a transient slot outside the budget instead.
 //! A decode step sweeps the layers in order, so plain LRU with a budget below one token's
-//! working set evicts every matrix just before it is needed again and never hits; counting uses
+//! working set evicts every expert just before it is needed again and never hits; counting uses
 //! keeps the experts the conversation keeps choosing (ds4's hotness-first is the anchor).
 //! The kernels' accumulation order depends only on the row and K (docs/kernels.md), so a streamed
 //! run produces the resident run's logits bit for bit.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ use super::source::WeightSource;
 
 mod attn;
 mod chain;
+mod experts;
 mod fused;
 mod merged;
 mod norm;
@@ -57,13 +59,8 @@ pub struct GpuLinears {
     streamed: bool,
     shapes: HashMap<String, (usize, usize, bool)>,
     resident: HashMap<String, ResidentMatrix>,
-    /// Cached routed-expert matrices with their bytes, least recently used first.
-    experts: VecDeque<(String, ResidentMatrix, u64)>,
-    /// Products each routed-expert matrix has served so far (kept after its eviction).
-    uses: HashMap<String, u64>,
-    /// A matrix not admitted to the cache, held for the product that needed it.
-    transient: Option<(String, ResidentMatrix, u64)>,
-    cache: ExpertCacheStats,
+    /// The streamed routed experts on the device, in reused slots ([`experts`]).
+    slots: experts::ExpertSlots,
     /// The one-token products' unrolled modules (a CPU adapter), by format, K and rows.
     unrolled: HashMap<(WeightFormat, usize, usize), Arc<Generated>>,
     /// The input windows and the read-back buffer batches share.
@@ -130,13 +127,7 @@ impl GpuLinears {
             streamed,
             shapes: HashMap::new(),
             resident: HashMap::new(),
-            experts: VecDeque::new(),
-            uses: HashMap::new(),
-            transient: None,
-            cache: ExpertCacheStats {
-                budget_bytes: expert_cache_bytes,
-                ..ExpertCacheStats::default()
-            },
+            slots: experts::ExpertSlots::new(expert_cache_bytes),
             unrolled: HashMap::new(),
             buffers: BatchBuffers::default(),
             groups: HashMap::new(),
@@ -160,12 +151,7 @@ impl GpuLinears {
         if let Some(p) = self.prepared.get(stem) {
             return p.is_some();
         }
-        let Some(m) = self.resident.get(stem).or_else(|| {
-            self.experts
-                .iter()
-                .find(|(n, _, _)| n == stem)
-                .map(|(_, m, _)| m)
-        }) else {
+        let Some(m) = self.resident.get(stem).or_else(|| self.slots.matrix(stem)) else {
             return false;
         };
         let g = self.engine.gpu();
@@ -191,7 +177,7 @@ impl GpuLinears {
         let g = self.engine.gpu();
         for &(i, s) in pending.runs.iter() {
             let stem = &items[i].stem;
-            let m = find(&self.resident, &self.experts, None, stem)?;
+            let m = find(&self.resident, &self.slots, stem)?;
             let window = self.buffers.window(g, s);
             if let Some(Some(p)) = self.prepared.get_mut(stem) {
                 p.bind(g, m, s, window)?;
@@ -223,36 +209,18 @@ impl GpuLinears {
         Ok(())
     }
 
-    /// One product outside a batch, its matrix available (a routed expert loaded): a streamed
-    /// expert's one-token product prepared for this product alone (a matrix in the transient
-    /// slot); anything else through the general matmul path.
+    /// One product outside a batch (a prefill chunk, or a matrix without a prepared one-token
+    /// product), its matrix available, through the general matmul path.
     fn unbatched(&mut self, item: &Product<'_>) -> Result<(Vec<f32>, usize), V4Error> {
         let (stem, x, tokens) = (item.stem.as_str(), item.x, item.tokens);
-        let m = find(&self.resident, &self.experts, self.transient.as_ref(), stem)?;
+        let m = find(&self.resident, &self.slots, stem)?;
         let (n, k) = (m.rows, m.k);
         check_product(stem, &item.rows, n, k, x, tokens)?;
         let g = self.engine.gpu();
-        let y = match (tokens == 1 && !self.resident.contains_key(stem))
-            .then(|| {
-                let module = unrolled_module(&mut self.unrolled, g, m);
-                Prepared::new(g, m, module)
-            })
-            .flatten()
-        {
-            Some(mut p) => {
-                p.bind(g, m, 0, self.buffers.window(g, 0))?;
-                run_batch(g, &mut self.buffers, &[x], &[(&p, 0)])?
-                    .pop()
-                    .unwrap_or_default()
-            }
-            None => {
-                let xb = g.upload_f32("x", x)?;
-                let yb = g.zeros("y", (tokens * n * 4) as u64)?;
-                self.engine.matmul(m, &xb, &yb, tokens)?;
-                g.read_f32(&yb, tokens * n)?
-            }
-        };
-        Ok((y, n))
+        let xb = g.upload_f32("x", x)?;
+        let yb = g.zeros("y", (tokens * n * 4) as u64)?;
+        self.engine.matmul(m, &xb, &yb, tokens)?;
+        Ok((g.read_f32(&yb, tokens * n)?, n))
     }
 
     /// `item` over a matrix of its own rows when it asks for one of the row groups uploaded by
@@ -280,15 +248,6 @@ impl GpuLinears {
         }
     }
 
-    fn upload(&self, stem: &str, rows: usize, k: usize) -> Result<(ResidentMatrix, u64), V4Error> {
-        let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
-        let bytes = (q.packed.len() + q.scales.len()) as u64;
-        Ok((
-            self.upload_rows(stem, &q, rows, &q.packed, &q.scales)?,
-            bytes,
-        ))
-    }
-
     /// `rows` rows of `q`'s format and K (their packed and scale bytes) as device matrix `name`.
     fn upload_rows(
         &self,
@@ -309,68 +268,6 @@ impl GpuLinears {
         self.resident.insert(stem.to_owned(), m);
         Ok(())
     }
-
-    /// Products served by `stem` so far.
-    fn uses(&self, stem: &str) -> u64 {
-        self.uses.get(stem).copied().unwrap_or(0)
-    }
-
-    /// The cached matrix with the fewest uses (the least recently used of those): its index.
-    fn coldest(&self) -> Option<usize> {
-        self.experts
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, (n, _, _))| (self.uses(n), *i))
-            .map(|(i, _)| i)
-    }
-
-    /// Makes routed expert `stem` available (cached, or in the one-matrix transient slot).
-    fn load_expert(&mut self, stem: &str) -> Result<(), V4Error> {
-        *self.uses.entry(stem.to_owned()).or_default() += 1;
-        if let Some(i) = self.experts.iter().position(|(n, _, _)| n == stem) {
-            self.cache.hits += 1;
-            if let Some(hit) = self.experts.remove(i) {
-                self.experts.push_back(hit);
-            }
-            return Ok(());
-        }
-        if self.transient.as_ref().is_some_and(|(n, _, _)| n == stem) {
-            self.cache.hits += 1;
-            return Ok(());
-        }
-        let &(rows, k, _) = self
-            .shapes
-            .get(stem)
-            .ok_or_else(|| tensor_err(stem, "used before it was declared".into()))?;
-        self.transient = None;
-        let (m, loaded) = self.upload(stem, rows, k)?;
-        self.cache.misses += 1;
-        self.cache.loaded_bytes += loaded;
-        // Admission: colder cached matrices make room for a hotter newcomer; one that is not
-        // hotter than what it would displace serves this product from the transient slot.
-        let hot = self.uses(stem);
-        while self.cache.cached_bytes + loaded > self.cache.budget_bytes {
-            match self.coldest() {
-                Some(i) if self.uses(&self.experts[i].0) < hot => {
-                    if let Some((name, _, b)) = self.experts.remove(i) {
-                        self.prepared.remove(&name);
-                        self.swiglus.retain(|(g, u), _| *g != name && *u != name);
-                        self.cache.cached_bytes -= b;
-                        self.cache.evictions += 1;
-                    }
-                }
-                _ => break,
-            }
-        }
-        if self.cache.cached_bytes + loaded <= self.cache.budget_bytes {
-            self.cache.cached_bytes += loaded;
-            self.cache.peak_bytes = self.cache.peak_bytes.max(self.cache.cached_bytes);
-            self.experts.push_back((stem.to_owned(), m, loaded));
-        } else {
-            self.transient = Some((stem.to_owned(), m, loaded));
-        }
-        Ok(())
-    }
 }
 
 impl Linears for GpuLinears {
@@ -384,6 +281,7 @@ impl Linears for GpuLinears {
         self.shapes
             .insert(stem.to_owned(), (rows, k, routed_expert));
         if routed_expert && self.streamed {
+            self.slots.declare(stem);
             return Ok(());
         }
         let q = load_matrix(self.src.as_ref(), stem, rows, k)?;
@@ -461,9 +359,9 @@ impl Linears for GpuLinears {
             .ok_or_else(|| tensor_err(stem, "the product returned no output".into()))
     }
 
-    /// One-token products of resident and cached matrices run together: one submit per at most
-    /// [`MAX_SLOTS`] distinct inputs (and before a cache miss, which may evict); the others
-    /// (prefill chunks, experts in the transient slot) one by one, in order.
+    /// One-token products of matrices on the device run together: one submit per at most
+    /// [`MAX_SLOTS`] distinct inputs (and before a cache miss, which may take a slot); the
+    /// others (prefill chunks) one by one, in order.
     fn linear_batch(&mut self, items: &[Product<'_>]) -> Result<Vec<Vec<f32>>, V4Error> {
         self.submit_open();
         let sliced: Vec<Product<'_>> = items.iter().map(|it| self.sliced(it)).collect();
@@ -475,14 +373,11 @@ impl Linears for GpuLinears {
         // MLP's gate and up, halves of one fused matrix) takes its rows from it
         let mut whole: Option<(usize, Vec<f32>, usize)> = None;
         for (i, it) in items.iter().enumerate() {
-            if !self.resident.contains_key(&it.stem) {
-                // A miss may evict a cached expert a pending product reads: run those first.
-                if !self.experts.iter().any(|(n, _, _)| *n == it.stem) {
-                    self.flush(items, &mut pending, &mut inputs, &mut out)?;
-                }
-                self.load_expert(&it.stem)?;
+            if !self.resident.contains_key(&it.stem) && !self.slots.holds(&it.stem) {
+                // A miss may take the slot of an expert a pending product reads: run those first.
+                self.flush(items, &mut pending, &mut inputs, &mut out)?;
+                self.load_for_product(&it.stem)?;
             }
-            // (an expert in the transient slot has no prepared product: it runs alone)
             if it.tokens != 1 || !self.ensure_prepared(&it.stem) {
                 let same = |&(j, _, _): &(usize, Vec<f32>, usize)| {
                     let p: &Product<'_> = &items[j];
@@ -496,7 +391,7 @@ impl Linears for GpuLinears {
                 whole = Some((i, y, n));
                 continue;
             }
-            let m = find(&self.resident, &self.experts, None, &it.stem)?;
+            let m = find(&self.resident, &self.slots, &it.stem)?;
             check_product(&it.stem, &it.rows, m.rows, m.k, it.x, 1)?;
             let mut slot = inputs.iter().position(|x| *x == it.x);
             // the same matrix over the same input already runs (parts of a merged matrix, or
@@ -541,6 +436,10 @@ impl Linears for GpuLinears {
 
     fn chain_ready(&mut self, links: &[Link<'_>]) -> bool {
         self.chain_planned(links)
+    }
+
+    fn ensure_experts(&mut self, experts: &[String]) -> Result<(), V4Error> {
+        self.ensure_loaded(experts)
     }
 
     /// The kernel a chain uses between its products (`activation.wgsl`, f32), run alone: a chain
@@ -605,14 +504,13 @@ impl Linears for GpuLinears {
         self.src.tile_reads()
     }
     fn expert_loads(&self) -> (u64, u64) {
-        (self.cache.misses, self.cache.loaded_bytes)
+        (self.slots.stats.misses, self.slots.stats.loaded_bytes)
     }
     fn expert_cache(&self) -> Option<ExpertCacheStats> {
-        self.streamed.then_some(self.cache)
+        self.streamed.then_some(self.slots.stats)
     }
 }
 
-/// The device matrix of `stem`: resident, cached or transient.
 /// The products a submit runs, `(item, window slot)` each, and the items that take their rows
 /// from one of them (`(item, index into runs)`: the same matrix over the same input).
 #[derive(Default)]
@@ -621,22 +519,15 @@ struct Batch {
     shares: Vec<(usize, usize)>,
 }
 
+/// The device matrix of `stem`: resident, or a streamed expert's on the device.
 fn find<'a>(
     resident: &'a HashMap<String, ResidentMatrix>,
-    experts: &'a VecDeque<(String, ResidentMatrix, u64)>,
-    transient: Option<&'a (String, ResidentMatrix, u64)>,
+    slots: &'a experts::ExpertSlots,
     stem: &str,
 ) -> Result<&'a ResidentMatrix, V4Error> {
     resident
         .get(stem)
-        .or_else(|| {
-            experts
-                .iter()
-                .rev()
-                .chain(transient)
-                .find(|(n, _, _)| n == stem)
-                .map(|(_, m, _)| m)
-        })
+        .or_else(|| slots.matrix(stem))
         .ok_or_else(|| tensor_err(stem, "not loaded".into()))
 }
 

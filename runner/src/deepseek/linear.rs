@@ -317,6 +317,12 @@ pub trait Linears {
     fn chain_ready(&mut self, _links: &[Link<'_>]) -> bool {
         false
     }
+    /// Makes the routed experts `experts` (`layers.L.ffn.experts.E`) available together for
+    /// the chain that follows, one use each (a streamed backend loads what its cache lacks and
+    /// counts hits and misses here); nothing where the backend holds every expert.
+    fn ensure_experts(&mut self, _experts: &[String]) -> Result<(), V4Error> {
+        Ok(())
+    }
     /// `silu(min(gate, limit)) · clamp(up, −limit, limit)`, element by element (V4's clamped
     /// SwiGLU); here in f64, rounded to f32 (transformers' order of operations).
     fn swiglu(&mut self, gate: &[f32], up: &[f32], limit: f64) -> Result<Vec<f32>, V4Error> {
@@ -389,15 +395,16 @@ pub trait Linears {
 /// What the streamed routed-expert cache did (docs/runner-deepseek-v4.md "Expert cache").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ExpertCacheStats {
-    /// Products whose expert matrix was already on the device.
+    /// Expert uses (a token's pick in a layer) that found the expert on the device.
     pub hits: u64,
-    /// Products that loaded their expert matrix from the source first.
+    /// Expert loads from the source (a use the cache missed, or a product that reloaded it).
     pub misses: u64,
-    /// Bytes those loads read (packed + scales).
+    /// Bytes those loads read (packed + scales of the expert's matrices).
     pub loaded_bytes: u64,
-    /// Matrices evicted to stay within the budget.
+    /// Experts evicted to stay within the budget.
     pub evictions: u64,
-    /// Bytes of expert matrices on the device now, and at most so far.
+    /// Bytes of cached experts on the device now, and at most so far (the transient slots,
+    /// one layer's picks at most, are outside the budget).
     pub cached_bytes: u64,
     pub peak_bytes: u64,
     /// The budget (`--expert-cache-mib`).

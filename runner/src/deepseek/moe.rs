@@ -140,6 +140,8 @@ pub fn forward(
         })
         .collect();
     let shared = format!("{}.shared_experts", p.stem);
+    let stems: Vec<String> = experts.iter().map(|r| r.stem.clone()).collect();
+    l.ensure_experts(&stems)?;
     let mlps: Vec<(&str, &[f32], usize)> = experts
         .iter()
         .map(|r| (r.stem.as_str(), r.xe.as_slice(), r.list.len()))
@@ -260,11 +262,13 @@ fn run_picks(
     let mut experts = picks.to_vec();
     experts.dedup();
     let shared_ran = weights.is_none() && !read;
-    let stems: Vec<String> = experts
+    let mut stems: Vec<String> = experts
         .iter()
         .map(|e| format!("{}.experts.{e}", p.stem))
-        .chain((!shared_ran).then(|| shared.to_owned()))
         .collect();
+    // the picks together on the device (a streamed backend loads the ones its cache lacks)
+    l.ensure_experts(&stems)?;
+    stems.extend((!shared_ran).then(|| shared.to_owned()));
     // a streamed step whose experts are all cached leaves their outputs on the device too
     let links_of = |read: bool| {
         let mut links = Vec::with_capacity(3 * stems.len());

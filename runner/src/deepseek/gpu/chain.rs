@@ -103,12 +103,6 @@ impl GpuLinears {
         let Some(plan) = self.plan(links)? else {
             return Ok(None);
         };
-        // Every cached expert is a hit (nothing is loaded, so nothing is evicted).
-        for p in &plan.stems {
-            if !self.resident.contains_key(&p.stem) {
-                self.load_expert(&p.stem)?;
-            }
-        }
         self.bind_chain(links, &plan)?;
         self.record_chain(links, &plan).map(Some)
     }
@@ -144,8 +138,7 @@ impl GpuLinears {
             if fused.iter().any(|&(a, b, _)| i == a || i == b) {
                 continue; // the fused product runs instead (it was prepared when declared)
             }
-            let on_device = self.resident.contains_key(&p.stem)
-                || self.experts.iter().any(|(n, _, _)| *n == p.stem);
+            let on_device = self.resident.contains_key(&p.stem) || self.slots.holds(&p.stem);
             let earlier = |j: &usize| stems[*j].stem == p.stem;
             match (0..i).find(earlier) {
                 Some(j) if links[j].input == links[i].input && !shared[j] => shared[i] = true,
@@ -205,7 +198,7 @@ impl GpuLinears {
                     }
                 }
             };
-            let m = find(&self.resident, &self.experts, None, &stems[i].stem)?;
+            let m = find(&self.resident, &self.slots, &stems[i].stem)?;
             check_shape(&stems[i].stem, &stems[i].rows, m.rows, m.k, k, 1)?;
         }
         if hosts.len() + derived.len() > MAX_SLOTS {
@@ -296,7 +289,7 @@ impl GpuLinears {
             if plan.shared[i] {
                 continue;
             }
-            let m = find(&self.resident, &self.experts, None, &p.stem)?;
+            let m = find(&self.resident, &self.slots, &p.stem)?;
             let window = self.buffers.window(g, plan.slot[i]);
             let prepared = if plan.fused_gate(i) {
                 self.fused.product_mut(&p.stem)
