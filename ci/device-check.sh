@@ -7,6 +7,8 @@
 #   - the adapter; its read ceiling (a plain streaming-read kernel) and every quantized matvec's
 #     GB/s, with the fraction of REF_GBPS, the card's memory bandwidth (default 4800: an H200;
 #     an H100 SXM is 3350);
+#   - the prefill matmul (64 tokens) of the formats, tiled (the Lanes mapping's kernel) and untiled,
+#     as weight GB/s: whether the shared-memory tiling pays on this card;
 #   - minirun-run on a SmolLM2-shaped model generated from the carried header (the real file's
 #     tokenizer, shapes and Q4_1 mixture, generated weights): prefill of the 64-token bench prompt
 #     and 128 greedy decode steps, resident and streamed, with the per-step counters and the
@@ -14,8 +16,8 @@
 #   - the DeepSeek V4 demo artifact (minirun-demo generates, publishes and pulls it there): 32
 #     prompt ids then 16 decode steps, resident and streamed at two expert-cache sizes.
 #
-#   ci/device-check.sh            (REF_GBPS=3350 on an H100; BANDWIDTH_MIB=8 on lavapipe, where
-#                                  256 MiB a matrix takes minutes)
+#   ci/device-check.sh            (REF_GBPS=3350 on an H100; BANDWIDTH_MIB=8 PREFILL_MIB=1 on
+#                                  lavapipe, where 256 MiB a matrix takes minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dev=$PWD/ci/.device
@@ -68,6 +70,11 @@ timeout 200 "$bin/bandwidth" "$mib" 5 2>&1 | awk -F'|' -v ref="$ref" '
     /^\| [a-z0-9]/ { printf "%s %.1f %% | %.1f %% |\n", $0, 100 * $4 / ref, 100 * $6 / ref; next }
     /^stream_read/ { print; split($0, w, ": "); printf "(the ceiling is %.1f %% of %s GB/s)\n", 100 * w[2] / ref, ref; next }
     { print }'
+
+echo
+pmib=${PREFILL_MIB:-$mib}
+echo "=== prefill matmul, 64 tokens, tiled vs untiled (kernels/examples/prefill.rs, $pmib MiB, median of 5 submits)"
+timeout 150 "$bin/prefill" "$pmib" 5 64 2>&1
 
 echo
 echo "=== SmolLM2-shaped Q4_1 (generated from the carried header), 64-token prompt, 128 decode steps"

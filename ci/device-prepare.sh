@@ -7,7 +7,7 @@
 #   device run: ci/device-check.sh     (carry ci/.device; it writes $OUT/device-check.txt)
 #
 # ci/.device/ (ignored by git) gets: the release binaries minirun-run, minirun-gguf,
-# minirun-demo and kernels' bandwidth example, stripped, in one gzip tar; the SmolLM2 GGUF's
+# minirun-demo and kernels' bandwidth and prefill examples, stripped, in one gzip tar; the SmolLM2 GGUF's
 # header (its first data_start bytes: metadata, tokenizer, tensor index; 1.7 MB), from which the
 # check generates a model of the same shape and types (`minirun-gguf synth --like`); the Vulkan
 # loader's .deb when apt can download it (the machine may lack libvulkan1); the commit.
@@ -20,10 +20,10 @@ out=ci/.device
 
 echo "=== build (release)"
 cargo build --release -q -p runner -p minirun-bins -p kernels \
-    --bin minirun-run --bin minirun-gguf --bin minirun-demo --example bandwidth
+    --bin minirun-run --bin minirun-gguf --bin minirun-demo --example bandwidth --example prefill
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/debs"
-for b in minirun-run minirun-gguf minirun-demo examples/bandwidth; do
+for b in minirun-run minirun-gguf minirun-demo examples/bandwidth examples/prefill; do
     cp "$CARGO_TARGET_DIR/release/$b" "$out/bin/"
     strip "$out/bin/$(basename "$b")"
 done

@@ -104,6 +104,10 @@ enum Variant {
     UniformX,
     /// A matmul module with the subgroup-reduction entry points ([`Kernel::subgroup_source`]).
     Subgroup,
+    /// The shared-memory tiled matmul ([`Kernel::tiled_source`]), with the LANES fold or the
+    /// subgroup reduction.
+    Tiled,
+    TiledSubgroup,
 }
 
 /// A device, its queue and the pipelines compiled on it.
@@ -332,6 +336,15 @@ impl Gpu {
     /// The compiled pipeline of `kernel` (for this device's [`MatvecShape`]), compiling it on
     /// first use.
     pub fn compiled(&self, kernel: Kernel) -> Arc<Compiled> {
+        if self.shape == MatvecShape::Lanes && kernel.entry_point() == "matmul" {
+            let (sg, variant) = match self.subgroups {
+                true => (true, Variant::TiledSubgroup),
+                false => (false, Variant::Tiled),
+            };
+            if let Some(c) = self.compile(kernel, variant, || kernel.tiled_source(sg)) {
+                return c;
+            }
+        }
         if self.subgroups && self.shape == MatvecShape::Lanes {
             if let Some(c) = self.compile(kernel, Variant::Subgroup, || kernel.subgroup_source()) {
                 return c;
@@ -434,7 +447,8 @@ impl Gpu {
     fn build(&self, kernel: Kernel, variant: Variant, source: &str) -> Compiled {
         let entry = match (variant, entry_point(kernel, self.shape)) {
             (Variant::Subgroup, "matvec") => "matvec_sg",
-            (Variant::Subgroup, "matmul") => "matmul_sg",
+            (Variant::Tiled, _) => "matmul_tiled",
+            (Variant::TiledSubgroup, _) => "matmul_tiled_sg",
             (_, entry) => entry,
         };
         let uniform_x = variant == Variant::UniformX;

@@ -9,6 +9,15 @@
 /// The subgroup-reduction entry points appended to a family's source where the device has
 /// subgroups ([`Kernel::subgroup_source`]).
 pub const MATMUL_SUBGROUP: &str = include_str!("../wgsl/matmul_subgroup.wgsl");
+pub const MATMUL_TILED: &str = include_str!("../wgsl/matmul_tiled.wgsl");
+pub const MATMUL_TILED_SG: &str = include_str!("../wgsl/matmul_tiled_sg.wgsl");
+/// How the tiled matmul's module reads its inputs: from the workgroup tile
+/// (`wgsl/matmul_tiled.wgsl` stages them there from binding 1).
+const XV_TILED: &str = "@group(0) @binding(1) var<storage, read> x: array<f32>;
+fn xv(i: u32) -> f32 {
+    return xs[i];
+}
+";
 pub const MATMUL_PLAIN: &str = concat!(
     include_str!("../wgsl/matmul_plain.wgsl"),
     include_str!("../wgsl/matmul_common.wgsl"),
@@ -351,13 +360,26 @@ impl Kernel {
         Some((prefix, MATMUL_COMMON))
     }
 
-    /// A matmul kernel's module with the subgroup-reduction entry points (`matvec_sg`,
-    /// `matmul_sg`: `wgsl/matmul_subgroup.wgsl`) after its body: only for a device with
-    /// `wgpu::Features::SUBGROUP` (naga 30 takes the subgroup built-ins with that feature and
+    /// A matmul kernel's module with the subgroup-reduction entry point (`matvec_sg`:
+    /// `wgsl/matmul_subgroup.wgsl`; several tokens run the tiled module's `matmul_tiled_sg`)
+    /// after its body: only for a device with `wgpu::Features::SUBGROUP` (naga 30 takes the subgroup built-ins with that feature and
     /// refuses the `enable subgroups;` directive); `None` for other kernels.
     pub fn subgroup_source(self) -> Option<String> {
         self.is_matmul()
             .then(|| format!("{}{MATMUL_SUBGROUP}", self.source()))
+    }
+
+    /// A matmul kernel's shared-memory tiled module (`matmul_tiled`, with `matmul_tiled_sg` when
+    /// `subgroups`: only for a device with `wgpu::Features::SUBGROUP`): the family's source with
+    /// `xv` reading the workgroup tile, then `wgsl/matmul_tiled.wgsl`; `None` for a kernel
+    /// without the `matmul` entry point.
+    pub fn tiled_source(self, subgroups: bool) -> Option<String> {
+        let s = self.source();
+        let ok = self.is_matmul() && self.entry_point() == "matmul";
+        (ok && s.matches(X_STORAGE).count() == 1).then(|| {
+            let sg = if subgroups { MATMUL_TILED_SG } else { "" };
+            format!("{}{MATMUL_TILED}{sg}", s.replacen(X_STORAGE, XV_TILED, 1))
+        })
     }
 
     /// The module with binding 1 as a uniform block ([`X_UNIFORM`]), for matmul kernels.

@@ -10,7 +10,8 @@ use crate::Kernel;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MatvecShape {
     /// One workgroup of `LANES` invocations per row, one barrier, lane 0 folds the partials
-    /// (entry points `matvec` / `matmul`): what a GPU with wide memory transactions wants.
+    /// (entry points `matvec` and, for several tokens, the tiled module's `matmul_tiled`: 8 rows a
+    /// workgroup): what a GPU with wide memory transactions wants.
     Lanes,
     /// One invocation per row, folding the same `LANES` partials itself (entry points
     /// `matvec_row` / `matmul_row`): no barrier and no workgroup memory, what a CPU adapter
@@ -46,8 +47,9 @@ pub fn matmul_launch(
 ) -> (u32, u32, u32) {
     match shape {
         MatvecShape::Lanes => {
-            params.groups_x = crate::grid_2d(params.rows).0;
-            matmul_groups(kernel, params.rows, params.tokens)
+            let groups = matmul_groups(kernel, params.rows, params.tokens);
+            params.groups_x = groups.0;
+            groups
         }
         MatvecShape::Rows => {
             let (gx, gy) = crate::grid_2d(params.rows.div_ceil(crate::LANES));
@@ -61,16 +63,24 @@ pub fn matmul_launch(
     }
 }
 
-/// The grid for a matvec (`tokens = 1`) or matmul over `rows` rows in the `Lanes` shape: rows on
-/// x/y, token tiles on z.
+/// The grid for a matvec (`tokens = 1`) or matmul over `rows` rows in the `Lanes` shape: a row
+/// (a matvec) or a tile of [`TILE_ROWS`] rows (the tiled matmul) a workgroup on x/y, token tiles
+/// on z.
 pub fn matmul_groups(kernel: Kernel, rows: u32, tokens: u32) -> (u32, u32, u32) {
-    let (gx, gy) = crate::grid_2d(rows);
-    let gz = match kernel.entry_point() {
-        "matmul" => tokens.div_ceil(crate::TOKEN_TILE).max(1),
-        _ => 1,
-    };
-    (gx, gy, gz)
+    match kernel.entry_point() {
+        "matmul" => {
+            let (gx, gy) = crate::grid_2d(rows.div_ceil(TILE_ROWS));
+            (gx, gy, tokens.div_ceil(crate::TOKEN_TILE).max(1))
+        }
+        _ => {
+            let (gx, gy) = crate::grid_2d(rows);
+            (gx, gy, 1)
+        }
+    }
 }
+
+/// Rows a workgroup of the tiled matmul computes (`TILE_ROWS` of `wgsl/matmul_tiled.wgsl`).
+pub const TILE_ROWS: u32 = 8;
 
 /// The grid for an element-wise kernel over `n` invocations of `ELEMENTWISE_WORKGROUP`-sized groups.
 pub fn elementwise_groups(n: u32) -> (u32, u32, u32) {

@@ -10,6 +10,7 @@ mod gpu;
 mod looped;
 mod matmul;
 mod support;
+mod tiled;
 mod v4;
 mod v4_attn;
 mod validate_wgsl;

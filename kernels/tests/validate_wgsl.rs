@@ -19,10 +19,13 @@ const COMMON: &str = "matmul_common.wgsl";
 const CHUNK8: &str = "matmul_chunk8.wgsl";
 /// The subgroup-reduction entry points appended on a device with subgroups.
 const SUBGROUP: &str = "matmul_subgroup.wgsl";
+/// The shared-memory tiled matmul (and its subgroup reduction) appended to a matmul family.
+const TILED: &str = "matmul_tiled.wgsl";
+const TILED_SG: &str = "matmul_tiled_sg.wgsl";
 
 /// Shared parts, not kernels of their own.
 fn is_shared(name: &str) -> bool {
-    name == BODY || name == CHUNK8 || name == COMMON || name == SUBGROUP
+    [BODY, CHUNK8, COMMON, SUBGROUP, TILED, TILED_SG].contains(&name)
 }
 
 fn shared_text(name: &str) -> String {
@@ -131,13 +134,16 @@ fn kernel_table_matches_the_files() {
             kernel.name()
         );
         let module = validate(kernel.file(), kernel.source());
+        // (the `Lanes` mapping's matmul is the tiled module's: `tiled_modules_validate`)
+        let want = match kernel.entry_point() {
+            "matmul" => "matmul_row",
+            e => e,
+        };
         let entry = module
             .entry_points
             .iter()
-            .find(|e| e.name == kernel.entry_point())
-            .unwrap_or_else(|| {
-                panic!("{}: no entry point {}", kernel.file(), kernel.entry_point())
-            });
+            .find(|e| e.name == want)
+            .unwrap_or_else(|| panic!("{}: no entry point {want}", kernel.file()));
         assert_eq!(entry.stage, naga::ShaderStage::Compute);
     }
 }
@@ -161,8 +167,8 @@ fn uniform_x_modules_validate() {
     }
 }
 
-/// The subgroup form of every matmul module (`matvec_sg`, `matmul_sg` appended) validates, has
-/// both entry points, and starts with the storage form; other kernels have none.
+/// The subgroup form of every matmul module (`matvec_sg` appended; the tiled matmul has its own,
+/// `tiled_modules_validate`) validates, has the entry point, and starts with the storage form; other kernels have none.
 #[test]
 fn subgroup_modules_validate() {
     for kernel in Kernel::ALL {
@@ -176,15 +182,42 @@ fn subgroup_modules_validate() {
                     kernel.name()
                 );
                 let module = validate(kernel.file(), &source);
-                for entry in ["matvec_sg", "matmul_sg"] {
-                    assert!(
-                        module.entry_points.iter().any(|e| e.name == entry),
-                        "{}: no {entry}",
-                        kernel.name()
-                    );
-                }
+                assert!(
+                    module.entry_points.iter().any(|e| e.name == "matvec_sg"),
+                    "{}: no matvec_sg",
+                    kernel.name()
+                );
             }
             None => assert!(!kernel.is_matmul(), "{}: no subgroup form", kernel.name()),
+        }
+    }
+}
+
+/// Every kernel with the `matmul` entry point has the tiled form, with the LANES fold and with
+/// the subgroup reduction (the `Lanes` mapping dispatches nothing else for several tokens, with
+/// the tiled grid): it validates, has its entry point, and its `xv` reads the workgroup tile.
+#[test]
+fn tiled_modules_validate() {
+    for kernel in Kernel::ALL {
+        let has_matmul = kernel.is_matmul() && kernel.entry_point() == "matmul";
+        for sg in [false, true] {
+            let Some(source) = kernel.tiled_source(sg) else {
+                assert!(!has_matmul, "{}: no tiled form", kernel.name());
+                continue;
+            };
+            assert!(has_matmul, "{}", kernel.name());
+            assert!(source.contains("return xs[i];"), "{}", kernel.name());
+            let module = validate(kernel.file(), &source);
+            let entry = if sg {
+                "matmul_tiled_sg"
+            } else {
+                "matmul_tiled"
+            };
+            assert!(
+                module.entry_points.iter().any(|e| e.name == entry),
+                "{}: no {entry}",
+                kernel.name()
+            );
         }
     }
 }

@@ -2,8 +2,8 @@
 // ---- each matmul_*.wgsl (concat! of include_str!), so one accumulation order serves every format ----
 //
 // Accumulation-order invariant (docs/kernels.md): one workgroup of LANES invocations computes one
-// output row r for one token (matvec) or for TOKEN_TILE tokens (matmul). A row's K elements form
-// chunks (`chunk_count`, `chunk_dot` in the format part above: one element for plain, fp8 and
+// output row r for one token (matvec; several tokens: wgsl/matmul_tiled.wgsl). A row's K
+// elements form chunks (`chunk_count`, `chunk_dot` in the format part above: one element for plain, fp8 and
 // affine; one packed u32 word of 8 elements for Q4_1, Q8_0 and mxfp4). Lane l takes chunks
 // c = l, l + LANES, … in increasing c and, inside a chunk, the elements in the chunk's fixed
 // order, each with `acc = fma(w, x, acc)`, starting from 0.0; after one barrier, lane 0 adds the
@@ -13,7 +13,6 @@
 // token, exactly the bits of `matvec`. `reference::matmul` performs the same order on the CPU.
 
 var<workgroup> partial1: array<f32, 64>;
-var<workgroup> partial4: array<vec4<f32>, 64>;
 
 // Lane `lane`'s partial of row r: chunks lane, lane + LANES, … in increasing order, fma from 0.0
 // (also the first step of the subgroup reduction, wgsl/matmul_subgroup.wgsl).
@@ -61,29 +60,6 @@ fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
             total = total + partial1[l];
         }
         store(p.y_offset + r, total);
-    }
-}
-
-@compute @workgroup_size(64)
-fn matmul(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-    let r = wg.x + wg.y * p.groups_x;
-    let t0 = wg.z * TOKEN_TILE;
-    if (r >= p.rows || t0 >= p.tokens) {
-        return;
-    }
-    partial4[lane] = lane_partial4(r, lane, tile_bases(t0));
-    workgroupBarrier();
-    if (lane == 0u) {
-        var out = partial4[0];
-        for (var l = 1u; l < LANES; l++) {
-            out = out + partial4[l];
-        }
-        for (var j = 0u; j < TOKEN_TILE; j++) {
-            let t = t0 + j;
-            if (t < p.tokens) {
-                store(t * p.y_stride + p.y_offset + r, out[j]);
-            }
-        }
     }
 }
 

@@ -8,7 +8,6 @@
 // ---- LANES fold's order, so the bits are not `matvec`'s (the CPU reference bounds them).
 
 var<workgroup> subgroup1: array<f32, 64>;
-var<workgroup> subgroup4: array<vec4<f32>, 64>;
 
 @compute @workgroup_size(64)
 fn matvec_sg(
@@ -33,37 +32,5 @@ fn matvec_sg(
             total = total + subgroup1[i];
         }
         store(p.y_offset + r, total);
-    }
-}
-
-@compute @workgroup_size(64)
-fn matmul_sg(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(local_invocation_index) lane: u32,
-    @builtin(subgroup_invocation_id) sl: u32,
-    @builtin(subgroup_id) sid: u32,
-    @builtin(num_subgroups) ns: u32,
-) {
-    let r = wg.x + wg.y * p.groups_x;
-    let t0 = wg.z * TOKEN_TILE;
-    if (r >= p.rows || t0 >= p.tokens) {
-        return;
-    }
-    let s = subgroupAdd(lane_partial4(r, lane, tile_bases(t0)));
-    if (sl == 0u) {
-        subgroup4[sid] = s;
-    }
-    workgroupBarrier();
-    if (lane == 0u) {
-        var out = subgroup4[0];
-        for (var i = 1u; i < ns; i++) {
-            out = out + subgroup4[i];
-        }
-        for (var j = 0u; j < TOKEN_TILE; j++) {
-            let t = t0 + j;
-            if (t < p.tokens) {
-                store(t * p.y_stride + p.y_offset + r, out[j]);
-            }
-        }
     }
 }

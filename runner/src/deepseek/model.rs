@@ -399,8 +399,9 @@ impl V4Model {
     }
 
     /// Feeds `ids` (a prefill chunk or one decode token) and returns the logits of the last one.
-    /// One token on a backend with a device-resident residual runs [`V4Model::forward_device`]
-    /// (where the device kernels take the shape: 4 streams of a multiple of 4).
+    /// On a backend with a device-resident residual (where the device kernels take the shape: 4
+    /// streams of a multiple of 4) every token, of a prefill too, is a device step
+    /// ([`V4Model::forward_device`]: one submit a token, nothing read until the last).
     pub fn forward(&mut self, ids: &[u32]) -> Result<Vec<f32>, V4Error> {
         if self.device_steps() {
             return self.forward_device(ids);
