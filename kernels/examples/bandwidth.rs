@@ -15,7 +15,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
 use kernels::{grid_2d, Dtype, Kernel, StreamReadParams, WeightFormat};
@@ -28,31 +29,6 @@ fn k() -> usize {
 }
 const PER_SUBMIT: usize = 8;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Seconds per dispatch: the median over `iters` submits of `PER_SUBMIT` dispatches.
-fn time(gpu: &Gpu, iters: usize, mut record: impl FnMut(&mut wgpu::CommandEncoder)) -> f64 {
-    let mut runs = Vec::new();
-    for i in 0..=iters {
-        let mut enc = gpu.encoder("bench");
-        for _ in 0..PER_SUBMIT {
-            record(&mut enc);
-        }
-        let t = Instant::now();
-        gpu.submit(enc.finish());
-        gpu.device()
-            .poll(wgpu::PollType::wait_indefinitely())
-            .unwrap();
-        if i > 0 {
-            runs.push(t.elapsed().as_secs_f64() / PER_SUBMIT as f64);
-        }
-    }
-    median(runs)
-}
-
 fn ceiling(gpu: &Gpu, bytes: usize, iters: usize) -> f64 {
     let src = gpu.upload("src", &vec![0x3cu8; bytes]).unwrap();
     let invocations = 256 * 256u32;
@@ -64,7 +40,7 @@ fn ceiling(gpu: &Gpu, bytes: usize, iters: usize) -> f64 {
         groups_x: gx,
         _pad: 0,
     };
-    let s = time(gpu, iters, |enc| {
+    let s = timing::time(gpu, iters, PER_SUBMIT, |enc| {
         gpu.encode(
             enc,
             Kernel::StreamRead,
@@ -135,7 +111,7 @@ fn matvec(
         all.push((&packed).into());
         let compiled = gpu.compiled_generated(&module);
         let group = gpu.bind_group_generated(&compiled, &module, &all).unwrap();
-        time(gpu, iters, |enc| {
+        timing::time(gpu, iters, PER_SUBMIT, |enc| {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             gpu.dispatch_in(&mut pass, &compiled, &group, groups);
         })
@@ -146,12 +122,12 @@ fn matvec(
         let group = gpu
             .bind_group_for(&compiled, kernel, &ub.as_entire_binding(), &binds)
             .unwrap();
-        time(gpu, iters, |enc| {
+        timing::time(gpu, iters, PER_SUBMIT, |enc| {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             gpu.dispatch_in(&mut pass, &compiled, &group, groups);
         })
     } else {
-        time(gpu, iters, |enc| {
+        timing::time(gpu, iters, PER_SUBMIT, |enc| {
             gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
         })
     };

@@ -9,17 +9,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[allow(dead_code)] // (its median only)
+#[path = "support/timing.rs"]
+mod timing;
+
 use std::time::Instant;
 
 use kernels::generated::Generated;
 use kernels::gpu::{Bind, Gpu, MatvecShape};
 use kernels::unrolled::{gate_up, interleave, launch, source, InputNorm, Layout};
 use kernels::WeightFormat;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Deterministic Q4_1 rows: f16 scale and minimum 2^-8, pseudo-random nibbles.
 fn q4_1_rows(rows: usize, row_bytes: usize, seed: u32) -> Vec<u8> {
@@ -123,7 +122,7 @@ fn main() {
                     runs.push(t.elapsed().as_secs_f64() / layers as f64);
                 }
             }
-            let s = median(runs);
+            let s = timing::median(runs);
             println!(
                 "| {name} | {layout:?} | {k} | {rows} | {:.3} | {:.2} |",
                 s * 1e3,

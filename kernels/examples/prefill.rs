@@ -13,7 +13,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 use kernels::generated::{BindingKind, Generated};
 use kernels::gpu::{matmul_launch, Bind, Gpu, MatvecShape};
@@ -48,31 +49,6 @@ fn matmul_untiled(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
     }
 }
 ";
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Seconds per dispatch: the median over `iters` submits of `PER_SUBMIT` dispatches.
-fn time(gpu: &Gpu, iters: usize, mut record: impl FnMut(&mut wgpu::CommandEncoder)) -> f64 {
-    let mut runs = Vec::new();
-    for i in 0..=iters {
-        let mut enc = gpu.encoder("bench");
-        for _ in 0..PER_SUBMIT {
-            record(&mut enc);
-        }
-        let t = Instant::now();
-        gpu.submit(enc.finish());
-        gpu.device()
-            .poll(wgpu::PollType::wait_indefinitely())
-            .unwrap();
-        if i > 0 {
-            runs.push(t.elapsed().as_secs_f64() / PER_SUBMIT as f64);
-        }
-    }
-    median(runs)
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Form {
@@ -132,13 +108,13 @@ fn run(
         all.extend_from_slice(&binds);
         let compiled = gpu.compiled_generated(&module);
         let group = gpu.bind_group_generated(&compiled, &module, &all).unwrap();
-        time(gpu, iters, |enc| {
+        timing::time(gpu, iters, PER_SUBMIT, |enc| {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             gpu.dispatch_in(&mut pass, &compiled, &group, groups);
         })
     } else {
         let groups = matmul_launch(gpu.matvec_shape(), kernel, &mut params);
-        time(gpu, iters, |enc| {
+        timing::time(gpu, iters, PER_SUBMIT, |enc| {
             gpu.encode(enc, kernel, &params, &binds, groups).unwrap();
         })
     };
