@@ -48,7 +48,9 @@ model_bytes = float(sys.argv[2])
 m = (r.get("per_step") or {}).get("max", {})
 line = (f"prefill {r['prompt_tokens'] / r['prefill_s']:.1f} tok/s, decode {r['decode_tokens_per_s']:.2f} tok/s; "
         f"a step at most: {m.get('submits')} submits, {m.get('dispatches')} dispatches, "
-        f"{m.get('bytes_read_back')} B read back, {m.get('bytes_uploaded')} B uploaded")
+        f"{m.get('bytes_read_back')} B read back, {m.get('bytes_uploaded')} B uploaded, "
+        f"{m.get('tile_reads')} tile reads, {m.get('expert_misses')} expert misses; "
+        f"device memory {(m.get('device_bytes') or 0) / 2**20:.0f} MiB")
 if model_bytes > 0:
     line += f"; decode implies {r['decode_tokens_per_s'] * model_bytes / 1e9:.1f} GB/s of weights"
 c = r.get("expert_cache")

@@ -16,4 +16,5 @@ pub mod run;
 pub mod sample;
 pub mod serve;
 pub mod session;
+pub mod step_stats;
 pub mod tokenizer;

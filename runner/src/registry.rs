@@ -153,6 +153,14 @@ impl Decoder for ArtifactDecoder<'_> {
     fn stats(&self) -> Option<kernels::gpu::GpuStats> {
         self.0.stats()
     }
+
+    fn tile_reads(&self) -> u64 {
+        self.0.tile_reads()
+    }
+
+    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
+        self.0.expert_cache()
+    }
 }
 
 impl crate::prompt_cache::KvState for ArtifactDecoder<'_> {

@@ -17,6 +17,7 @@ use crate::llama::{Logits, Runner, WeightMode};
 use crate::model::LlamaModel;
 use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::sample::{Sampler, SamplingParams};
+pub use crate::step_stats::{Counters, StepStats, StepSummary};
 use crate::tokenizer::{Detokenize, TextStream, Tokenizer};
 
 /// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
@@ -238,8 +239,8 @@ pub struct RunOutput {
     pub prefill_s: f64,
     pub decode_s: f64,
     pub tile_reads: u64,
-    /// Engine counters of each decode step (empty where the adapter does not count).
-    pub steps: Vec<GpuStats>,
+    /// The counters of each decode step (empty where the adapter does not count).
+    pub steps: Vec<StepStats>,
     /// The sampling settings used (with the seed).
     pub sampling: SamplingParams,
     /// U+FFFD characters dropped at the end: a character the last token left incomplete.
@@ -389,8 +390,8 @@ pub struct Generation {
     pub logits: Vec<Vec<f32>>,
     pub prefill_s: f64,
     pub decode_s: f64,
-    /// Engine counters of each decode step (after the prefill), when the decoder has them.
-    pub steps: Vec<GpuStats>,
+    /// The counters of each decode step (after the prefill), when the decoder has them.
+    pub steps: Vec<StepStats>,
 }
 
 /// The options of the generation loop.
@@ -431,6 +432,16 @@ pub trait Decoder {
         None
     }
 
+    /// Weight tiles read from the file so far (streamed weights).
+    fn tile_reads(&self) -> u64 {
+        0
+    }
+
+    /// The streamed-expert cache's counters, where the decoder has one.
+    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
+        None
+    }
+
     /// Keeps at most the first `n` positions fed so far and forgets the rest (a chat session
     /// reuses the conversation's prefix); returns how many it kept, which may be fewer than `n`
     /// for a decoder that can go back only to positions it holds a snapshot of; `None` when the
@@ -467,6 +478,10 @@ impl Decoder for Runner<'_> {
         Some(Runner::stats(self))
     }
 
+    fn tile_reads(&self) -> u64 {
+        Runner::tile_reads(self)
+    }
+
     fn rewind(&mut self, n: usize) -> Option<usize> {
         Runner::rewind(self, n);
         Some(self.position())
@@ -487,6 +502,13 @@ pub fn generate(
     on_token: &mut dyn FnMut(u32) -> Result<bool, RunError>,
 ) -> Result<Generation, RunError> {
     let on_device = sampler.params().is_greedy() && !opts.keep_logits;
+    let counters = |m: &dyn Decoder| {
+        m.stats().map(|gpu| Counters {
+            gpu,
+            tile_reads: m.tile_reads(),
+            expert_cache: m.expert_cache(),
+        })
+    };
     let mut history: Vec<u32> = prompt_ids.to_vec();
     let mut logits = Vec::new();
     let mut steps = Vec::new();
@@ -526,10 +548,10 @@ pub fn generate(
         if !go_on || (!opts.ignore_eos && eos == Some(next)) || step + 1 == opts.n {
             break;
         }
-        let before = model.stats();
+        let before = counters(model);
         next = pick(model, &[next], &history, false)?;
-        if let (Some(a), Some(b)) = (before, model.stats()) {
-            steps.push(b - a);
+        if let (Some(a), Some(b)) = (before, counters(model)) {
+            steps.push(StepStats::between(&a, &b));
         }
     }
     Ok(Generation {
@@ -539,51 +561,6 @@ pub fn generate(
         decode_s: t1.elapsed().as_secs_f64(),
         steps,
     })
-}
-
-/// The largest value of each counter over the decode steps (what a structural check reads).
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct StepSummary {
-    pub steps: usize,
-    pub max: GpuStats,
-}
-
-impl StepSummary {
-    pub fn of(steps: &[GpuStats]) -> Self {
-        let mut max = GpuStats::default();
-        for s in steps {
-            max.submits = max.submits.max(s.submits);
-            max.dispatches = max.dispatches.max(s.dispatches);
-            max.bytes_uploaded = max.bytes_uploaded.max(s.bytes_uploaded);
-            max.bytes_read_back = max.bytes_read_back.max(s.bytes_read_back);
-            max.maps = max.maps.max(s.maps);
-            max.buffers_created = max.buffers_created.max(s.buffers_created);
-            max.bind_groups_created = max.bind_groups_created.max(s.bind_groups_created);
-            max.device_bytes_allocated = max.device_bytes_allocated.max(s.device_bytes_allocated);
-        }
-        Self {
-            steps: steps.len(),
-            max,
-        }
-    }
-
-    /// One stderr line.
-    pub fn line(&self) -> String {
-        let m = &self.max;
-        if self.steps == 0 {
-            return "stats: no decode step was counted".to_string();
-        }
-        format!(
-            "stats: per decode step (max over {} steps): {} submits, {} dispatches, {} B uploaded, {} B read back, {} buffers and {} bind groups created",
-            self.steps,
-            m.submits,
-            m.dispatches,
-            m.bytes_uploaded,
-            m.bytes_read_back,
-            m.buffers_created,
-            m.bind_groups_created
-        )
-    }
 }
 
 /// The CLI: parse, run, print; returns the exit code.

@@ -64,3 +64,68 @@ fn minirun_run_artifact_matches_transformers_and_streams_bit_identically() {
     assert_eq!(a, b, "streamed logits differ from resident");
     assert!(err_s.contains("tile reads"), "{err_s}");
 }
+
+/// `minirun-run --json` reports every decode step's counters (issue 16 item 4): streamed with an
+/// expert cache of 0 MiB every pick is a miss, read from the file (the same tiles for every
+/// step), and counted in its step; resident, nothing is read from the file; the device memory
+/// is reported and stays put once warm.
+#[test]
+fn json_reports_each_steps_tile_reads_expert_misses_and_device_memory() {
+    if super::engine("json_reports_each_steps_tile_reads").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let refx = deepseek_common::fixture();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.consumer.join("config.json")).unwrap()).unwrap();
+    let picks = config["num_hidden_layers"].as_u64().unwrap()
+        * config["num_experts_per_tok"].as_u64().unwrap();
+    let ids: Vec<String> = refx.prompt[..6].iter().map(u32::to_string).collect();
+    let steps = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let o = Command::new(env!("CARGO_BIN_EXE_minirun-run"))
+            .arg("--artifact")
+            .arg(&fx.consumer)
+            .args([
+                "--prompt-ids",
+                &ids.join(","),
+                "-n",
+                "4",
+                "--ignore-eos",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["per_step"]["steps"], 3, "{v}");
+        v["steps"].as_array().unwrap().clone()
+    };
+    let field =
+        |s: &serde_json::Value, k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}"));
+    let streamed = steps(&["--stream", "--expert-cache-mib", "0"]);
+    let tiles = field(&streamed[0], "tile_reads");
+    for s in &streamed {
+        assert_eq!(field(s, "expert_misses"), picks, "{s}");
+        assert_eq!(field(s, "expert_hits"), 0, "{s}");
+        assert_eq!(field(s, "tile_reads"), tiles, "{s}");
+        assert!(tiles >= 3 * picks, "{s}");
+        assert!(field(s, "device_bytes") > 0, "{s}");
+    }
+    let resident = steps(&["--resident"]);
+    let held = field(&resident[0], "device_bytes");
+    for s in &resident {
+        assert_eq!(
+            (field(s, "tile_reads"), field(s, "expert_misses")),
+            (0, 0),
+            "{s}"
+        );
+        assert_eq!(field(s, "device_bytes"), held, "{s}");
+        assert_eq!(field(s, "buffers_created"), 0, "{s}");
+    }
+}
