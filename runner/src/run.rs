@@ -100,8 +100,12 @@ pub struct RunArgs {
     /// Streamed tile size in bytes (whole rows; rounded to 16 KiB slots).
     #[arg(long, default_value_t = DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
-    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (the least
-    /// used out first; docs/runner-deepseek-v4.md "Expert cache").
+    /// Streamed tile slots on the device, which a reader thread fills that many tiles ahead of
+    /// the kernels (GGUF weights; at least 1).
+    #[arg(long, value_name = "N", default_value_t = crate::llama::DEFAULT_RING as u16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub ring_slots: u16,
+    /// With --artifact --stream: MiB of routed experts (gate, up and down together) kept on the
+    /// device (the least used out first; docs/runner-deepseek-v4.md "Expert cache").
     #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
     pub expert_cache_mib: u64,
     /// Write every step's logits as float32 .npy [steps, vocab].
@@ -294,6 +298,7 @@ pub fn run_streaming(
     let mode = if args.stream {
         WeightMode::Streamed {
             tile_bytes: args.tile_bytes,
+            ring: usize::from(args.ring_slots),
         }
     } else {
         WeightMode::Resident

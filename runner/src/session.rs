@@ -331,6 +331,7 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     let mode = if args.stream {
         WeightMode::Streamed {
             tile_bytes: args.tile_bytes,
+            ring: usize::from(args.ring_slots),
         }
     } else {
         WeightMode::Resident

@@ -30,6 +30,17 @@ fn usage_and_missing_model_errors() {
         assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
         assert!(err.contains("--reasoning-effort needs --artifact"), "{err}");
     }
+    // a ring of streamed tiles has at least one slot
+    for ring in ["0", "1025", "x"] {
+        let out = bin()
+            .args(["--model", "/nonexistent/m.gguf", "-p", "x", "--stream"])
+            .args(["--ring-slots", ring])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "--ring-slots {ring}: {err}");
+        assert!(err.contains("--ring-slots"), "{err}");
+    }
     let out = bin()
         .args(["--model", "/nonexistent/m.gguf", "-p", "x"])
         .output()

@@ -75,6 +75,8 @@ fn resident_greedy_decode_is_one_submit_and_four_bytes() {
     assert_eq!(tokens, want);
 }
 
+/// A streamed decode step reads each tile once, allocates nothing and is one submit a ring of
+/// tiles, for the default ring and a shorter one (`--ring-slots`); both give the resident tokens.
 #[test]
 fn streamed_decode_reads_each_tile_once_and_allocates_nothing() {
     let test = "streamed_decode_reads_each_tile_once_and_allocates_nothing";
@@ -84,8 +86,6 @@ fn streamed_decode_reads_each_tile_once_and_allocates_nothing() {
     let model = LlamaModel::open(&path).unwrap();
     let tile_bytes = 256 * 1024;
     let prompt = [1u32, 2, 3, 4, 5];
-    let mode = WeightMode::Streamed { tile_bytes };
-    let mut r = Runner::new(&e, &model, mode, prompt.len() + STEPS + 1).unwrap();
     let tiles = |m: &runner::model::MatrixRef| {
         let row = m.format.packed_len(1, m.k).unwrap();
         m.rows.div_ceil(tile_bytes / row) as u64
@@ -101,27 +101,35 @@ fn streamed_decode_reads_each_tile_once_and_allocates_nothing() {
         })
         .sum::<u64>()
         + tiles(&model.output);
-    let mut tokens = vec![r.forward_argmax(&prompt).unwrap()];
-    tokens.push(r.step_argmax().unwrap());
-    for step in 0..STEPS - 1 {
-        let (before, reads) = (r.stats(), r.tile_reads());
-        tokens.push(r.step_argmax().unwrap());
-        let d = r.stats() - before;
-        assert_eq!(r.tile_reads() - reads, per_forward, "step {step}");
-        assert!(d.bytes_read_back <= 8, "step {step}: {d:?}");
-        assert_eq!(d.buffers_created, 0, "step {step}: {d:?}");
-        assert_eq!(d.bind_groups_created, 0, "step {step}: {d:?}");
-        // one submit per ring of tiles
-        let ring = runner::llama::DEFAULT_RING as u64;
-        assert_eq!(d.submits, per_forward.div_ceil(ring), "step {step}: {d:?}");
-    }
-    // and the streamed tokens are the resident ones
     let mut res = Runner::new(&e, &model, WeightMode::Resident, prompt.len() + STEPS + 1).unwrap();
     let mut want = vec![res.forward_argmax(&prompt).unwrap()];
     for _ in 0..STEPS {
         want.push(res.step_argmax().unwrap());
     }
-    assert_eq!(tokens, want);
+    for ring in [runner::llama::DEFAULT_RING, 3] {
+        let mode = WeightMode::Streamed { tile_bytes, ring };
+        let mut r = Runner::new(&e, &model, mode, prompt.len() + STEPS + 1).unwrap();
+        let mut tokens = vec![r.forward_argmax(&prompt).unwrap()];
+        tokens.push(r.step_argmax().unwrap());
+        for step in 0..STEPS - 1 {
+            let (before, reads) = (r.stats(), r.tile_reads());
+            tokens.push(r.step_argmax().unwrap());
+            let d = r.stats() - before;
+            assert_eq!(
+                r.tile_reads() - reads,
+                per_forward,
+                "ring {ring} step {step}"
+            );
+            assert!(d.bytes_read_back <= 8, "ring {ring} step {step}: {d:?}");
+            assert_eq!(d.buffers_created, 0, "ring {ring} step {step}: {d:?}");
+            assert_eq!(d.bind_groups_created, 0, "ring {ring} step {step}: {d:?}");
+            // one submit per ring of tiles
+            let want_submits = per_forward.div_ceil(ring as u64);
+            assert_eq!(d.submits, want_submits, "ring {ring} step {step}: {d:?}");
+        }
+        // and the streamed tokens are the resident ones
+        assert_eq!(tokens, want, "ring {ring}");
+    }
 }
 
 #[test]

@@ -239,6 +239,7 @@ fn k_quant_output_runs_within_the_stated_bound() {
                 &model,
                 WeightMode::Streamed {
                     tile_bytes: 64 * 1024,
+                    ring: runner::llama::DEFAULT_RING,
                 },
                 capacity,
             )

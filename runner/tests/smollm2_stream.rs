@@ -38,7 +38,10 @@ fn streamed_and_resident_logits_are_bit_identical() {
         (steps, r.tile_reads())
     };
     let (resident, resident_reads) = run(WeightMode::Resident);
-    let (streamed, streamed_reads) = run(WeightMode::Streamed { tile_bytes });
+    let (streamed, streamed_reads) = run(WeightMode::Streamed {
+        tile_bytes,
+        ring: runner::llama::DEFAULT_RING,
+    });
     assert_eq!(resident_reads, 0);
     // expected reads: per forward, every layer matrix and the output head, ceil(rows / tile rows)
     let tiles = |m: &runner::model::MatrixRef| {
@@ -135,6 +138,7 @@ fn with_subgroups_streamed_equals_resident_and_stays_near_the_default() {
         &prompt,
         WeightMode::Streamed {
             tile_bytes: 64 * 1024,
+            ring: runner::llama::DEFAULT_RING,
         },
         decode,
     );

@@ -7,7 +7,7 @@ use kernels::unrolled::Layout;
 
 use super::plan::{fused_module, Op, ParamBlock, Rows, Shapes, Step, TileUse, When};
 use super::tiles::{TileReader, SLOT_ALIGN};
-use super::{Activations, Runner, WeightMode, DEFAULT_RING, PREFILL_CHUNK};
+use super::{Activations, Runner, WeightMode, PREFILL_CHUNK};
 use crate::engine::{Engine, ResidentMatrix};
 use crate::error::RunError;
 use crate::model::{LlamaModel, MatrixRef};
@@ -218,7 +218,7 @@ impl Builder<'_> {
     fn slot_bytes(&self) -> u64 {
         match self.mode {
             WeightMode::Resident => 0,
-            WeightMode::Streamed { tile_bytes } => {
+            WeightMode::Streamed { tile_bytes, .. } => {
                 (tile_bytes as u64).div_ceil(SLOT_ALIGN).max(1) * SLOT_ALIGN
             }
         }
@@ -609,8 +609,8 @@ impl<'e> Runner<'e> {
             fuse,
             one_token_chunks: chunk == 1,
         };
-        if let WeightMode::Streamed { .. } = mode {
-            for i in 0..DEFAULT_RING {
+        if let WeightMode::Streamed { ring, .. } = mode {
+            for i in 0..ring.max(1) {
                 b.ring
                     .push(g.zeros(&format!("tile slot {i}"), b.slot_bytes())?);
             }
@@ -695,7 +695,7 @@ impl<'e> Runner<'e> {
         };
         let [body, tail_one, tail_last, tail_all] = ops;
         let mut reader = b.reader;
-        reader.start(DEFAULT_RING)?;
+        reader.start(b.ring.len().max(1))?;
         Ok(Runner {
             engine,
             shapes,

@@ -32,7 +32,8 @@ pub use profile::{DecodeProfile, OpTime};
 /// Tokens one prefill submit covers (activation buffers are sized for it).
 pub const PREFILL_CHUNK: usize = 64;
 
-/// Device tile slots in the streaming ring, and tiles the reader thread reads ahead.
+/// Device tile slots in the streaming ring, and tiles the reader thread reads ahead, unless
+/// `--ring-slots` says otherwise.
 pub const DEFAULT_RING: usize = 8;
 
 /// How weight matrices reach the device.
@@ -41,8 +42,8 @@ pub enum WeightMode {
     /// Every matrix uploaded once.
     Resident,
     /// Every matrix read from the file per use, in row tiles of at most `tile_bytes`, through a
-    /// ring of [`DEFAULT_RING`] device slots.
-    Streamed { tile_bytes: usize },
+    /// ring of `ring` device slots (at least 1) that a reader thread fills that many tiles ahead.
+    Streamed { tile_bytes: usize, ring: usize },
 }
 
 /// Which positions' logits a forward computes (the output head is the costliest matvec).

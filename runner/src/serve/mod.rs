@@ -110,8 +110,12 @@ pub struct ServeArgs {
     /// Streamed tile size in bytes.
     #[arg(long, default_value_t = crate::run::DEFAULT_TILE_BYTES)]
     pub tile_bytes: usize,
-    /// With --artifact --stream: MiB of routed-expert matrices kept on the device (the least
-    /// used out first; docs/runner-deepseek-v4.md "Expert cache").
+    /// Streamed tile slots on the device, which a reader thread fills that many tiles ahead of
+    /// the kernels (GGUF weights; at least 1).
+    #[arg(long, value_name = "N", default_value_t = crate::llama::DEFAULT_RING as u16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub ring_slots: u16,
+    /// With --artifact --stream: MiB of routed experts (gate, up and down together) kept on the
+    /// device (the least used out first; docs/runner-deepseek-v4.md "Expert cache").
     #[arg(long, value_name = "MIB", default_value_t = crate::run::DEFAULT_EXPERT_CACHE_MIB)]
     pub expert_cache_mib: u64,
     /// Row mapping of the matmul kernels (default: by the adapter's type).
@@ -392,6 +396,7 @@ fn run_gguf(
     let mode = if a.stream {
         WeightMode::Streamed {
             tile_bytes: a.tile_bytes,
+            ring: usize::from(a.ring_slots),
         }
     } else {
         WeightMode::Resident
