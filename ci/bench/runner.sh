@@ -81,7 +81,7 @@ for e in ["resident", "streamed", "llamacpp-cpu", "llamacpp-vulkan"]:
     rows[e] = [statistics.median(c) for c in cols] + [min(cols[1]), max(cols[1])]
 names = {
     "resident": "minirun-run `--resident` (wgpu)",
-    "streamed": "minirun-run `--stream` (wgpu, 256 KiB tiles, ring of 8)",
+    "streamed": "minirun-run `--stream` (wgpu, 1 MiB tiles, ring of 8)",
     "llamacpp-cpu": "llama.cpp 0.3.36 CPU, 2 threads",
     "llamacpp-vulkan": "llama.cpp 0.2.90 Vulkan, all layers offloaded",
 }

@@ -25,8 +25,9 @@ pub const EXIT_OK: u8 = contract::Exit::Ok.code();
 pub const EXIT_FAILURE: u8 = contract::Exit::Failure.code();
 pub const EXIT_USAGE: u8 = contract::Exit::Usage.code();
 
-/// Default streamed tile: 256 KiB of rows.
-pub const DEFAULT_TILE_BYTES: usize = 256 * 1024;
+/// Default streamed tile: 1 MiB of rows (docs/runner.md "The streaming target": SmolLM2 decodes
+/// 1.24× faster streamed than with 256 KiB, for 12 MiB more memory).
+pub const DEFAULT_TILE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Parser)]
 #[command(
