@@ -269,7 +269,7 @@ fn run_picks(
     // the picks together on the device (a streamed backend loads the ones its cache lacks)
     l.ensure_experts(&stems)?;
     stems.extend((!shared_ran).then(|| shared.to_owned()));
-    // a streamed step whose experts are all cached leaves their outputs on the device too
+    // once the picks are on the device (above) their outputs stay there, streamed or not
     let links_of = |read: bool| {
         let mut links = Vec::with_capacity(3 * stems.len());
         for stem in &stems {

@@ -9,8 +9,8 @@
 //!
 //! The arithmetic is the fallback's: the products are the same prepared modules, and
 //! [`GpuLinears::swiglu`] runs the same kernel with the same parameters alone, so a chain gives
-//! the same bits whichever way it runs (a streamed expert missing from the cache sends the
-//! chain down the level-by-level path).
+//! the same bits whichever way it runs (a chain over a matrix without a prepared product goes
+//! level by level).
 
 use std::sync::Arc;
 
