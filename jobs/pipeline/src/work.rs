@@ -53,6 +53,12 @@ impl WorkDir {
         self.root.join("upstream").join("_headers").join(source)
     }
 
+    /// Safetensors indexes (`*.safetensors.index.json`) of one source, proven by the hub's digest
+    /// and checked against the headers.
+    pub fn indexes(&self, source: &str) -> PathBuf {
+        self.root.join("upstream").join("_index").join(source)
+    }
+
     /// What fetch learned of the pinned revisions (files, sizes, digests, weight files).
     pub fn discovery(&self) -> PathBuf {
         self.root.join("upstream").join("_discovery.json")

@@ -118,6 +118,11 @@ impl Hub {
         }
     }
 
+    /// The server's log so far (requests and injected faults, at info level).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// Requests served so far (the server logs one line per request at info level).
     pub fn requests(&self) -> usize {
         std::fs::read_to_string(&self.log)

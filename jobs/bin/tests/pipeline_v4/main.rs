@@ -8,6 +8,7 @@ pub mod common;
 mod concurrent;
 mod copied;
 use crate::fixture_dir;
+mod flips;
 mod gate;
 mod resume;
 

@@ -7,6 +7,7 @@ mod distributed;
 mod dry_run;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
+mod flips;
 mod lossy;
 mod pull;
 mod support;

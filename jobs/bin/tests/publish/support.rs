@@ -96,12 +96,24 @@ pub fn gated() -> &'static Path {
             run_ok(&mut c);
         }
         let _ = UPSTREAM_URL.set(server.url());
+        let _ = UPSTREAM_ROOT.set(hub_root);
         std::mem::forget(server);
         work
     })
 }
 
 static UPSTREAM_URL: OnceLock<String> = OnceLock::new();
+static UPSTREAM_ROOT: OnceLock<PathBuf> = OnceLock::new();
+
+/// The store of the upstream hub (the generated checkpoint at the plan's pin), for a test that
+/// serves it with its own faults.
+pub fn upstream_root() -> &'static Path {
+    gated();
+    UPSTREAM_ROOT
+        .get()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new(""))
+}
 
 /// The upstream hub serving the generated checkpoint (alive for the whole test binary).
 pub fn upstream_url() -> &'static str {

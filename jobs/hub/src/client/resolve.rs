@@ -292,23 +292,35 @@ impl HubClient {
         Ok(())
     }
 
-    /// The whole file in memory, checked against its etag.
+    /// The whole file in memory, checked against its etag. Bytes that fail it are asked for
+    /// again (metadata included: the etag may be what was corrupted), as a transient fault is,
+    /// up to the retry policy's attempts; then the mismatch is reported.
     pub async fn download_bytes(
         &self,
         repo: &RepoId,
         rev: &str,
         path: &str,
     ) -> Result<(FileMetadata, Vec<u8>), HubError> {
-        let meta = self.file_metadata(repo, rev, path).await?;
-        let data = if meta.size == 0 {
-            Vec::new()
-        } else {
-            self.get_range(&meta, 0, None).await?
-        };
-        let mut d = Digest::new(&meta);
-        d.update(&data);
-        d.check(&meta)?;
-        Ok((meta, data))
+        let mut attempt = 0u32;
+        loop {
+            let meta = self.file_metadata(repo, rev, path).await?;
+            let data = if meta.size == 0 {
+                Vec::new()
+            } else {
+                self.get_range(&meta, 0, None).await?
+            };
+            let mut d = Digest::new(&meta);
+            d.update(&data);
+            match d.check(&meta) {
+                Ok(()) => return Ok((meta, data)),
+                Err(e) if attempt + 1 < self.retry.max_attempts => {
+                    tracing::warn!(url = %meta.location, error = %e, "download failed its digest; asking again");
+                    tokio::time::sleep(self.retry.delay(attempt, None)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Download a file to `dest` (via `dest.part`, resuming with `Range` after a cut), checked
@@ -341,7 +353,8 @@ impl HubClient {
     /// fsynced. A cut is resumed with `Range`; wrong-length or wrong-range answers start over.
     /// Bytes `f` already holds (a part file kept from a killed run) are re-read and hashed, never
     /// trusted: only the rest is requested, and if the whole then fails its digest, the download
-    /// starts over from byte 0 once.
+    /// starts over from byte 0 (as it does, up to the retry policy's attempts, when bytes were
+    /// corrupted on the way).
     pub async fn fetch_into(
         &self,
         meta: &FileMetadata,
@@ -392,9 +405,14 @@ impl HubClient {
                 .map_err(|e| io(std::io::Error::other(e)))?
                 .map_err(io)?;
             match std::mem::replace(&mut digest, Digest::new(meta)).check(meta) {
-                Err(e) if resumed => {
-                    // The kept prefix was not the file's: fetch it all.
-                    tracing::warn!(url = %meta.location, error = %e, "a kept part file was wrong; downloading again");
+                Err(e) if resumed || attempt + 1 < self.retry.max_attempts => {
+                    // The kept prefix was not the file's, or bytes were corrupted on the way:
+                    // fetch it all again (a corrupting link is a transient fault too).
+                    tracing::warn!(url = %meta.location, error = %e, "downloaded bytes failed their digest; downloading again");
+                    if !resumed {
+                        tokio::time::sleep(self.retry.delay(attempt, None)).await;
+                        attempt += 1;
+                    }
                     resumed = false;
                     have = 0;
                     f.set_len(0)

@@ -1,7 +1,8 @@
 //! Fault injection for reliability tests (docs/hub.md §5): a spec such as
 //! `5xx:0.2,reset:x1,delay:1@1500` names modes, each firing with a probability (`0.2`) or for the
 //! next N eligible requests (`x1`), with an optional parameter after `@` (milliseconds for `delay`,
-//! seconds for `ratelimit`).
+//! seconds for `ratelimit`, the bit to flip for the `flip-*` modes) and an optional request-path
+//! filter after `=` (`flip-header:x1@9003=model-00003-of-00046.safetensors`).
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +36,93 @@ pub enum FaultMode {
     /// `reset-request`: a request with a body (POST, PUT) is read half-way, then its connection
     /// is dropped without an answer; nothing of it is applied.
     ResetRequest,
+    /// `flip-<kind>`: one bit of one request kind's answer (reads) or body (uploads) inverted in
+    /// transit, as a link, proxy or mirror without end-to-end integrity would (`server::flips`).
+    Flip(FlipKind),
 }
+
+/// The request kinds a `flip-*` fault can corrupt: the answers fetch and pull read, and the
+/// bodies the upload stages send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FlipKind {
+    /// `flip-revision`: the JSON answer of `GET /api/{type}s/{repo}[/revision/{rev}]`.
+    Revision,
+    /// `flip-tree`: the JSON answer of a tree page.
+    Tree,
+    /// `flip-paths-info`: the JSON answer of `POST …/paths-info/{rev}`.
+    PathsInfo,
+    /// `flip-resolve`: one header value of a `HEAD …/resolve/…` answer (commit, etag, linked
+    /// etag and size, location).
+    Resolve,
+    /// `flip-header`: a ranged file answer that lies inside a safetensors header `[0, 8+N)`
+    /// (what reads of a header ask for).
+    Header,
+    /// `flip-payload`: any other ranged file answer (a unit's chunks, a negative control's read).
+    Payload,
+    /// `flip-root`: a whole-file (range-less) GET answer.
+    Root,
+    /// `flip-lfs-batch`: the body of a `POST {repo}.git/info/lfs/objects/batch`.
+    LfsBatch,
+    /// `flip-put`: the body of an LFS upload (basic `PUT` or a part).
+    Put,
+    /// `flip-verify`: the body of an LFS verify `POST`.
+    Verify,
+    /// `flip-preupload`: the body of `POST …/preupload/{rev}`.
+    Preupload,
+    /// `flip-commit`: the NDJSON body of `POST …/commit/{rev}`.
+    Commit,
+}
+
+impl FlipKind {
+    /// Every kind, answers first (the order of the campaign's table).
+    pub const ALL: [FlipKind; 12] = [
+        FlipKind::Revision,
+        FlipKind::Tree,
+        FlipKind::PathsInfo,
+        FlipKind::Resolve,
+        FlipKind::Header,
+        FlipKind::Payload,
+        FlipKind::Root,
+        FlipKind::LfsBatch,
+        FlipKind::Put,
+        FlipKind::Verify,
+        FlipKind::Preupload,
+        FlipKind::Commit,
+    ];
+
+    /// The spec name after `flip-`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlipKind::Revision => "revision",
+            FlipKind::Tree => "tree",
+            FlipKind::PathsInfo => "paths-info",
+            FlipKind::Resolve => "resolve",
+            FlipKind::Header => "header",
+            FlipKind::Payload => "payload",
+            FlipKind::Root => "root",
+            FlipKind::LfsBatch => "lfs-batch",
+            FlipKind::Put => "put",
+            FlipKind::Verify => "verify",
+            FlipKind::Preupload => "preupload",
+            FlipKind::Commit => "commit",
+        }
+    }
+
+    /// True for the kinds that corrupt what the client sends (uploads), false for answers.
+    pub fn request_side(self) -> bool {
+        matches!(
+            self,
+            FlipKind::LfsBatch
+                | FlipKind::Put
+                | FlipKind::Verify
+                | FlipKind::Preupload
+                | FlipKind::Commit
+        )
+    }
+}
+
+/// The `@param` of a `flip-*` rule given none: a bit chosen at random where the fault fires.
+pub const RANDOM_BIT: u64 = u64::MAX;
 
 impl FaultMode {
     fn parse(s: &str) -> Option<FaultMode> {
@@ -51,7 +138,10 @@ impl FaultMode {
             "corrupt-upload" => FaultMode::CorruptUpload,
             "truncate-upload" => FaultMode::TruncateUpload,
             "reset-request" => FaultMode::ResetRequest,
-            _ => return None,
+            other => {
+                let kind = other.strip_prefix("flip-")?;
+                FaultMode::Flip(FlipKind::ALL.into_iter().find(|k| k.name() == kind)?)
+            }
         })
     }
 }
@@ -72,8 +162,11 @@ pub struct FaultRule {
     pub mode: FaultMode,
     /// When it fires.
     pub trigger: Trigger,
-    /// `@param` (delay ms, ratelimit seconds).
+    /// `@param` (delay ms, ratelimit seconds, the bit a `flip-*` rule inverts: of the file for
+    /// ranged file answers, of the body otherwise; [`RANDOM_BIT`] when none was given).
     pub param: u64,
+    /// `=PATH`: the rule applies only to requests whose path contains this text.
+    pub path: Option<String>,
 }
 
 /// A parsed fault spec (empty: no faults).
@@ -88,17 +181,24 @@ impl FromStr for FaultSpec {
     fn from_str(s: &str) -> Result<FaultSpec, String> {
         let mut rules = Vec::new();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (head, param) = match item.split_once('@') {
+            let (item_rest, path) = match item.split_once('=') {
+                Some((r, p)) if !p.is_empty() => (r, Some(p.to_owned())),
+                Some(_) => return Err(format!("fault `{item}`: `=` names no path")),
+                None => (item, None),
+            };
+            let (head, param) = match item_rest.split_once('@') {
                 Some((h, p)) => (
                     h,
-                    p.parse::<u64>()
-                        .map_err(|_| format!("fault `{item}`: `@{p}` is not an integer"))?,
+                    Some(
+                        p.parse::<u64>()
+                            .map_err(|_| format!("fault `{item}`: `@{p}` is not an integer"))?,
+                    ),
                 ),
-                None => (item, 0),
+                None => (item_rest, None),
             };
             let (mode, trig) = head.split_once(':').unwrap_or((head, "1"));
             let mode = FaultMode::parse(mode).ok_or_else(|| {
-                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit, corrupt-upload, truncate-upload, reset-request)")
+                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit, corrupt-upload, truncate-upload, reset-request, flip-{{revision, tree, paths-info, resolve, header, payload, root, lfs-batch, put, verify, preupload, commit}})")
             })?;
             let trigger = if let Some(n) = trig.strip_prefix('x') {
                 Trigger::Count(
@@ -114,15 +214,17 @@ impl FromStr for FaultSpec {
                 }
                 Trigger::Probability(p)
             };
-            let param = if param == 0 && mode == FaultMode::Delay {
-                1000
-            } else {
-                param
+            let param = match (param, mode) {
+                (Some(p), _) => p,
+                (None, FaultMode::Delay) => 1000,
+                (None, FaultMode::Flip(_)) => RANDOM_BIT,
+                (None, _) => 0,
             };
             rules.push(FaultRule {
                 mode,
                 trigger,
                 param,
+                path,
             });
         }
         Ok(FaultSpec { rules })
@@ -144,8 +246,34 @@ impl Faults {
 
     /// If a rule for `mode` fires now, its parameter.
     pub fn fire(&self, mode: FaultMode) -> Option<u64> {
+        self.fire_where(mode, "", |_| true)
+    }
+
+    /// True when some rule of `mode` is set (so a caller can skip work to classify a request).
+    pub fn armed(&self, mode: FaultMode) -> bool {
+        self.rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|r| r.mode == mode)
+    }
+
+    /// If a rule for `mode` fires now on a request to `path`, its parameter. A rule whose path
+    /// filter `path` does not contain, or whose parameter `eligible` refuses (a bit this answer
+    /// does not carry), is not eligible: its count is not spent.
+    pub fn fire_where(
+        &self,
+        mode: FaultMode,
+        path: &str,
+        eligible: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        for r in rules.iter_mut().filter(|r| r.mode == mode) {
+        let applies = |r: &FaultRule| {
+            r.mode == mode
+                && r.path.as_deref().is_none_or(|p| path.contains(p))
+                && eligible(r.param)
+        };
+        for r in rules.iter_mut().filter(|r| applies(r)) {
             match &mut r.trigger {
                 Trigger::Count(n) if *n > 0 => *n -= 1,
                 Trigger::Probability(p) if rand::random::<f64>() < *p => {}
@@ -189,6 +317,61 @@ mod tests {
         assert_eq!(f.fire(FaultMode::ResetRequest), None);
         assert_eq!(f.fired(), 5);
         assert!("bogus:1".parse::<FaultSpec>().is_err());
+        assert!("flip-bogus:1".parse::<FaultSpec>().is_err());
+        assert!("flip-header:x1=".parse::<FaultSpec>().is_err());
         assert!("5xx:2.0".parse::<FaultSpec>().is_err());
+    }
+
+    #[test]
+    fn flip_rules_parse_with_bit_and_path_and_fire_only_where_eligible() {
+        for k in FlipKind::ALL {
+            let spec: FaultSpec = format!("flip-{}:0.5", k.name()).parse().unwrap();
+            assert_eq!(spec.rules[0].mode, FaultMode::Flip(k));
+            assert_eq!(spec.rules[0].param, RANDOM_BIT);
+        }
+        let spec: FaultSpec = "flip-header:x1@9003=model-00003-of-00046.safetensors"
+            .parse()
+            .unwrap();
+        let r = &spec.rules[0];
+        assert_eq!(r.param, 9003);
+        assert_eq!(r.path.as_deref(), Some("model-00003-of-00046.safetensors"));
+        let f = Faults::default();
+        f.set(spec);
+        let mode = FaultMode::Flip(FlipKind::Header);
+        assert!(f.armed(mode));
+        // Another file, or an answer without that bit: not eligible, the count is kept.
+        assert_eq!(
+            f.fire_where(
+                mode,
+                "/r/resolve/main/model-00004-of-00046.safetensors",
+                |_| true
+            ),
+            None
+        );
+        assert_eq!(
+            f.fire_where(
+                mode,
+                "/r/resolve/main/model-00003-of-00046.safetensors",
+                |b| b < 64
+            ),
+            None
+        );
+        assert_eq!(
+            f.fire_where(
+                mode,
+                "/r/resolve/main/model-00003-of-00046.safetensors",
+                |_| true
+            ),
+            Some(9003)
+        );
+        assert_eq!(
+            f.fire_where(
+                mode,
+                "/r/resolve/main/model-00003-of-00046.safetensors",
+                |_| true
+            ),
+            None
+        );
+        assert_eq!(f.fired(), 1);
     }
 }

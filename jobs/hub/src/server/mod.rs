@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 mod faults;
+mod flips;
 mod import;
 mod lfs;
 mod routes_read;
@@ -25,7 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sha2::Digest as _;
 
-pub use faults::{FaultMode, FaultSpec, Faults};
+pub use faults::{FaultMode, FaultSpec, Faults, FlipKind};
 pub use import::{import_dir, ImportError, ImportSummary};
 use store::Store;
 
@@ -529,6 +530,12 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
                 .collect()
         })
         .unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let body = match flips::request_kind(&parts.method, &segs) {
+        Some(kind) => flips::request_body(&st, kind, &path, &parts.headers, body),
+        None => body,
+    };
+    let answer_flip = flips::answer_kind(&parts.method, &segs);
     let req = Req {
         method: parts.method,
         segs,
@@ -537,6 +544,9 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         body: BodyCell(std::sync::Mutex::new(Some(body))),
     };
     let mut r = route(&st, req).await;
+    if let Some(kind) = answer_flip {
+        r = flips::answer(&st, kind, &path, r).await;
+    }
     if let Ok(v) = HeaderValue::from_str(&format!("{:016x}", rand::random::<u64>())) {
         r.headers_mut().insert("x-request-id", v);
     }

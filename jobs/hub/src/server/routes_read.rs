@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +15,7 @@ use serde_json::{json, Value};
 use sha1::Digest as _;
 
 use super::store::{Commit, FileEntry};
-use super::{bad_request, check_rev, hub_error, internal, AppState, FaultMode, Req};
+use super::{bad_request, check_rev, flips, hub_error, internal, AppState, FaultMode, Req};
 use crate::protocol::{self, RepoId, RepoType};
 
 pub(crate) fn enc(s: &str) -> String {
@@ -100,7 +99,7 @@ pub(crate) async fn resolve(
             Err(e) => return internal("reading a file object", &e),
         },
     };
-    serve_blob(st, &req.method, &req.headers, h, source, entry.size).await
+    serve_blob(st, &req.method, &req.headers, h, (source, path), entry.size).await
 }
 
 /// The CDN-like second origin: `/cdn/{sha256}?sig=…` (no auth: the signature authorises).
@@ -136,7 +135,7 @@ pub(crate) async fn cdn(State(st): State<Arc<AppState>>, req: Request) -> Respon
         &parts.method,
         &parts.headers,
         h,
-        Source::File(st.store.lfs_path(sha)),
+        (Source::File(st.store.lfs_path(sha)), parts.uri.path()),
         size,
     )
     .await
@@ -178,12 +177,15 @@ pub(crate) fn parse_range(v: &str, size: u64) -> Option<Result<(u64, u64), ()>> 
     Some(Ok((start, end.min(size - 1))))
 }
 
+/// A file answer: 206 for one satisfiable range, 416 for an unsatisfiable one, else 200 with the
+/// whole body; the body-level faults apply (`name`, the request path, is what a fault's path
+/// filter matches).
 pub(crate) async fn serve_blob(
     st: &AppState,
     method: &Method,
     req_h: &HeaderMap,
     mut h: HeaderMap,
-    src: Source,
+    (src, name): (Source, &str),
     size: u64,
 ) -> Response {
     let range = req_h
@@ -233,6 +235,13 @@ pub(crate) async fn serve_blob(
     if !is_get {
         return (status, h).into_response();
     }
+    // An open range (`bytes=A-`: a whole-file download or its resumption) is a whole-file read.
+    let open = req_h
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_end().ends_with('-'));
+    let closed = range.and_then(Result::ok).filter(|_| !open);
+    let flip = flips::file_kind(st, &src, size, closed).await;
     let body = match src {
         Source::Mem(b) => {
             let lo = usize::try_from(start).unwrap_or(usize::MAX);
@@ -247,12 +256,33 @@ pub(crate) async fn serve_blob(
                         Ok(chunk.slice(..n)),
                         Err(std::io::Error::other("injected fault: connection reset")),
                     ];
-                    Body::from_stream(futures_util::stream::iter(items))
+                    flips::maybe(
+                        st,
+                        flip,
+                        name,
+                        (start, len),
+                        futures_util::stream::iter(items),
+                    )
                 }
-                None => Body::from(chunk),
+                None => {
+                    let items = [Ok::<_, std::io::Error>(chunk)];
+                    flips::maybe(
+                        st,
+                        flip,
+                        name,
+                        (start, len),
+                        futures_util::stream::iter(items),
+                    )
+                }
             }
         }
-        Source::File(p) => Body::from_stream(file_stream(p, start, len, fail_after)),
+        Source::File(p) => flips::maybe(
+            st,
+            flip,
+            name,
+            (start, len),
+            file_stream(p, start, len, fail_after),
+        ),
     };
     (status, h, body).into_response()
 }

@@ -39,7 +39,8 @@ enum Cmd {
         /// Redirect LFS downloads (302) to a CDN-like origin on this address.
         #[arg(long)]
         cdn_addr: Option<SocketAddr>,
-        /// Fault injection, e.g. `5xx:0.2,reset:x1,delay:1@500` (docs/hub.md §5).
+        /// Fault injection, `mode[:P|xN][@param][=path-text]`, e.g. `5xx:0.2,reset:x1,delay:1@500`
+        /// or `flip-header:x1@9003=model-00003` (bit flips per request kind; docs/hub.md §5).
         #[arg(long, default_value = "")]
         faults: String,
         /// Multipart part size for LFS uploads, in bytes.

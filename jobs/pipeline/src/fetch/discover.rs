@@ -1,6 +1,7 @@
 //! Discovery: pin each source's revision on the hub, check the tree against the revision's own
-//! file list, and read every weight file's safetensors header (two Range requests, cached under
-//! `upstream/_headers/`) into the tensor list the plan is resolved against.
+//! file list, and read every weight file's safetensors header (read until two reads agree, checked
+//! against the checkpoint's index, cached under `upstream/_headers/` with its SHA-256 in the
+//! discovery record) into the tensor list the plan is resolved against.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use artifact::safetensors::{self, Header};
 use hub::client::{FileMetadata, HubClient};
+use hub::protocol::{Sibling, TreeEntry};
 use hub::RepoId;
 
+use super::proof::{self, ProvenHeader};
 use super::{root, FetchError};
 use crate::plan::{glob_match, Plan, Source, UpstreamTensor};
 use crate::work::WorkDir;
@@ -33,6 +36,9 @@ pub struct UpstreamFile {
     pub digest: String,
     /// Its parsed safetensors header.
     pub header: Header,
+    /// The proof of the header's bytes `[0, 8+N)` (two agreeing reads), which a unit's copy of
+    /// them must equal.
+    pub header_proof: ProvenHeader,
 }
 
 /// Every weight file of every source, and the tensors they hold.
@@ -103,45 +109,23 @@ pub async fn list_source(client: &HubClient, src: &Source) -> Result<SourceListi
             "failed to list the tree of `{}` at `{rev}`",
             src.repo.as_str()
         )))?;
-    let tree_files: BTreeMap<&str, u64> = tree
+    let tree_files: BTreeMap<&str, &TreeEntry> = tree
         .iter()
         .filter(|e| e.kind == "file")
-        .map(|e| (e.path.as_str(), e.size))
+        .map(|e| (e.path.as_str(), e))
         .collect();
     let mut files = BTreeMap::new();
     for s in &info.siblings {
-        let size = match tree_files.get(s.rfilename.as_str()) {
-            None => {
-                return Err(upstream_err(
-                    src,
-                    format!(
-                        "`{}` is in the revision but not in its tree: the tree is incomplete",
-                        s.rfilename
-                    ),
-                ))
-            }
-            Some(&size) if s.size.is_some_and(|rs| rs != size) => {
-                return Err(upstream_err(
-                    src,
-                    format!(
-                        "`{}` is {size} B in the tree but {:?} B in the revision",
-                        s.rfilename, s.size
-                    ),
-                ));
-            }
-            Some(&size) => size,
-        };
-        let digest = match (&s.lfs, &s.blob_id) {
-            (Some(lfs), _) => lfs.sha256.clone(),
-            (None, Some(oid)) => oid.clone(),
-            (None, None) => {
-                return Err(upstream_err(
-                    src,
-                    format!("`{}` has no digest in the revision info", s.rfilename),
-                ))
-            }
-        };
-        files.insert(s.rfilename.clone(), RemoteFile { size, digest });
+        let entry = tree_files.get(s.rfilename.as_str()).ok_or_else(|| {
+            upstream_err(
+                src,
+                format!(
+                    "`{}` is in the revision but not in its tree: the tree is incomplete",
+                    s.rfilename
+                ),
+            )
+        })?;
+        files.insert(s.rfilename.clone(), agreed_file(src, s, entry)?);
     }
     if tree_files.len() != info.siblings.len() {
         return Err(upstream_err(
@@ -165,48 +149,149 @@ pub async fn list_source(client: &HubClient, src: &Source) -> Result<SourceListi
     })
 }
 
+/// Size and digest of one file, which the revision info and the tree listing must both state
+/// alike: two independent answers, so a corrupted byte in either is a disagreement, never a
+/// recorded size or digest.
+fn agreed_file(src: &Source, s: &Sibling, entry: &TreeEntry) -> Result<RemoteFile, FetchError> {
+    let path = &s.rfilename;
+    let disagree = |what: &str, tree: &dyn std::fmt::Debug, rev: &dyn std::fmt::Debug| {
+        upstream_err(
+            src,
+            format!("`{path}` has {what} {tree:?} in the tree but {rev:?} in the revision"),
+        )
+    };
+    if s.size.is_some_and(|rs| rs != entry.size) {
+        return Err(disagree("size", &entry.size, &s.size));
+    }
+    if s.blob_id.as_ref().is_some_and(|b| *b != entry.oid) {
+        return Err(disagree("git oid", &entry.oid, &s.blob_id));
+    }
+    let tree_lfs = entry.lfs.as_ref().map(|l| (&l.oid, l.size));
+    let rev_lfs = s.lfs.as_ref().map(|l| (&l.sha256, l.size));
+    if tree_lfs.is_some() != rev_lfs.is_some() || tree_lfs.zip(rev_lfs).is_some_and(|(t, r)| t != r)
+    {
+        return Err(disagree("LFS object", &tree_lfs, &rev_lfs));
+    }
+    let digest = match (&s.lfs, &s.blob_id) {
+        (Some(lfs), _) => lfs.sha256.clone(),
+        (None, Some(oid)) => oid.clone(),
+        (None, None) => {
+            return Err(upstream_err(
+                src,
+                format!("`{path}` has no digest in the revision info"),
+            ))
+        }
+    };
+    Ok(RemoteFile {
+        size: entry.size,
+        digest,
+    })
+}
+
+/// One weight file's header as discovery proved it.
+#[derive(Debug, Clone)]
+pub struct ReadHeader {
+    /// The repository path.
+    pub path: String,
+    /// The parsed header.
+    pub header: Header,
+    /// HEAD `/resolve` metadata when the hub was asked (not for a cache the record proves).
+    pub meta: Option<FileMetadata>,
+    /// Length and SHA-256 of the header's bytes.
+    pub proof: ProvenHeader,
+}
+
 /// The safetensors header of every weight file of `listing` (`concurrency` files at a time:
-/// each is a HEAD and two small Range requests, latency-bound), in file order, each checked
-/// against the file's size. With a work directory, a cached header that implies the file's
-/// exact size needs no request (the file is then resolved only when a unit needs its bytes), and
-/// headers read are cached.
+/// each is a HEAD and small Range requests, latency-bound), in file order, each read until two
+/// reads agree byte for byte and checked against the file's size and the checkpoint's indexes.
+/// With a work directory, a cached header that `recorded` (the last discovery record) proves
+/// needs no request, an unproven cache counts as one read, and the agreed bytes are cached.
 pub async fn read_headers(
     client: &HubClient,
     src: &Source,
     listing: &SourceListing,
     work: Option<&WorkDir>,
+    recorded: Option<&SourceRecord>,
     concurrency: usize,
-) -> Result<Vec<(String, Header, Option<FileMetadata>)>, FetchError> {
+) -> Result<Vec<ReadHeader>, FetchError> {
     let size_of = |path: &str| listing.files.get(path).map_or(0, |f| f.size);
-    let heads: Vec<Result<(Header, Option<FileMetadata>), FetchError>> =
+    let heads: Vec<Result<ReadHeader, FetchError>> =
         futures_util::stream::iter(listing.weights.iter().map(|path| {
             let size = size_of(path);
-            let repo = &listing.repo;
-            async move {
-                if let Some(h) = work.and_then(|w| cached_header(w, src, path, size)) {
-                    return Ok((h, None));
-                }
-                let meta = resolve_file(client, src, repo, path).await?;
-                let header = read_header(client, work, src, repo, path, &meta).await?;
-                Ok((header, Some(meta)))
-            }
+            let proof = recorded.and_then(|r| r.headers.get(path));
+            async move { proven_header(client, src, listing, path, size, work, proof).await }
         }))
         .buffered(concurrency.max(1))
         .collect()
         .await;
-    let mut out = Vec::with_capacity(heads.len());
-    for (path, head) in listing.weights.iter().zip(heads) {
-        let (header, meta) = head?;
-        header
-            .check_file_len(size_of(path))
-            .map_err(|source| FetchError::Header {
-                repo: src.repo.as_str().to_owned(),
-                file: path.clone(),
-                source,
-            })?;
-        out.push((path.clone(), header, meta));
+    let heads: Vec<ReadHeader> = heads.into_iter().collect::<Result<_, _>>()?;
+    let by_path: BTreeMap<String, &Header> =
+        heads.iter().map(|h| (h.path.clone(), &h.header)).collect();
+    proof::check_indexes(client, src, listing, &by_path, work).await?;
+    Ok(heads)
+}
+
+/// One weight file's header: the cache when the record proves it, else read until two reads
+/// agree (an unproven cache counting as one), parsed and checked against the file's size.
+async fn proven_header(
+    client: &HubClient,
+    src: &Source,
+    listing: &SourceListing,
+    path: &str,
+    size: u64,
+    work: Option<&WorkDir>,
+    recorded: Option<&ProvenHeader>,
+) -> Result<ReadHeader, FetchError> {
+    let herr = |source| FetchError::Header {
+        repo: src.repo.as_str().to_owned(),
+        file: path.to_owned(),
+        source,
+    };
+    let cache = work.map(|w| w.headers(&src.name).join(path));
+    let cached = cache.as_deref().and_then(|c| std::fs::read(c).ok());
+    let (bytes, meta) = match (cached, recorded) {
+        (Some(c), Some(r)) if r.holds(&c) => (c, None),
+        (cached, _) => {
+            let meta = resolve_file(client, src, &listing.repo, path).await?;
+            if meta.size != size {
+                return Err(upstream_err(
+                    src,
+                    format!(
+                        "`{path}` resolves to {} B, the tree says {size} B",
+                        meta.size
+                    ),
+                ));
+            }
+            let bytes = proof::agreed_header(client, src, path, &meta, cached.as_deref()).await?;
+            if cached.as_deref() != Some(&bytes[..]) {
+                if let Some(c) = &cache {
+                    write_cache(c, &bytes)?;
+                }
+            }
+            (bytes, Some(meta))
+        }
+    };
+    let header = safetensors::parse_header(&bytes).map_err(herr)?;
+    header.check_file_len(size).map_err(herr)?;
+    Ok(ReadHeader {
+        path: path.to_owned(),
+        proof: ProvenHeader::of(&bytes),
+        header,
+        meta,
+    })
+}
+
+/// Cache a header atomically under `upstream/_headers/`.
+fn write_cache(cache: &std::path::Path, bytes: &[u8]) -> Result<(), FetchError> {
+    if let Some(dir) = cache.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io {
+            what: "create",
+            path: dir.to_owned(),
+            source,
+        })?;
     }
-    Ok(out)
+    ledger::write_atomic(cache, bytes)?;
+    Ok(())
 }
 
 /// Pin, check and read the headers of every source of `plan`.
@@ -219,8 +304,11 @@ pub async fn discover(
         files: BTreeMap::new(),
         tensors: Vec::new(),
     };
+    // The last record proves the cached headers it names (a missing or unreadable one proves
+    // none: each is then read again).
+    let previous = Discovery::load(work).ok().flatten().unwrap_or_default();
     let mut discovery = Discovery {
-        v: 1,
+        v: DISCOVERY_VERSION,
         sources: BTreeMap::new(),
     };
     for src in &plan.sources {
@@ -231,32 +319,15 @@ pub async fn discover(
                 format!("no file matches the weight globs {:?}", src.weights),
             ));
         }
+        let recorded = previous
+            .sources
+            .get(&src.name)
+            .filter(|r| r.commit == src.revision.as_str());
         let concurrency = plan.run.concurrency as usize;
-        for (path, header, meta) in
-            read_headers(client, src, &listing, Some(work), concurrency).await?
-        {
-            for t in &header.tensors {
-                up.tensors.push(
-                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, &path)
-                        .in_source(&src.name),
-                );
-            }
-            let remote = listing.files.get(&path).cloned().unwrap_or(RemoteFile {
-                size: header.file_len(),
-                digest: String::new(),
-            });
-            up.files.insert(
-                (src.name.clone(), path.clone()),
-                UpstreamFile {
-                    source: src.name.clone(),
-                    repo: listing.repo.clone(),
-                    path,
-                    size: remote.size,
-                    meta,
-                    digest: remote.digest,
-                    header,
-                },
-            );
+        let mut headers = BTreeMap::new();
+        for rh in read_headers(client, src, &listing, Some(work), recorded, concurrency).await? {
+            headers.insert(rh.path.clone(), rh.proof.clone());
+            add_file(&mut up, src, &listing.repo, &listing.files, rh);
         }
         let SourceListing {
             repo,
@@ -268,6 +339,7 @@ pub async fn discover(
             commit: src.revision.as_str().to_owned(),
             weights,
             files,
+            headers,
         };
         root::fetch_root_files(client, plan, src, &repo, &record, work).await?;
         discovery.sources.insert(src.name.clone(), record);
@@ -288,6 +360,38 @@ pub async fn discover(
     Ok(up)
 }
 
+/// Add one weight file and its tensors to `up`.
+fn add_file(
+    up: &mut Upstream,
+    src: &Source,
+    repo: &RepoId,
+    files: &BTreeMap<String, RemoteFile>,
+    rh: ReadHeader,
+) {
+    for t in &rh.header.tensors {
+        up.tensors.push(
+            UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, &rh.path).in_source(&src.name),
+        );
+    }
+    let remote = files.get(&rh.path).cloned().unwrap_or(RemoteFile {
+        size: rh.header.file_len(),
+        digest: String::new(),
+    });
+    up.files.insert(
+        (src.name.clone(), rh.path.clone()),
+        UpstreamFile {
+            source: src.name.clone(),
+            repo: repo.clone(),
+            path: rh.path,
+            size: remote.size,
+            meta: rh.meta,
+            digest: remote.digest,
+            header: rh.header,
+            header_proof: rh.proof,
+        },
+    );
+}
+
 /// What fetch learned of one source at its pinned revision (`upstream/_discovery.json`), so
 /// later stages resolve the plan offline.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -300,7 +404,14 @@ pub struct SourceRecord {
     pub files: BTreeMap<String, RemoteFile>,
     /// The weight files among them.
     pub weights: Vec<String>,
+    /// The proof of each weight file's cached header (absent in a version-1 record: every
+    /// header is then read again).
+    #[serde(default)]
+    pub headers: BTreeMap<String, ProvenHeader>,
 }
+
+/// The discovery record's schema version: 2 added the header proofs.
+pub const DISCOVERY_VERSION: u32 = 2;
 
 /// Size and hub digest (LFS SHA-256 or git-blob SHA-1) of one upstream file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -314,7 +425,7 @@ pub struct RemoteFile {
 /// The discovery record of every source.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Discovery {
-    /// Schema version (1).
+    /// Schema version ([`DISCOVERY_VERSION`]).
     pub v: u32,
     /// By source name.
     pub sources: BTreeMap<String, SourceRecord>,
@@ -346,6 +457,8 @@ impl Discovery {
 }
 
 /// The upstream files and tensors as the last fetch recorded them: no network (repack, gate).
+/// Every cached header must be the bytes the record proves: a cache that differs, or a record
+/// without the proof, is refused (run fetch again), never trusted.
 pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
     let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::NoDiscovery {
         plan: plan.name.clone(),
@@ -368,43 +481,53 @@ pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError>
             })?;
         let repo = RepoId::model(src.repo.as_str()).map_err(|d| upstream_err(src, d))?;
         for path in &rec.weights {
-            let cache = work.headers(&src.name).join(path);
-            let bytes = std::fs::read(&cache).map_err(|source| FetchError::Io {
-                what: "read",
-                path: cache.clone(),
-                source,
-            })?;
-            let header =
-                safetensors::parse_header(&bytes).map_err(|source| FetchError::Header {
-                    repo: src.repo.as_str().to_owned(),
-                    file: path.clone(),
-                    source,
-                })?;
-            for t in &header.tensors {
-                up.tensors.push(
-                    UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, path)
-                        .in_source(&src.name),
-                );
-            }
-            let remote = rec.files.get(path).cloned().unwrap_or(RemoteFile {
-                size: header.file_len(),
-                digest: String::new(),
-            });
-            up.files.insert(
-                (src.name.clone(), path.clone()),
-                UpstreamFile {
-                    source: src.name.clone(),
-                    repo: repo.clone(),
-                    path: path.clone(),
-                    size: remote.size,
-                    meta: None,
-                    digest: remote.digest,
-                    header,
-                },
-            );
+            let rh = offline_header(src, rec, work, path)?;
+            add_file(&mut up, src, &repo, &rec.files, rh);
         }
     }
     Ok(up)
+}
+
+/// The cached header of `path`, checked against the record's proof and parsed.
+fn offline_header(
+    src: &Source,
+    rec: &SourceRecord,
+    work: &WorkDir,
+    path: &str,
+) -> Result<ReadHeader, FetchError> {
+    let cache = work.headers(&src.name).join(path);
+    let bytes = std::fs::read(&cache).map_err(|source| FetchError::Io {
+        what: "read",
+        path: cache.clone(),
+        source,
+    })?;
+    let unproven = |why: &str| FetchError::HeaderUnproven {
+        file: path.to_owned(),
+        cache: cache.clone(),
+        why: why.to_owned(),
+    };
+    let proof = rec
+        .headers
+        .get(path)
+        .ok_or_else(|| unproven("the discovery record holds no proof of it (an older fetch)"))?;
+    if !proof.holds(&bytes) {
+        return Err(unproven(&format!(
+            "its SHA-256 is {}, the discovery record proves {}",
+            proof::sha256_hex(&bytes),
+            proof.sha256
+        )));
+    }
+    let header = safetensors::parse_header(&bytes).map_err(|source| FetchError::Header {
+        repo: src.repo.as_str().to_owned(),
+        file: path.to_owned(),
+        source,
+    })?;
+    Ok(ReadHeader {
+        path: path.to_owned(),
+        header,
+        meta: None,
+        proof: proof.clone(),
+    })
 }
 
 /// HEAD `/resolve` of one file at the pinned revision: its size, digest and byte location.
@@ -429,63 +552,4 @@ pub async fn resolve_file(
         ));
     }
     Ok(meta)
-}
-
-/// The cached header of `path`, if it parses and implies a file of exactly `size` bytes.
-fn cached_header(work: &WorkDir, src: &Source, path: &str, size: u64) -> Option<Header> {
-    let bytes = std::fs::read(work.headers(&src.name).join(path)).ok()?;
-    safetensors::parse_header(&bytes)
-        .ok()
-        .filter(|h| h.file_len() == size)
-}
-
-/// The header of `path` with two Range requests (the 8-byte length, then the JSON), cached
-/// atomically under `upstream/_headers/` when there is a work directory.
-async fn read_header(
-    client: &HubClient,
-    work: Option<&WorkDir>,
-    src: &Source,
-    repo: &RepoId,
-    path: &str,
-    meta: &FileMetadata,
-) -> Result<Header, FetchError> {
-    let herr = |source| FetchError::Header {
-        repo: src.repo.as_str().to_owned(),
-        file: path.to_owned(),
-        source,
-    };
-    let what = || format!("failed to read the header of `{path}` in `{}`", repo.id());
-    let first = client
-        .get_range(meta, 0, Some(7))
-        .await
-        .map_err(hub_err(what()))?;
-    let first8: [u8; 8] = first.as_slice().try_into().map_err(|_| {
-        herr(safetensors::SafetensorsError::Truncated {
-            need: 8,
-            have: first.len() as u64,
-        })
-    })?;
-    let n = safetensors::header_len(first8).map_err(herr)?;
-    let mut bytes = first;
-    if n > 0 {
-        let json = client
-            .get_range(meta, 8, Some(7 + n))
-            .await
-            .map_err(hub_err(what()))?;
-        bytes.extend_from_slice(&json);
-    }
-    let header = safetensors::parse_header(&bytes).map_err(herr)?;
-    let Some(work) = work else {
-        return Ok(header);
-    };
-    let cache = work.headers(&src.name).join(path);
-    if let Some(dir) = cache.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| FetchError::Io {
-            what: "create",
-            path: dir.to_owned(),
-            source,
-        })?;
-    }
-    ledger::write_atomic(&cache, &bytes)?;
-    Ok(header)
 }

@@ -15,8 +15,10 @@ mod controls;
 pub mod discover;
 mod ordered;
 pub mod plausible;
+pub mod proof;
 pub mod ranges;
 pub mod root;
+mod transfer;
 mod unit;
 
 use std::path::PathBuf;
@@ -162,6 +164,50 @@ pub enum FetchError {
         /// What the bytes hash to.
         actual: String,
     },
+    /// Repeated reads of bytes no hub digest covers never agreed (a corrupting link or mirror).
+    #[error("the hub's answers for the {what} of `{file}` in `{repo}` disagree: {why}")]
+    Disagree {
+        /// The repository.
+        repo: String,
+        /// The upstream file.
+        file: String,
+        /// What was read (`safetensors header`, `bytes A..B`).
+        what: String,
+        /// The reads and the last failure.
+        why: String,
+    },
+    /// A checkpoint's index contradicts a shard's header (or is not an index).
+    #[error("`{index}` in `{repo}`: {detail}")]
+    Index {
+        /// The repository.
+        repo: String,
+        /// The index file.
+        index: String,
+        /// What disagrees.
+        detail: String,
+    },
+    /// A cached header is not the one the discovery record proves (repack, gate, resume).
+    #[error("the cached header of `{file}` (`{}`) is not proven: {why}", cache.display())]
+    HeaderUnproven {
+        /// The upstream file.
+        file: String,
+        /// The cache file.
+        cache: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A unit's proven copy of a header differs from the cached header; the cache was removed.
+    #[error("unit `{unit}`: the proven header of `{file}` (SHA-256 {proven}) differs from the cached one ({cached}); the cache was removed")]
+    HeaderMismatch {
+        /// The unit.
+        unit: String,
+        /// The upstream file.
+        file: String,
+        /// The cache's SHA-256.
+        cached: String,
+        /// The unit's proven copy's SHA-256.
+        proven: String,
+    },
     /// The async runtime could not start.
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -179,6 +225,12 @@ impl crate::cli::Hint for FetchError {
             }
             FetchError::Ledger(_) => Some("another fetch may hold the unit; wait or remove a stale lock only if no fetch runs".into()),
             FetchError::NoDiscovery { .. } => Some("run minirun-fetch first".into()),
+            FetchError::HeaderUnproven { .. } | FetchError::HeaderMismatch { .. } => Some(
+                "re-run minirun-fetch: it reads the header again until two reads agree and proves it against the units' bytes".into(),
+            ),
+            FetchError::Disagree { .. } => Some(
+                "re-run fetch; if it persists, a link, proxy or mirror corrupts the answers: use an https endpoint or another mirror".into(),
+            ),
             FetchError::NotDiscovered { .. } | FetchError::UnknownSource { .. } => Some(
                 "the plan changed since the last fetch: re-run minirun-fetch (it discovers again)".into(),
             ),
@@ -297,9 +349,16 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
 
     let mut reports = Vec::new();
     let mut pending = Vec::new();
+    // A done unit also needs its journaled headers to be the ones the discovery record proves.
+    let discovery = discover::Discovery::load(&work).ok().flatten();
     for unit in &selected {
         let name = unit.as_str();
-        let state = unit_done(&ledger_dir, &work, name, opts.verify, false, opts.dry_run)?;
+        let mut state = unit_done(&ledger_dir, &work, name, opts.verify, false, opts.dry_run)?;
+        if state.is_done() {
+            if let Some(why) = proof::stale_headers(&ledger_dir, name, discovery.as_ref())? {
+                state = UnitState::Pending(why);
+            }
+        }
         if !state.is_done() {
             pending.push(name.to_owned());
         }
@@ -328,7 +387,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         // Units run concurrently, their chunk transfers drawn from one pool of `concurrency`
         // permits, so small units (one chunk each) still keep several transfers in flight and
         // one unit's checks overlap the others' transfers.
-        let sem = std::sync::Arc::new(unit::Transfers::new(
+        let sem = std::sync::Arc::new(transfer::Transfers::new(
             plan.run.concurrency.max(1) as usize,
             opts.progress,
         ));

@@ -61,6 +61,19 @@ pub async fn fetch_root_files(
                 what: format!("failed to download `{path}` from `{}`", src.repo.as_str()),
                 source,
             })?;
+        // The download was checked against the HEAD answer's etag; the revision and tree agreed
+        // on this digest independently of it.
+        let actual = super::proof::digest_of(&bytes, &remote.digest);
+        if actual != remote.digest {
+            return Err(FetchError::Upstream {
+                repo: src.repo.as_str().to_owned(),
+                revision: src.revision.as_str().to_owned(),
+                detail: format!(
+                    "`{path}` downloaded as {actual}, the revision records {}",
+                    remote.digest
+                ),
+            });
+        }
         if let Some(parent) = local.parent() {
             std::fs::create_dir_all(parent).map_err(|source| FetchError::Io {
                 what: "create",

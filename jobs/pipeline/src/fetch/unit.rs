@@ -21,9 +21,10 @@ use super::discover::{Upstream, UpstreamFile};
 use super::ordered::OrderedHasher;
 use super::plausible::{self, Content};
 use super::ranges::RangeSet;
+use super::transfer::{fetch_chunks, file_meta, Transfers};
 use super::{FetchError, UnitReport, STAGE};
 use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
-use crate::progress::{Progress, ProgressMode, UnitProgress};
+use crate::progress::UnitProgress;
 use crate::units::UnitStatus;
 use crate::work::WorkDir;
 
@@ -168,7 +169,11 @@ async fn fetch_file(
         })?;
     let (ff, todo) = open_file(cx, uf, tensors, format!("{source}/{path}"), report)?;
     let (sink, hasher, one_chunk) = file_sink(cx, &ff, &todo);
-    let (bytes, chunks) = fetch_chunks(cx.client, cx.plan, uf, &sink, todo, cx.sem, cx.up).await?;
+    // No digest will cover a file the unit fetches in part: each chunk is read until two reads
+    // agree instead.
+    let agree = !ff.needed.covers(&(0..uf.size));
+    let (bytes, chunks) =
+        fetch_chunks(cx.client, cx.plan, uf, &sink, todo, cx.sem, cx.up, agree).await?;
     let streamed_sha = match hasher {
         Some(h) => h.finish(),
         None if one_chunk => sink.one_chunk_sha(),
@@ -180,6 +185,14 @@ async fn fetch_file(
     report.chunks_fetched += chunks;
     let (whole, file_controls) =
         check_blocking(cx, &ff, checked_in_memory, probes, outside, streamed_sha).await?;
+    super::proof::unit_header_matches(
+        unit,
+        &ff.file,
+        &ff.data_path,
+        &uf.path,
+        &uf.header_proof,
+        &cx.work.headers(source).join(path),
+    )?;
     record_file(cx, &ff, whole, file_controls, report, record)
 }
 
@@ -382,7 +395,13 @@ fn record_file(
     );
     record.digests.insert(
         rel.clone(),
-        json!({"hub_digest": uf.digest, "size": uf.size, "repo": uf.repo.id()}),
+        json!({
+            "hub_digest": uf.digest,
+            "size": uf.size,
+            "repo": uf.repo.id(),
+            "header_sha256": uf.header_proof.sha256,
+            "proven_by": if ff.needed.covers(&(0..uf.size)) { "hub-digest" } else { "two-agreeing-reads" },
+        }),
     );
     Ok(())
 }
@@ -515,17 +534,17 @@ struct ArrivalCheck {
 }
 
 /// Where the chunks of one upstream file go, shared by its transfer tasks.
-struct FileSink {
+pub(super) struct FileSink {
     unit: String,
     upstream_file: String,
     file: Arc<File>,
     /// The same file opened `O_DIRECT`, for the block-aligned middle of each chunk (`None`
     /// where the filesystem refuses it): no copy into the page cache (crate::direct).
     direct: Option<File>,
-    path: PathBuf,
+    pub(super) path: PathBuf,
     log_path: PathBuf,
     log: Arc<ChunkLog>,
-    hasher: Option<Arc<OrderedHasher>>,
+    pub(super) hasher: Option<Arc<OrderedHasher>>,
     arrival: Vec<ArrivalCheck>,
     /// Which arrival checks ran in memory on a chunk of this run.
     checked: std::sync::Mutex<Vec<bool>>,
@@ -551,7 +570,7 @@ impl FileSink {
     /// Store one fetched chunk: the arrival checks of every tensor sample inside it run on the
     /// buffer first (bad bytes are never written), then the bytes are written and hashed slice by
     /// slice, fsynced, and only then recorded in the chunk log (the ledger's ordering contract).
-    fn store(&self, offset: u64, bytes: &[u8]) -> Result<[u8; 32], FetchError> {
+    pub(super) fn store(&self, offset: u64, bytes: &[u8]) -> Result<[u8; 32], FetchError> {
         let end = offset + bytes.len() as u64;
         for (i, c) in self.arrival.iter().enumerate() {
             if c.sample.start < offset || c.sample.end > end {
@@ -590,162 +609,6 @@ impl FileSink {
         self.log.record(offset, bytes.len() as u64, digest)?;
         *self.one_chunk_sha.lock().unwrap_or_else(|p| p.into_inner()) = Some(hex::encode(digest));
         Ok(digest)
-    }
-}
-
-async fn fetch_chunks(
-    client: &HubClient,
-    plan: &Plan,
-    uf: &UpstreamFile,
-    sink: &Arc<FileSink>,
-    todo: Vec<Range<u64>>,
-    sem: &Arc<Transfers>,
-    up: &UnitProgress<'_>,
-) -> Result<(u64, u64), FetchError> {
-    let data_path = sink.path.as_path();
-    let total: u64 = todo.iter().map(|r| r.end - r.start).sum();
-    up.plan(total);
-    if total == 0 && uf.meta.is_none() {
-        return Ok((0, 0));
-    }
-    let meta = file_meta(client, plan, uf).await?;
-    let mut set = tokio::task::JoinSet::new();
-    let n = todo.len() as u64;
-    for chunk in todo {
-        let permit =
-            sem.permits
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| FetchError::Upstream {
-                    repo: uf.repo.id(),
-                    revision: meta.commit.clone(),
-                    detail: "transfer pool closed".into(),
-                })?;
-        let (client, meta, sink, pool) = (client.clone(), meta.clone(), sink.clone(), sem.clone());
-        let repo = uf.repo.id();
-        let what = format!(
-            "failed to fetch bytes {}..{} of `{}` in `{}`",
-            chunk.start,
-            chunk.end,
-            uf.path,
-            uf.repo.id()
-        );
-        set.spawn(async move {
-            let mut bytes = pool.take();
-            client
-                .get_range_into(&meta, chunk.start, Some(chunk.end - 1), &mut bytes)
-                .await
-                .map_err(|source| FetchError::Hub {
-                    what: what.clone(),
-                    source,
-                })?;
-            if bytes.len() as u64 != chunk.end - chunk.start {
-                return Err(FetchError::Upstream {
-                    repo,
-                    revision: meta.commit.clone(),
-                    detail: format!("{what}: got {} bytes", bytes.len()),
-                });
-            }
-            let len = bytes.len() as u64;
-            tokio::task::spawn_blocking(move || {
-                sink.store(chunk.start, &bytes)?;
-                // The permit travels with the bytes: released once they are hashed in order.
-                match &sink.hasher {
-                    Some(h) => h.push(chunk.start, bytes, Some(permit)),
-                    None => pool.give(bytes),
-                }
-                Ok::<(), FetchError>(())
-            })
-            .await
-            .map_err(|e| FetchError::Io {
-                what: "write chunk of",
-                path: PathBuf::from(&meta.location.to_string()),
-                source: std::io::Error::other(e.to_string()),
-            })??;
-            Ok::<u64, FetchError>(len)
-        });
-    }
-    let mut bytes = 0;
-    while let Some(r) = set.join_next().await {
-        let len = r.map_err(|e| FetchError::Io {
-            what: "join transfer task for",
-            path: data_path.to_owned(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
-        bytes += len;
-        up.advance(len);
-    }
-    Ok((bytes, n))
-}
-
-/// The resolved metadata (location, size, commit) of an upstream file: from discovery, else
-/// resolved now and checked against the size the tree reported.
-async fn file_meta(
-    client: &HubClient,
-    plan: &Plan,
-    uf: &UpstreamFile,
-) -> Result<hub::client::FileMetadata, FetchError> {
-    Ok(match &uf.meta {
-        Some(m) => m.clone(),
-        None => {
-            let src = plan
-                .source(&uf.source)
-                .ok_or_else(|| FetchError::UnknownSource {
-                    source_name: uf.source.clone(),
-                    path: uf.path.clone(),
-                })?;
-            let m = super::discover::resolve_file(client, src, &uf.repo, &uf.path).await?;
-            if m.size != uf.size {
-                return Err(FetchError::Upstream {
-                    repo: uf.repo.id(),
-                    revision: m.commit.clone(),
-                    detail: format!(
-                        "`{}` resolves to {} B, the tree says {} B",
-                        uf.path, m.size, uf.size
-                    ),
-                });
-            }
-            m
-        }
-    })
-}
-
-/// The transfer pool shared by every unit of a run: `concurrency` permits, and the chunk buffers
-/// of finished transfers kept for the next ones, and the progress report (a fresh 64 MiB buffer costs a page fault per
-/// 4 KiB page as it fills; a recycled one is already mapped).
-pub struct Transfers {
-    permits: Arc<tokio::sync::Semaphore>,
-    buffers: std::sync::Mutex<Vec<Vec<u8>>>,
-    keep: usize,
-    /// The run's progress report.
-    pub progress: Progress,
-}
-
-impl Transfers {
-    /// A pool of `n` concurrent transfers, reporting progress as `mode` says.
-    pub fn new(n: usize, mode: ProgressMode) -> Self {
-        Transfers {
-            permits: Arc::new(tokio::sync::Semaphore::new(n)),
-            buffers: std::sync::Mutex::new(Vec::new()),
-            keep: n,
-            progress: Progress::new("fetch", "units", mode),
-        }
-    }
-
-    fn take(&self) -> Vec<u8> {
-        self.buffers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_default()
-    }
-
-    fn give(&self, buf: Vec<u8>) {
-        let mut b = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        if b.len() < self.keep {
-            b.push(buf);
-        }
     }
 }
 

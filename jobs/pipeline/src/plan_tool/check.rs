@@ -212,10 +212,12 @@ async fn check_source(
     }
     let concurrency = plan.run.concurrency as usize;
     let before = tensors.len();
-    for (path, header, _) in read_headers(client, src, &listing, None, concurrency).await? {
-        for t in &header.tensors {
+    // No work directory: each header is read until two reads agree and checked against the
+    // checkpoint's index, as fetch does (nothing cached, so nothing is trusted).
+    for rh in read_headers(client, src, &listing, None, None, concurrency).await? {
+        for t in &rh.header.tensors {
             tensors.push(
-                UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, &path)
+                UpstreamTensor::new(&t.name, t.dtype.as_str(), &t.shape, &rh.path)
                     .in_source(&src.name),
             );
         }

@@ -1,0 +1,155 @@
+//! Bit flips in header answers (issue 47): the incident — one bit of `ffn` in the header Range
+//! answer of `model-00003-of-00046.safetensors`, first read only — ends with the clean header; the
+//! same flip on every read is refused by the checkpoint's index, naming the file; and every single
+//! bit of one layer shard's header flipped in one transfer ends with the clean header.
+
+use std::path::Path;
+
+use super::common::*;
+
+const SHARD: &str = "model-00003-of-00046.safetensors";
+
+/// The header bytes `[0, 8+N)` of `file`.
+fn header_bytes(file: &Path) -> Vec<u8> {
+    let b = std::fs::read(file).unwrap();
+    let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    b[..8 + n].to_vec()
+}
+
+/// The file bit that turns `layers.1.ffn.gate.tid2eid` into `layers.1.fnn.gate.tid2eid` ('f' is
+/// 0x66, 'n' 0x6e: bit 3 of the second `f`).
+fn ffn_bit(header: &[u8]) -> u64 {
+    let name = b"layers.1.ffn.gate.tid2eid";
+    let at = header
+        .windows(name.len())
+        .position(|w| w == name)
+        .expect("layer 1's hash-routing table is in shard 3");
+    let byte = at + "layers.1.f".len();
+    assert_eq!(header[byte], b'f');
+    byte as u64 * 8 + 3
+}
+
+fn hub_log_says(hub: &Hub, text: &str) -> bool {
+    hub.log_text().contains(text)
+}
+
+#[test]
+fn the_incident_a_flipped_header_bit_on_the_first_read_ends_with_the_clean_header() {
+    let fx = fixture();
+    let clean = header_bytes(&fx.ckpt.join(SHARD));
+    let bit = ffn_bit(&clean);
+    let hub = Hub::start(&fx.hub_root, &format!("flip-header:x1@{bit}={SHARD}"));
+    let w = tempfile::tempdir().unwrap();
+    let work = w.path();
+    stage_ok("minirun-fetch", &fx.plan, work, &hub.url, &[]);
+    assert!(
+        hub_log_says(&hub, &format!("inverted bit {bit} of the file")),
+        "the fault did not fire"
+    );
+    let cached = std::fs::read(work.join("upstream/_headers/main").join(SHARD)).unwrap();
+    assert_eq!(cached, clean, "the cached header is not the clean one");
+    stage_ok("minirun-repack", &fx.plan, work, &hub.url, &[]);
+    let (code, out) = stage("minirun-gate", &fx.plan, work, &hub.url, &[]);
+    assert_eq!(code, 0, "{out}");
+    let layer = std::fs::read_dir(work.join("release/layers01")).unwrap();
+    let names: Vec<String> = layer
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("layers.1.ffn.gate.tid2eid")),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("fnn")), "{names:?}");
+}
+
+#[test]
+fn the_same_flip_on_every_read_is_refused_by_the_index_naming_the_file() {
+    let fx = fixture();
+    let bit = ffn_bit(&header_bytes(&fx.ckpt.join(SHARD)));
+    // Every header answer of the shard carries the flip, so every read agrees on the wrong name:
+    // the checkpoint's index (proven by its digest) is what refuses it.
+    let hub = Hub::start(&fx.hub_root, &format!("flip-header:1@{bit}={SHARD}"));
+    let w = tempfile::tempdir().unwrap();
+    let out = cmd("minirun-fetch")
+        .args(["--plan", fx.plan.to_str().unwrap(), "--work-dir"])
+        .arg(w.path())
+        .args(["--endpoint", &hub.url])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("model.safetensors.index.json"), "{err}");
+    assert!(err.contains(SHARD), "{err}");
+    assert!(err.contains("layers.1.fnn.gate.tid2eid"), "{err}");
+    assert!(
+        !w.path().join("upstream/_discovery.json").exists(),
+        "a refused discovery was recorded"
+    );
+    assert!(!w.path().join("release").exists());
+}
+
+/// Every bit of the shard's header — the 8-byte length and the JSON — inverted in one transfer:
+/// each read ends with the clean bytes and the fault fired each time. The agreed read is what
+/// discovery caches; every 512th bit also goes through the whole discovery read (cache, proof,
+/// index check).
+#[test]
+fn every_single_bit_flip_of_one_header_transfer_ends_with_the_clean_header() {
+    use pipeline::fetch::discover::{list_source, read_headers, resolve_file};
+    use pipeline::fetch::proof::agreed_header;
+    let fx = fixture();
+    let clean = header_bytes(&fx.ckpt.join(SHARD));
+    let plan = pipeline::plan::Plan::load(&fx.plan).unwrap();
+    let src = &plan.sources[0];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt
+        .block_on(hub::server::spawn(
+            &fx.hub_root,
+            "127.0.0.1:0".parse().unwrap(),
+            Default::default(),
+        ))
+        .unwrap();
+    let client = hub::client::HubClient::new(&server.url(), None).unwrap();
+    let mut listing = rt.block_on(list_source(&client, src)).unwrap();
+    listing.weights.retain(|w| w == SHARD);
+    let meta = rt
+        .block_on(resolve_file(&client, src, &listing.repo, SHARD))
+        .unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let work = pipeline::work::WorkDir::new(w.path());
+    let cache = work.headers(&src.name).join(SHARD);
+    let bits = clean.len() as u64 * 8;
+    for bit in 0..bits {
+        server.set_faults(format!("flip-header:x1@{bit}={SHARD}").parse().unwrap());
+        if bit % 512 == 0 {
+            let _ = std::fs::remove_file(&cache);
+            let heads = rt
+                .block_on(read_headers(&client, src, &listing, Some(&work), None, 1))
+                .unwrap_or_else(|e| panic!("bit {bit}: {e:?}"));
+            assert_eq!(std::fs::read(&cache).unwrap(), clean, "bit {bit}");
+            assert_eq!(heads[0].proof.len, clean.len() as u64, "bit {bit}");
+        } else {
+            let got = rt
+                .block_on(agreed_header(&client, src, SHARD, &meta, None))
+                .unwrap_or_else(|e| panic!("bit {bit}: {e:?}"));
+            assert!(
+                got == clean,
+                "bit {bit}: the agreed header is not the clean one"
+            );
+        }
+        assert_eq!(
+            server.faults_fired(),
+            bit + 1,
+            "bit {bit}: the flip did not fire"
+        );
+    }
+    eprintln!(
+        "{bits} single-bit flips of `{SHARD}`'s {} B header: all ended clean",
+        clean.len()
+    );
+}
