@@ -296,3 +296,45 @@ fn style_plans_follow_the_drafts() {
         assert_eq!(non_layer(&d), non_layer(&s), "{style}: omissions");
     }
 }
+
+/// The H3-style units share shards, so no hub digest covers a unit's bytes of them: every chunk
+/// is read until two reads agree. Through a hub that flips a bit in a fifth of the payload
+/// answers, fetch (re-run until it finishes) writes exactly what a clean fetch writes, and the
+/// journals say which files were proven by agreeing reads.
+#[test]
+fn minimax_h3_style_shared_shards_through_a_corrupting_link_fetch_as_a_clean_run_does() {
+    let st = minimax_h3();
+    let clean_hub = Hub::start(&st.hub_root, "");
+    let a = tempfile::tempdir().unwrap();
+    stage_ok("minirun-fetch", &st.plan, a.path(), &clean_hub.url, &[]);
+    let hub = Hub::start(&st.hub_root, "flip-payload:0.2");
+    let b = tempfile::tempdir().unwrap();
+    let finished =
+        (0..10).any(|_| stage("minirun-fetch", &st.plan, b.path(), &hub.url, &[]).0 == 0);
+    assert!(finished, "fetch never finished through the corrupting link");
+    assert!(
+        hub.log_text().contains("injected fault: flip-payload"),
+        "no flip fired"
+    );
+    let files = |w: &Path| {
+        v4::tree_state(&w.join("upstream"))
+            .into_keys()
+            .map(|rel| {
+                let bytes = std::fs::read(w.join("upstream").join(&rel)).unwrap();
+                (rel, ledger::sha256_hex(&bytes))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(files(a.path()), files(b.path()));
+    let mut agreed = 0;
+    for e in std::fs::read_dir(b.path().join("ledger/fetch")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let j: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            for f in j["extra"]["upstream"].as_object().unwrap().values() {
+                agreed += usize::from(f["proven_by"] == "two-agreeing-reads");
+            }
+        }
+    }
+    assert!(agreed > 0, "no shared shard in the H3-style plan");
+}

@@ -364,7 +364,10 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
         }
         reports.push(state.report(name));
     }
-    if (pending.is_empty() && root::root_files_present(plan, &work)) || opts.dry_run {
+    let nothing_to_do = pending.is_empty()
+        && root::root_files_present(plan, &work)
+        && proof::cached_headers_hold(plan, &work, discovery.as_ref());
+    if nothing_to_do || opts.dry_run {
         return Ok(FetchSummary {
             plan: plan.name.clone(),
             units: reports,

@@ -370,6 +370,29 @@ pub(crate) fn unit_header_matches(
     })
 }
 
+/// True when every cached header of `plan`'s sources is the one the discovery record proves (a
+/// header changed or lost on disk sends fetch back to the hub for it, even with every unit done).
+pub(crate) fn cached_headers_hold(
+    plan: &crate::plan::Plan,
+    work: &WorkDir,
+    discovery: Option<&Discovery>,
+) -> bool {
+    let Some(d) = discovery else {
+        return false;
+    };
+    plan.sources.iter().all(|src| {
+        d.sources.get(&src.name).is_some_and(|rec| {
+            rec.weights.iter().all(|path| {
+                let bytes = std::fs::read(work.headers(&src.name).join(path));
+                rec.headers
+                    .get(path)
+                    .zip(bytes.ok())
+                    .is_some_and(|(proof, b)| proof.holds(&b))
+            })
+        })
+    })
+}
+
 /// Why a done unit is no longer done by the header proofs, if it is not: every upstream file its
 /// journal records must carry the header SHA-256 that the discovery record proves for that file
 /// (a journal from before header proofs, or a header proven anew since, is fetched again).
