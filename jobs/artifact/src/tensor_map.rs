@@ -54,6 +54,15 @@ pub struct TensorEntry {
     /// Why a quantized weight is stored as plain streams instead of a container, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// In a stacked container (docs/repack.md "Stacked containers"): the rows `[first, end)` of
+    /// the container this tensor's matrix occupies (its scale and bias entries carry the same
+    /// rows). Absent when the container holds this matrix alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<[u64; 2]>,
+    /// A plain stream in a unit's file of plain streams (docs/repack.md "Plain streams"): the
+    /// bytes `[start, end)` of `file` that are this tensor's. Absent when the whole file is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<[u64; 2]>,
 }
 
 #[cfg(test)]
@@ -72,6 +81,8 @@ mod tests {
             upstream_range: [1000, 1000 + 128 * 256],
             sha256: "0".repeat(64),
             fallback: None,
+            rows: None,
+            span: None,
         }
     }
 

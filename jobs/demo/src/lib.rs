@@ -65,10 +65,22 @@ pub fn run(
     work: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<DemoSummary, DemoError> {
+    run_shaped(plan_path, work, (1, synth::Shape::Tiny), progress)
+}
+
+/// [`run`] on the DeepSeek V4 checkpoint `minirun-synth deepseek-v4 --scale S --shape SHAPE`
+/// (`(scale, shape)`), which the plan must be written for (its pinned revision is what the
+/// local mirror is given).
+pub fn run_shaped(
+    plan_path: &Path,
+    work: &Path,
+    checkpoint: (u64, synth::Shape),
+    progress: &mut dyn FnMut(&str),
+) -> Result<DemoSummary, DemoError> {
     let plan = step("plan", Plan::load(plan_path))?;
     let demo = work.join(DEMO_SUBDIR);
     let hub_root = demo.join("hub");
-    let (rt, server) = upstream_hub(&plan, &demo, &hub_root, progress)?;
+    let (rt, server) = upstream_hub(&plan, &demo, &hub_root, checkpoint, progress)?;
     let url = server.url();
     progress(&format!("hub listening on {url}"));
     let (c, p) = publish(&plan, work, &url, progress)?;
@@ -105,6 +117,7 @@ fn upstream_hub(
     plan: &Plan,
     demo: &Path,
     hub_root: &Path,
+    (scale, shape): (u64, synth::Shape),
     progress: &mut dyn FnMut(&str),
 ) -> Result<(&'static tokio::runtime::Runtime, hub::server::ServerHandle), DemoError> {
     let ckpt = demo.join("checkpoint");
@@ -124,7 +137,7 @@ fn upstream_hub(
         let _ = std::fs::remove_dir_all(&ckpt);
         step(
             "synth",
-            synth::generate(synth::Family::DeepseekV4, &ckpt, 0, 1),
+            synth::generate_shaped(synth::Family::DeepseekV4, &ckpt, 0, scale, shape),
         )?;
     }
     progress(&format!(

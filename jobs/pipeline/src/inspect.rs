@@ -245,6 +245,24 @@ pub fn render_resolution(plan: &Plan, res: &Resolution, json: bool) -> String {
                         c.rule
                     );
                 }
+                Placement::Stack(s) => {
+                    let g = &s.geometry;
+                    let (first, last) = (s.members.first(), s.members.last());
+                    let _ = writeln!(
+                        o,
+                        "  stack  {} {} members ({} … {}) {}x{}, {} rows/tile ({} B slot) <- {} [rule {}]",
+                        s.name,
+                        s.members.len(),
+                        first.map_or("", |m| m.weight.name.as_str()),
+                        last.map_or("", |m| m.weight.name.as_str()),
+                        g.rows,
+                        g.cols,
+                        g.tile_rows,
+                        g.tile_slot_bytes,
+                        s.lead.file,
+                        s.rule
+                    );
+                }
             }
         }
     }

@@ -5,3 +5,5 @@ mod common;
 mod plan;
 mod plan_fuzz;
 mod real_size;
+mod release_files;
+mod stack;

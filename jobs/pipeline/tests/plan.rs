@@ -489,23 +489,24 @@ fn deepseek_v4_resolves_every_layer_kind() {
             .filter(|p| match (p, mode) {
                 (Placement::Plain { .. }, None) => true,
                 (Placement::Container(c), Some(m)) => c.spec.mode.name() == m,
+                (Placement::Stack(s), Some("stack")) => s.members.len() == 256,
                 _ => false,
             })
             .count()
     };
-    // (fp8 containers, mxfp4 containers, plain streams) per layer kind.
+    // (fp8 containers, stacks of 256 mxfp4 experts, plain streams) per layer kind.
     for (unit, fp8, mx, plain) in [
-        ("layers00", 8, 768, 13), // SWA, hash gate (tid2eid)
-        ("layers02", 9, 768, 22), // CSA: compressor + indexer
-        ("layers03", 8, 768, 17), // HCA: compressor
-        ("layers42", 9, 768, 22),
-        ("mtp00", 10, 768, 19),
+        ("layers00", 8, 3, 13), // SWA, hash gate (tid2eid)
+        ("layers02", 9, 3, 22), // CSA: compressor + indexer
+        ("layers03", 8, 3, 17), // HCA: compressor
+        ("layers42", 9, 3, 22),
+        ("mtp00", 10, 3, 19),
         ("global00", 0, 0, 6),
     ] {
         assert_eq!(
             (
                 count(unit, Some("fp8-e4m3-block")),
-                count(unit, Some("mxfp4")),
+                count(unit, Some("stack")),
                 count(unit, None)
             ),
             (fp8, mx, plain),
@@ -546,8 +547,16 @@ fn deepseek_v4_resolves_every_layer_kind() {
         }
         p => panic!("{p:?}"),
     }
-    match find("layers05", "layers.5.ffn.experts.255.w2.weight") {
-        Placement::Container(c) => {
+    match find("layers05", "layers.5.ffn.experts.0.w2.weight") {
+        Placement::Stack(s) => {
+            // 256 experts of 4096 rows, two tiles of 2048 rows each; member 255 is the last.
+            assert_eq!(s.name, "layers.5.ffn.experts.w2.weight");
+            let g = s.geometry;
+            assert_eq!((g.rows, g.cols, g.tile_rows), (256 * 4096, 2048, 2048));
+            assert_eq!(g.tile_slot_bytes, 2048 * 1024 + 128 * 1024);
+            assert_eq!(s.rows_of(255), [255 * 4096, 256 * 4096]);
+            let c = s.members.last().unwrap();
+            assert_eq!(c.weight.name, "layers.5.ffn.experts.255.w2.weight");
             assert_eq!(
                 (c.geometry.rows, c.geometry.cols, c.geometry.cols_per_scale),
                 (4096, 2048, 32)
@@ -597,44 +606,6 @@ fn deepseek_v4_resolves_every_layer_kind() {
     let e = pinned.resolve(&v4_tensors(2)).unwrap_err().to_string();
     assert!(e.contains("expected_tensors") && e.contains("69187"), "{e}");
     pinned.resolve(&v4_tensors(256)).unwrap();
-}
-
-#[test]
-fn kimi_k3_resolves_mxfp4_experts() {
-    let plan = Plan::load(&plans_dir().join("kimi-k3.toml")).unwrap();
-    let tensors = k3_tensors(3);
-    let r = plan.resolve(&tensors).unwrap();
-    assert_eq!(r.tensor_count(), tensors.len());
-    assert_eq!(r.units.len(), 94);
-    let l5 = r.unit("layer05").unwrap();
-    let mx: Vec<_> = l5
-        .placements
-        .iter()
-        .filter_map(|p| match p {
-            Placement::Container(c) => Some(c),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(mx.len(), 9);
-    let w2 = mx
-        .iter()
-        .find(|c| c.weight.name.ends_with("experts.2.w2.weight_packed"))
-        .unwrap();
-    assert_eq!(
-        w2.scale.name,
-        "language_model.model.layers.5.block_sparse_moe.experts.2.w2.weight_scale"
-    );
-    assert_eq!(
-        (w2.geometry.rows, w2.geometry.cols, w2.geometry.scale_cols),
-        (3584, 3072, 96)
-    );
-    assert!(r
-        .unit("layer00")
-        .unwrap()
-        .placements
-        .iter()
-        .all(|p| matches!(p, Placement::Plain { .. })));
-    assert_eq!(r.unit("global").unwrap().placements.len(), 11);
 }
 
 #[test]

@@ -51,21 +51,31 @@ fn real_size_plans_bind_the_real_shapes() {
             .unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(r.tensor_count(), upstream.len(), "{file}");
         assert!(r.omitted.is_empty(), "{file}");
-        let mx: Vec<_> = r
+        // Every routed expert is a member of its layer's stack of one projection.
+        let stacks: Vec<_> = r
             .units
             .iter()
             .flat_map(|u| &u.placements)
             .filter_map(|p| match p {
-                Placement::Container(c) if c.weight.name.contains(".experts.") => Some(c.geometry),
+                Placement::Stack(s) => Some(s),
                 _ => None,
             })
             .collect();
+        let mx: Vec<_> = stacks
+            .iter()
+            .flat_map(|s| &s.members)
+            .map(|c| c.geometry)
+            .collect();
         assert_eq!(mx.len(), experts, "{file}");
         assert!(
-            mx.iter()
-                .any(|g| (g.rows, g.cols) == (rows, cols) && g.tile_rows < g.rows),
+            mx.iter().any(|g| (g.rows, g.cols) == (rows, cols)),
             "{file}: {:?}",
             mx.first()
         );
+        for s in &stacks {
+            let g = s.geometry;
+            assert_eq!(g.rows, s.member_rows() * s.members.len() as u64, "{file}");
+            assert_eq!(s.member_rows() % g.tile_rows, 0, "{file}: {}", s.name);
+        }
     }
 }

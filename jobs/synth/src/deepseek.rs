@@ -99,6 +99,19 @@ impl V4Dims {
         }
     }
 
+    /// The tiny dimensions with exactly `experts` routed experts per layer (top-6 from 12 on) and
+    /// four main layers: sliding-window 0–1, CSA 2, HCA 3, hash-routed 0–2; the MTP block as
+    /// always. At `experts` = 256, upstream's count, in ~70 MB.
+    pub fn experts(experts: u64) -> Self {
+        let experts = experts.max(2);
+        V4Dims {
+            layers: 4,
+            experts,
+            top_k: if experts >= 12 { 6 } else { 2 },
+            ..Self::at_scale(1)
+        }
+    }
+
     /// The real per-layer dimensions of models.md §1.2 (hidden 4096, 64 heads of 512, q/o LoRA
     /// ranks 1024, 8 output groups, 2048-wide experts of 4 MiB + 256 KiB scales each, sliding
     /// window 128, index top-k 512) with `experts` routed experts per layer and one main layer

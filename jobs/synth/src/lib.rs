@@ -51,6 +51,10 @@ pub enum Shape {
     /// The family's real per-layer dimensions with few layers and `scale` routed experts per
     /// MoE layer (DeepSeek V4, Kimi K3): the real-size runs (docs/bench/real-size.md).
     Real,
+    /// DeepSeek V4 only: the tiny dimensions with exactly `scale` routed experts per layer and
+    /// four main layers (one of each kind after the two sliding-window ones) — at `scale` 256,
+    /// upstream's expert count at a CI size (the stacked-expert publication test).
+    Experts,
 }
 
 /// What was written.
@@ -164,7 +168,7 @@ pub fn generate_shaped(
 ) -> Result<Summary, SynthError> {
     let defined = match shape {
         Shape::Tiny => true,
-        Shape::Wide => family == Family::DeepseekV4,
+        Shape::Wide | Shape::Experts => family == Family::DeepseekV4,
         Shape::Real => family != Family::MinimaxH3,
     };
     if !defined {
@@ -180,6 +184,9 @@ pub fn generate_shaped(
         }
         (Family::DeepseekV4, Shape::Real) => {
             deepseek::generate_dims(out, seed, &deepseek::V4Dims::real(scale))?
+        }
+        (Family::DeepseekV4, Shape::Experts) => {
+            deepseek::generate_dims(out, seed, &deepseek::V4Dims::experts(scale))?
         }
         (Family::DeepseekV4, _) => deepseek::generate(out, seed, scale)?,
         (Family::KimiK3, Shape::Real) => {

@@ -191,38 +191,70 @@ pub struct ContainerLoad<'a> {
     pub(crate) path: String,
     pub(crate) tensor: String,
     pub(crate) preads: u64,
+    /// The tiles of the tensor's matrix: all of them, or a stack member's.
+    pub(crate) tiles: std::ops::Range<u64>,
+    /// The matrix's first row in the container (0, or a stack member's first).
+    pub(crate) first_row: u64,
+}
+
+/// The tiles rows `[a, b)` of a container of `spec` occupy, when they start and end on tile
+/// boundaries (a stack member always does: `plan::stack`).
+pub fn member_tiles(
+    spec: &artifact::container::ContainerSpec,
+    [a, b]: [u64; 2],
+) -> Option<std::ops::Range<u64>> {
+    let rpt = spec.rows_per_tile.max(1);
+    (a < b && b <= spec.rows && a % rpt == 0 && (b % rpt == 0 || b == spec.rows))
+        .then(|| a / rpt..b.div_ceil(rpt))
 }
 
 impl<'a> ContainerLoad<'a> {
-    /// Steps 1–4 for `rel`, whose header must describe a `rows` × `cols` matrix.
+    /// Steps 1–4 for `rel`, whose header must describe a `rows` × `cols` matrix — or, for a
+    /// stack member (`member`: its rows in the container), hold one at those rows.
     pub(crate) fn open(
         rooted: &'a Rooted,
         rel: &str,
         tensor: &str,
-        rows: u64,
-        cols: u64,
+        [rows, cols]: [u64; 2],
+        member: Option<[u64; 2]>,
     ) -> Result<Self, ArtifactError> {
         let (f, id) = rooted.open(rel)?;
         rooted.check_manifest_len(rel, &id)?;
         // `from_file` refuses a length other than the header's `total_bytes`.
         let reader = ContainerReader::from_file(f, &rooted.root.join(rel))?;
         let spec = &reader.layout().spec;
-        if spec.rows != rows || spec.cols != cols {
+        let [a, b] = member.unwrap_or([0, spec.rows]);
+        let tiles = member_tiles(spec, [a, b]).filter(|_| b - a == rows && spec.cols == cols);
+        let Some(tiles) = tiles else {
             return Err(ArtifactError::Tensor {
                 name: tensor.to_owned(),
                 detail: format!(
-                    "requested a {rows} × {cols} matrix, the header of `{rel}` says {} × {}",
-                    spec.rows, spec.cols
+                    "requested a {rows} × {cols} matrix at rows [{a}, {b}), the header of `{rel}` says {} × {} in tiles of {} rows",
+                    spec.rows, spec.cols, spec.rows_per_tile
                 ),
             });
-        }
+        };
         Ok(Self {
             rooted,
             reader,
             path: rel.to_owned(),
             tensor: tensor.to_owned(),
             preads: 0,
+            tiles,
+            first_row: a,
         })
+    }
+
+    /// The tiles holding this tensor's matrix (all the container's, or a stack member's).
+    pub fn tiles(&self) -> std::ops::Range<u64> {
+        self.tiles.clone()
+    }
+
+    /// The matrix's first row in the container and its row count.
+    pub fn rows(&self) -> (u64, u64) {
+        let spec = &self.reader.layout().spec;
+        let end = (self.tiles.end * spec.rows_per_tile).min(spec.rows);
+        (self.first_row, end - self.first_row)
     }
 
     /// The artifact-relative path.
@@ -253,13 +285,16 @@ impl<'a> ContainerLoad<'a> {
         slot: &'s mut AlignedSlot,
     ) -> Result<TileView<'s>, ArtifactError> {
         let layout = self.reader.layout();
-        let tile = layout.tile(index).ok_or_else(|| ArtifactError::Tensor {
-            name: self.tensor.clone(),
-            detail: format!(
-                "tile {index} requested, `{}` has {} tiles",
-                self.path, layout.tile_count
-            ),
-        })?;
+        let tile = layout
+            .tile(index)
+            .filter(|_| self.tiles.contains(&index))
+            .ok_or_else(|| ArtifactError::Tensor {
+                name: self.tensor.clone(),
+                detail: format!(
+                    "tile {index} requested, the matrix is tiles {:?} of `{}`",
+                    self.tiles, self.path
+                ),
+            })?;
         let end = tile.offset.checked_add(tile.shape.len());
         if end.is_none_or(|e| e > layout.total_bytes) || tile.shape.len() > slot.capacity() as u64 {
             return Err(ArtifactError::Tensor {
@@ -280,12 +315,12 @@ impl<'a> ContainerLoad<'a> {
         Ok(self.reader.read_tile(index, slot, check)?)
     }
 
-    /// Every tile's payloads reassembled (the resident upload), one `pread` per tile.
+    /// The matrix's tiles' payloads reassembled (the resident upload), one `pread` per tile.
     pub fn reassemble(&mut self) -> Result<Streams, ArtifactError> {
         let mut slot = self.slot();
         let (mut p, mut s, mut b) = (Vec::new(), Vec::new(), Vec::new());
         let has_bias = self.reader.layout().spec.bias_dtype.is_some();
-        for i in 0..self.reader.layout().tile_count {
+        for i in self.tiles() {
             let v = self.read_tile(i, &mut slot)?;
             p.extend_from_slice(v.packed);
             s.extend_from_slice(v.scale);
@@ -301,7 +336,8 @@ impl<'a> ContainerLoad<'a> {
     }
 }
 
-/// One load of a plain stream: the whole file is the upstream tensor's bytes.
+/// One load of a plain stream: the whole file, or its span of a unit's file of plain streams, is
+/// the upstream tensor's bytes.
 pub struct PlainLoad<'a> {
     pub(crate) rooted: &'a Rooted,
     pub(crate) file: File,
@@ -310,7 +346,7 @@ pub struct PlainLoad<'a> {
     /// Safetensors dtype string (`BF16`, `F32`, …).
     pub dtype: String,
     pub shape: Vec<u64>,
-    /// The tensor's byte range in the file (the whole file).
+    /// The tensor's byte range in the file (the whole file, or its span).
     pub range: std::ops::Range<u64>,
     pub(crate) sha256: String,
 }

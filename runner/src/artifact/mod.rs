@@ -306,7 +306,7 @@ impl VerifiedArtifact {
                 ),
             });
         }
-        ContainerLoad::open(&self.rooted, &info.path, name, rows, cols)
+        ContainerLoad::open(&self.rooted, &info.path, name, [rows, cols], info.rows)
     }
 
     /// Loads the plain stream of upstream tensor `name`; its length must be the manifest's and
@@ -365,11 +365,13 @@ pub(crate) fn plain_load<'a>(
         .ok()
         .zip(info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)))
         .and_then(|(d, n)| d.byte_len(n));
-    if expected != Some(id.size) {
+    // The whole file, or the tensor's span of a unit's file of plain streams.
+    let [a, b] = info.span.unwrap_or([0, id.size]);
+    if expected != b.checked_sub(a) || b > id.size {
         return Err(ArtifactError::Tensor {
             name: name.to_owned(),
             detail: format!(
-                "`{}` is {} bytes, {} {:?} needs {expected:?}",
+                "bytes [{a}, {b}) of `{}` ({} bytes) for {} {:?}, which needs {expected:?}",
                 info.path, id.size, info.dtype, info.shape
             ),
         });
@@ -381,7 +383,7 @@ pub(crate) fn plain_load<'a>(
         name: name.to_owned(),
         dtype: info.dtype.clone(),
         shape: info.shape.clone(),
-        range: 0..id.size,
+        range: a..b,
         sha256: info.sha256.clone(),
     })
 }

@@ -63,7 +63,8 @@ impl VerifiedSource {
                 (spec.rows, spec.cols)
             }
         };
-        let load = ContainerLoad::open(&self.rooted, &info.path, &info.name, rows, cols)?;
+        let member = info.rows.filter(|_| info.matrix().is_some());
+        let load = ContainerLoad::open(&self.rooted, &info.path, &info.name, [rows, cols], member)?;
         let reader = Arc::new(load.reader);
         let mut open = self
             .open
@@ -102,6 +103,7 @@ impl WeightSource for VerifiedSource {
                     shape: info.shape.clone(),
                     role,
                     container: self.container(info)?,
+                    rows: info.rows.map(|[a, b]| a..b),
                 })
             }
         }

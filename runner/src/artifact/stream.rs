@@ -26,6 +26,11 @@ pub trait TileSource {
     fn header(&self) -> &Header;
     /// The upstream tensor name (for messages and labels).
     fn name(&self) -> &str;
+    /// The tiles of the matrix (all of them, or a stack member's) and its (first row, rows).
+    fn extent(&self) -> (std::ops::Range<u64>, u64, u64) {
+        let l = &self.header().layout;
+        (0..l.tile_count, 0, l.spec.rows)
+    }
     /// Reads tile `index` into `slot` (one `pread`).
     fn read_tile<'s>(
         &mut self,
@@ -40,6 +45,10 @@ impl TileSource for ContainerLoad<'_> {
     }
     fn name(&self) -> &str {
         self.tensor()
+    }
+    fn extent(&self) -> (std::ops::Range<u64>, u64, u64) {
+        let (first, rows) = self.rows();
+        (self.tiles(), first, rows)
     }
     fn read_tile<'s>(
         &mut self,
@@ -141,9 +150,10 @@ pub fn upload_resident(
 ) -> Result<ResidentMatrix, RunError> {
     let format = weight_format(src.header())?;
     let layout = src.header().layout.clone();
+    let (tiles, _, rows) = src.extent();
     let mut slot = AlignedSlot::for_layout(&layout);
     let (mut packed, mut scale, mut bias) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..layout.tile_count {
+    for i in tiles {
         let v = src.read_tile(i, &mut slot)?;
         packed.extend_from_slice(v.packed);
         scale.extend_from_slice(v.scale);
@@ -152,7 +162,7 @@ pub fn upload_resident(
     Ok(engine.upload_matrix(
         src.name(),
         format,
-        size_of("rows", layout.spec.rows)?,
+        size_of("rows", rows)?,
         size_of("cols", layout.spec.cols)?,
         [&packed, &scale, &bias],
         None,
@@ -208,12 +218,13 @@ impl ContainerStreamer {
     ) -> Result<(), RunError> {
         let format = weight_format(src.header())?;
         let layout = src.header().layout.clone();
-        let rows = size_of("rows", layout.spec.rows)?;
+        let (tiles, first, rows) = src.extent();
+        let rows = size_of("rows", rows)?;
         let k = size_of("cols", layout.spec.cols)?;
         self.ensure(engine, layout.full.len().max(layout.last.len()))?;
         let mut host = AlignedSlot::for_layout(&layout);
         let n = format.buffer_count();
-        for i in 0..layout.tile_count {
+        for i in tiles {
             let view = src.read_tile(i, &mut host)?;
             self.reads += 1;
             let t = view.tile;
@@ -241,7 +252,7 @@ impl ContainerStreamer {
                 format,
                 k,
                 size_of("tile rows", t.shape.rows)?,
-                size_of("first row", t.first_row)?,
+                size_of("first row", t.first_row - first)?,
                 rows,
                 tokens,
                 w,

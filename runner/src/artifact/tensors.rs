@@ -10,7 +10,7 @@ pub use artifact::tensor_map::{TensorEntry, TensorMap};
 pub enum TensorKind {
     /// In a tile container as its `packed`, `scale` or `bias` stream.
     Container { role: String },
-    /// A plain stream: the whole file is the tensor's bytes.
+    /// A plain stream: the whole file, or its `span`, is the tensor's bytes.
     Plain,
 }
 
@@ -30,6 +30,10 @@ pub struct TensorInfo {
     pub shape: Vec<u64>,
     /// SHA-256 of the tensor's upstream bytes.
     pub sha256: String,
+    /// In a stacked container: the rows `[first, end)` this tensor's matrix occupies.
+    pub rows: Option<[u64; 2]>,
+    /// In a unit's file of plain streams: the bytes `[start, end)` that are this tensor's.
+    pub span: Option<[u64; 2]>,
 }
 
 impl TensorInfo {
@@ -78,6 +82,8 @@ pub(crate) fn index(maps: &[TensorMap]) -> Result<BTreeMap<String, TensorInfo>, 
                 dtype: t.dtype.clone(),
                 shape: t.shape.clone(),
                 sha256: t.sha256.clone(),
+                rows: t.rows,
+                span: t.span,
             };
             if out.insert(t.name.clone(), info).is_some() {
                 return Err((

@@ -70,19 +70,22 @@ pub fn load_matrix(
     let t = src.tensor(&wname)?;
     let (format, packed, scales) = match t {
         Tensor::Tiled {
-            role, container, ..
+            role,
+            container,
+            rows: member,
+            ..
         } => {
             if role != Role::Packed {
                 return Err(tensor_err(&wname, "is a container's scale stream".into()));
             }
             let spec = &container.layout().spec;
-            if spec.rows != rows as u64 || spec.cols != k as u64 {
+            let held = member.as_ref().map_or(spec.rows, |r| r.end - r.start);
+            if held != rows as u64 || spec.cols != k as u64 {
                 return Err(tensor_err(
                     &wname,
                     format!(
-                        "container `{}` is {}×{}, the configuration needs {rows}×{k}",
+                        "container `{}` holds {held}×{} for it, the configuration needs {rows}×{k}",
                         container.path().display(),
-                        spec.rows,
                         spec.cols
                     ),
                 ));
@@ -107,7 +110,7 @@ pub fn load_matrix(
                     ))
                 }
             };
-            let (p, s) = whole_streams(&container, src.digest_check())?;
+            let (p, s) = whole_streams(&container, member.as_ref(), src.digest_check())?;
             (format, p, s)
         }
         Tensor::Plain {

@@ -7,6 +7,7 @@
 //! reader trusts the directory (it checks lengths and, for containers, tile digests when recorded).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -30,12 +31,14 @@ pub enum Tensor {
         shape: Vec<u64>,
         bytes: Vec<u8>,
     },
-    /// One stream of a tile container (the weight is `Packed`, its scale grid `Scale`).
+    /// One stream of a tile container (the weight is `Packed`, its scale grid `Scale`); in a
+    /// stacked container, `rows` are the container rows the matrix occupies.
     Tiled {
         dtype: String,
         shape: Vec<u64>,
         role: Role,
         container: Arc<ContainerReader>,
+        rows: Option<Range<u64>>,
     },
 }
 
@@ -193,11 +196,13 @@ impl WeightSource for ReleaseDir {
                     detail: format!("dtype `{}` shape {:?} has no byte length", e.dtype, e.shape),
                 })?;
                 let meta = std::fs::metadata(&path).map_err(io("reading metadata of", &path))?;
-                if meta.len() != want {
+                // The whole file, or the tensor's span of the unit's file of plain streams.
+                let [a, b] = e.span.unwrap_or([0, meta.len()]);
+                if b.checked_sub(a) != Some(want) || b > meta.len() {
                     return Err(V4Error::Tensor {
                         name: name.to_owned(),
                         detail: format!(
-                            "`{}` is {} bytes, {} {:?} needs {want}",
+                            "bytes [{a}, {b}) of `{}` ({} bytes) for {} {:?}, which needs {want}",
                             path.display(),
                             meta.len(),
                             e.dtype,
@@ -205,7 +210,10 @@ impl WeightSource for ReleaseDir {
                         ),
                     });
                 }
-                let bytes = std::fs::read(&path).map_err(io("reading", &path))?;
+                let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(0)];
+                std::fs::File::open(&path)
+                    .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut bytes, a))
+                    .map_err(io("reading", &path))?;
                 Ok(Tensor::Plain {
                     dtype: e.dtype.clone(),
                     shape: e.shape.clone(),
@@ -217,6 +225,7 @@ impl WeightSource for ReleaseDir {
                 shape: e.shape.clone(),
                 role,
                 container: self.container(&path)?,
+                rows: e.rows.map(|[a, b]| a..b),
             }),
         }
     }
@@ -234,15 +243,39 @@ impl WeightSource for ReleaseDir {
     }
 }
 
-/// Reads all tiles of a container back into whole packed and scale streams (digests checked when
-/// the container records them).
+/// Reads the tiles of a matrix back into its whole packed and scale streams (digests checked
+/// when the container records them): every tile, or those of a stack member's `rows`.
 pub fn whole_streams(
     c: &ContainerReader,
+    rows: Option<&Range<u64>>,
     check: DigestCheck,
 ) -> Result<(Vec<u8>, Vec<u8>), V4Error> {
-    let s = c.reassemble(check).map_err(|source| V4Error::Container {
+    let err = |source| V4Error::Container {
         path: c.path().display().to_string(),
         source,
+    };
+    let Some(r) = rows else {
+        let s = c.reassemble(check).map_err(err)?;
+        return Ok((s.packed, s.scale));
+    };
+    let spec = &c.layout().spec;
+    let tiles = crate::artifact::load::member_tiles(spec, [r.start, r.end]).ok_or_else(|| {
+        V4Error::Tensor {
+            name: spec.name.clone(),
+            detail: format!(
+                "rows {r:?} are not whole tiles of `{}` ({} rows in tiles of {})",
+                c.path().display(),
+                spec.rows,
+                spec.rows_per_tile
+            ),
+        }
     })?;
-    Ok((s.packed, s.scale))
+    let mut slot = artifact::container::AlignedSlot::for_layout(c.layout());
+    let (mut p, mut s) = (Vec::new(), Vec::new());
+    for i in tiles {
+        let v = c.read_tile(i, &mut slot, check).map_err(err)?;
+        p.extend_from_slice(v.packed);
+        s.extend_from_slice(v.scale);
+    }
+    Ok((p, s))
 }

@@ -12,6 +12,7 @@
 use crate::common;
 mod deepseek;
 use crate::deepseek_common;
+mod experts256;
 mod prompt_cache;
 mod registry;
 mod serve;

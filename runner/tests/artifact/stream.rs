@@ -1,9 +1,8 @@
 //! Streamed == resident on container matrices, to the bit, with the tile reads counted:
 //! - every container of the V4 artifact (`fp8-e4m3-block` and `mxfp4`, 903 containers, read
 //!   through the verified artifact's load policy);
-//! - `mxfp4` over several tiles: the generated V4 experts are 128–256 rows, one tile each, so the
-//!   four routed experts' `w2` of each of a few layers are stacked into one [1024, 128] container
-//!   (4 tiles) from the artifact's own bytes;
+//! - `mxfp4` over several tiles: the artifact's stacked routed experts (`w2` of a few layers),
+//!   as one matrix and member by member through the verified artifact;
 //! - every container of the releases built from the style plans' generated checkpoints, through
 //!   the pipeline library in-process as `ci/styles/release.sh` does (`minirun-synth` → local hub
 //!   import at the plan's pinned revisions → fetch → repack): all `affine` (MLX 8-bit, BF16
@@ -16,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use artifact::container::{write_container, ContainerReader, ContainerSpec, Mode};
+use artifact::container::{ContainerReader, Mode};
 use pipeline::plan::Plan;
 use runner::artifact::stream::{upload_resident, ContainerStreamer, TileSource};
 use runner::artifact::{OpenOptions, TensorKind, VerifiedArtifact};
@@ -35,7 +34,9 @@ fn inputs(n: usize, seed: u32) -> Vec<f32> {
 /// matmul (one dispatch); asserts equal bits and returns the streamed reads.
 fn streamed_equals_resident(e: &Engine, src: &mut dyn TileSource) -> u64 {
     let layout = src.header().layout.clone();
-    let (rows, cols) = (layout.spec.rows as usize, layout.spec.cols as usize);
+    // The matrix's tiles and rows: the whole container's, or one stack member's.
+    let (tiles, _, rows) = src.extent();
+    let (rows, cols) = (rows as usize, layout.spec.cols as usize);
     let resident = upload_resident(e, src).unwrap();
     assert_eq!(resident.parts.len(), 1, "{}: one dispatch", src.name());
     let mut streamer = ContainerStreamer::new();
@@ -48,7 +49,7 @@ fn streamed_equals_resident(e: &Engine, src: &mut dyn TileSource) -> u64 {
         let yr = g.zeros("yr", (tokens * rows * 4) as u64).unwrap();
         let before = streamer.reads;
         streamer.matmul(e, src, &x, &ys, tokens).unwrap();
-        assert_eq!(streamer.reads - before, layout.tile_count);
+        assert_eq!(streamer.reads - before, tiles.end - tiles.start);
         e.matmul(&resident, &x, &yr, tokens).unwrap();
         let a = g.read_f32(&ys, tokens * rows).unwrap();
         let b = g.read_f32(&yr, tokens * rows).unwrap();
@@ -86,7 +87,8 @@ fn every_v4_container_streamed_equals_resident() {
     for n in &names {
         let [r, c] = a.tensor(n).unwrap().matrix().unwrap();
         let mut l = a.load_container(n, r, c).unwrap();
-        let tiles = l.header().layout.tile_count;
+        // A routed expert is one member of its layer's stack: its own tiles only.
+        let tiles = l.tiles().end - l.tiles().start;
         match l.header().layout.spec.mode {
             Mode::Fp8E4m3Block => fp8 += 1,
             Mode::Mxfp4 => mx += 1,
@@ -114,25 +116,23 @@ fn stacked_mxfp4_experts_over_several_tiles_streamed_equals_resident() {
     };
     let fx = fixture();
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
     for layer in [0, 21, 42] {
-        let (mut packed, mut scale) = (Vec::new(), Vec::new());
-        for x in 0..4 {
-            let name = format!("layers.{layer}.ffn.experts.{x}.w2.weight");
-            let [r, c] = a.tensor(&name).unwrap().matrix().unwrap();
-            let mut l = a.load_container(&name, r, c).unwrap();
-            let mut slot = l.slot();
-            let v = l.read_tile(0, &mut slot).unwrap();
-            assert_eq!(l.header().layout.tile_count, 1);
-            packed.extend_from_slice(v.packed);
-            scale.extend_from_slice(v.scale);
-        }
-        let name = format!("layers.{layer}.ffn.experts.0-3.w2 (stacked)");
-        let spec = ContainerSpec::mxfp4(&name, 1024, 128, 256);
-        let path = dir.path().join(format!("stacked{layer}.til"));
-        write_container(&path, &spec, &packed, &scale, None).unwrap();
+        // The artifact's own stack of the layer's routed experts (one tile each) as one matrix...
+        let unit = format!("layers{layer:02}");
+        let path = a.path_of(&format!("{unit}/layers.{layer}.ffn.experts.w2.til"));
         let mut r = ContainerReader::open(&path).unwrap();
-        assert_eq!(streamed_equals_resident(e, &mut r), 2 * 4);
+        let n = r.layout().tile_count;
+        assert!(n >= 4, "{path:?}: {n} tiles");
+        assert_eq!(streamed_equals_resident(e, &mut r), 2 * n);
+        // ...and each member alone, through the verified artifact: its one tile, its rows.
+        for x in 0..n {
+            let name = format!("layers.{layer}.ffn.experts.{x}.w2.weight");
+            let [rows, c] = a.tensor(&name).unwrap().matrix().unwrap();
+            let mut l = a.load_container(&name, rows, c).unwrap();
+            assert_eq!(l.tiles(), x..x + 1, "{name}");
+            assert_eq!(l.rows(), (x * rows, rows), "{name}");
+            assert_eq!(streamed_equals_resident(e, &mut l), 2);
+        }
     }
 }
 
@@ -268,10 +268,10 @@ fn k3_mxfp4_containers_streamed_equals_resident() {
     let release = style_release(Family::KimiK3, "kimi-k3-style.toml", dir.path());
     let built = t.elapsed();
     let (n, multi, tiles, reads) = every_container(e, &release, Mode::Mxfp4, ("e8m0", None));
-    // Layers 1–3 × 8 routed experts × w1/w2/w3; layer 0 is dense.
-    assert_eq!(n, 72);
-    // The generated experts fit one tile each (multi-tile `mxfp4`: the stacked V4 test above).
-    assert_eq!((multi, tiles), (0, 72));
+    // Layers 1–3 × w1/w2/w3, each a stack of the layer's 8 routed experts; layer 0 is dense.
+    assert_eq!(n, 9);
+    // The generated experts fit one tile each: 8 tiles a stack.
+    assert_eq!((multi, tiles), (9, 72));
     eprintln!(
         "K3-style release (built in {built:.1?}): {n} mxfp4 containers ({multi} of several tiles, {tiles} tiles): streamed == resident, {reads} streamed tile reads, {:.1?} in all",
         t.elapsed()

@@ -25,7 +25,9 @@ struct Args {
     scale: u64,
     /// Dimensions: `tiny` (tests), `wide` (DeepSeek V4 with hidden 1024 and real-sized
     /// 2048-wide experts, SCALE per layer: the pipeline benchmarks), `real` (the real per-layer
-    /// dimensions, few layers, SCALE routed experts per MoE layer: the real-size runs).
+    /// dimensions, few layers, SCALE routed experts per MoE layer: the real-size runs),
+    /// `experts` (DeepSeek V4: the tiny dimensions, four layers, exactly SCALE routed experts per
+    /// layer: the stacked-expert publication test at 256).
     #[arg(long, value_enum, default_value_t = Shape::Tiny)]
     shape: Shape,
     /// Same as `--shape wide` (the benchmarks' recorded commands use it).

@@ -141,18 +141,15 @@ fn exit_contract(st: &Style, corruptions: &[(&str, usize)], deleted_unit: &str) 
 fn kimi_k3_style_exit_contract() {
     let st = kimi_k3();
     let expert =
-        "layer02/language_model.model.layers.2.block_sparse_moe.experts.5.w2.weight_packed.til";
+        "layer02/language_model.model.layers.2.block_sparse_moe.experts.w2.weight_packed.til";
     exit_contract(
         st,
         &[
             (expert, 16_384 + 7),          // the tile's packed e2m1 bytes
             (expert, 32_768 + 3),          // its e8m0 scale sub-region
             ("layer01/manifest.json", 40), // a manifest
-            (
-                "layer03/language_model.model.layers.3.self_attn.q_b_proj.weight.bin",
-                5,
-            ), // plain
-            ("global/vision_tower.patch_embed.proj.weight.bin", 1000), // plain
+            ("layer03/plain.bin", 5),      // the unit's plain streams
+            ("global/plain.bin", 1000),    // plain
             ("LICENSE", 3), // a root file: compared with the upstream file, not only the index
         ],
         "layer01",
@@ -166,15 +163,12 @@ fn minimax_h3_style_exit_contract() {
     exit_contract(
         st,
         &[
-            (q, 16_384 + 9),                             // packed u32 codes
-            (q, 16_384 + 65_536 + 11),                   // bf16 scales
-            (q, 16_384 + 65_536 + 16_384 + 13),          // bf16 biases
-            ("dit-refiner-00/manifest.json", 60),        // a manifest
-            ("vae-audio/encoder.conv_in.weight.bin", 2), // plain, F32, a name both VAEs use
-            (
-                "te-layer-02/model.language_model.layers.2.mlp.down_proj.weight.bin",
-                100,
-            ),
+            (q, 16_384 + 9),                      // packed u32 codes
+            (q, 16_384 + 65_536 + 11),            // bf16 scales
+            (q, 16_384 + 65_536 + 16_384 + 13),   // bf16 biases
+            ("dit-refiner-00/manifest.json", 60), // a manifest
+            ("vae-audio/plain.bin", 2),           // plain, F32 (`encoder.*`: names both VAEs use)
+            ("te-layer-02/plain.bin", 100),
             ("LICENSE-mlx-port", 3), // the dit source's licence under its `license_as` name
             ("tokenizer.json", 50),  // the tokenizer identity's root file
         ],
@@ -235,6 +229,10 @@ fn style_plans_follow_the_drafts() {
         (
             "plans/deepseek-v4.toml",
             "plans/tests/deepseek-v4-real-size.toml",
+        ),
+        (
+            "plans/deepseek-v4.toml",
+            "plans/tests/deepseek-v4-256-experts.toml",
         ),
     ] {
         let d = Plan::load(&v4::repo_root().join(draft)).unwrap();

@@ -114,10 +114,11 @@ fn gate_exit_contract() {
     let rel = work.join("release");
     let cases = [
         ("layers02/layers.2.attn.wq_a.til", 20_000usize), // a tile's packed bytes
-        ("layers03/layers.3.ffn.experts.1.w2.til", 16_384 + 5), // first tile
+        ("layers03/layers.3.ffn.experts.w2.til", 16_384 + 5), // a stack's first tile (expert 0)
+        ("layers03/layers.3.ffn.experts.w1.til", usize::MAX), // its last byte (the last expert)
         ("layers02/manifest.json", 40),
-        ("layers03/layers.3.attn_norm.weight.bin", 3), // a plain stream
-        ("global00/embed.weight.bin", 1000),
+        ("layers03/plain.bin", 3), // the unit's plain streams
+        ("global00/plain.bin", 1000),
     ];
     for (file, at) in cases {
         let p = rel.join(file);

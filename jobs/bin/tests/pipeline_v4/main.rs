@@ -81,7 +81,8 @@ fn parallel_disjoint_repacks_then_finalize_equal_one_run() {
         &hub.url,
         &["layers00..layers21", "layers22..layers42,mtp00,global00"],
     );
-    assert!(ra.len() > 1000, "release has only {} files", ra.len());
+    // 45 units of stacked experts, containers, one plain.bin, tensors.json and manifest each.
+    assert!(ra.len() > 500, "release has only {} files", ra.len());
     assert_eq!(ra, rb, "parallel + finalize differs from one run");
 }
 

@@ -344,7 +344,7 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
     let (h, _root) = hub();
     let url = h.url();
     stage::run(&plan, &stage_opts(w.path())).unwrap();
-    let payload = "global00/embed.weight.bin";
+    let payload = "global00/plain.bin";
     // Staged copy replaced out of band: only it is re-hashed, and it is restored.
     let staged = w.path().join("staging").join(payload);
     replace_same_size(&staged);
@@ -363,8 +363,8 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
     rebuild_release_payload(w.path());
     let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
     let both = vec![
-        "global00/embed.weight.bin".to_string(),
         "global00/manifest.json".to_string(),
+        "global00/plain.bin".to_string(),
     ];
     assert_eq!(s.release_hashed, both);
     assert_eq!(s.copied, both);
@@ -414,15 +414,13 @@ fn consumer_verify_detects_replacement_symlink_and_a_grown_tree() {
     );
     assert_eq!(r.sha256_checked + r.git_sha1_checked, 0);
     // Same-size replacement with the mtime restored: contradicted, and the file is named.
-    let victim = d.join("global00/head.weight.bin");
+    let victim = d.join("global00/plain.bin");
     let original = std::fs::read(&victim).unwrap();
     replace_same_size(&victim);
     let r = pull(&p.commit, false);
     assert_eq!(r.verdict, Verdict::Contradicted);
     assert!(
-        r.problems
-            .iter()
-            .any(|x| x.contains("global00/head.weight.bin")),
+        r.problems.iter().any(|x| x.contains("global00/plain.bin")),
         "{:?}",
         r.problems
     );
@@ -614,7 +612,7 @@ fn stage_candidate_upload_and_promote_show_progress_in_a_log_and_none_with_json(
     let (_, err) = stage_bin(env!("CARGO_BIN_EXE_minirun-stage"), w.path(), None, false);
     let (k, n) = last_count(&err, "stage", "files");
     assert!(
-        k == n && n > 1000,
+        k == n && n > 500,
         "the last file line counts them all: {err}"
     );
     assert!(err.contains(" copied ("), "{err}");

@@ -272,16 +272,16 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, i128)> {
     out
 }
 
-/// Rebuild the release in `w` with other bytes: `global00/embed.weight.bin` replaced by a
-/// same-size file and its manifest entry updated to match.
+/// Rebuild the release in `w` with other bytes: `global00/plain.bin` (the embedding, head and
+/// norms) replaced by a same-size file and its manifest entry updated to match.
 pub fn rebuild_release_payload(w: &Path) {
-    let payload = "global00/embed.weight.bin";
+    let payload = "global00/plain.bin";
     let unit_dir = w.join("release/global00");
     replace_same_size(&w.join("release").join(payload));
     let (_, sha) = ledger::sha256_file(&w.join("release").join(payload)).unwrap();
     let mut m = artifact::manifest::Manifest::read(&unit_dir).unwrap();
     for e in &mut m.files {
-        if e.path == "embed.weight.bin" {
+        if e.path == "plain.bin" {
             e.sha256 = sha.clone();
         }
     }

@@ -23,7 +23,9 @@ use super::plausible::{self, Content};
 use super::ranges::RangeSet;
 use super::transfer::{fetch_chunks, file_meta, Transfers};
 use super::{FetchError, UnitReport, STAGE};
-use crate::plan::{ContainerMode, Placement, Plan, ResolvedUnit, UpstreamTensor};
+use crate::plan::{
+    ContainerMode, ContainerPlacement, Placement, Plan, ResolvedUnit, UpstreamTensor,
+};
 use crate::progress::UnitProgress;
 use crate::units::UnitStatus;
 use crate::work::WorkDir;
@@ -40,17 +42,24 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FetchEr
 fn tensors_with_content(p: &Placement) -> Vec<(&UpstreamTensor, Content)> {
     match p {
         Placement::Plain { tensor, .. } => vec![(tensor, Content::Plain)],
-        Placement::Container(c) => {
-            let weight = match &c.spec.mode {
-                ContainerMode::Fp8E4m3Block { block, .. } => Content::Fp8Block { block: block[0] },
-                ContainerMode::Mxfp4 { group, .. } => Content::E2m1Packed { group: *group },
-                ContainerMode::Affine { .. } => Content::Plain,
-            };
-            let mut v = vec![(&c.weight, weight), (&c.scale, Content::Plain)];
-            v.extend(c.bias.as_ref().map(|b| (b, Content::Plain)));
-            v
-        }
+        _ => p
+            .containers()
+            .into_iter()
+            .flat_map(container_content)
+            .collect(),
     }
+}
+
+/// A container's weight, scale and bias with what their bytes should look like.
+fn container_content(c: &ContainerPlacement) -> Vec<(&UpstreamTensor, Content)> {
+    let weight = match &c.spec.mode {
+        ContainerMode::Fp8E4m3Block { block, .. } => Content::Fp8Block { block: block[0] },
+        ContainerMode::Mxfp4 { group, .. } => Content::E2m1Packed { group: *group },
+        ContainerMode::Affine { .. } => Content::Plain,
+    };
+    let mut v = vec![(&c.weight, weight), (&c.scale, Content::Plain)];
+    v.extend(c.bias.as_ref().map(|b| (b, Content::Plain)));
+    v
 }
 
 /// Fetch unit `ru` and journal it as done. With `recheck`, a unit whose journal says done once

@@ -2,8 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use artifact::container::{ContainerReader, DigestCheck};
@@ -12,6 +11,7 @@ use artifact::manifest::{FileKind, Manifest, MANIFEST_FILE_NAME};
 use ledger::Journal;
 use sha2::{Digest, Sha256};
 
+use super::compare::{plain_spans, stack_rows, Chain, Compare};
 use super::{Check, Verdict};
 use crate::fetch::discover::load_offline;
 use crate::plan::{Plan, Resolution};
@@ -50,41 +50,6 @@ fn read_back(path: &Path) -> std::io::Result<(u64, String)> {
         n_total += n as u64;
     }
     Ok((n_total, hex::encode(h.finalize())))
-}
-
-/// A `Write` that compares what is written with a range of an upstream file.
-struct Compare {
-    file: File,
-    at: u64,
-    end: u64,
-    mismatch: Option<u64>,
-    buf: Vec<u8>,
-}
-
-impl Write for Compare {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if self.mismatch.is_none() {
-            let n = data.len() as u64;
-            if self.at + n > self.end {
-                self.mismatch = Some(self.at.max(self.end));
-            } else {
-                self.buf.resize(data.len(), 0);
-                self.file.read_exact_at(&mut self.buf, self.at)?;
-                // One `memcmp` over the whole write; the byte-by-byte search for the first
-                // difference (an early-exit loop the compiler does not vectorise) runs only on a
-                // mismatch.
-                if self.buf.as_slice() != data {
-                    let i = self.buf.iter().zip(data).position(|(a, b)| a != b);
-                    self.mismatch = Some(self.at + i.unwrap_or(0) as u64);
-                }
-            }
-        }
-        self.at += data.len() as u64;
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The files under `dir`, but the temp files of unfinished atomic writes (never a release's).
@@ -515,29 +480,34 @@ impl<'a> Gate<'a> {
         cmps: &mut [(&crate::repack::TensorEntry, Compare)],
     ) -> Result<(), String> {
         if cmps.iter().all(|(t, _)| t.role == "plain") {
-            match cmps.first_mut() {
-                Some((_, cmp)) => File::open(art)
-                    .and_then(|mut f| std::io::copy(&mut f, cmp).map(|_| ()))
-                    .map_err(|e| e.to_string()),
-                None => Ok(()),
-            }
+            // A unit's plain streams in span order: the file is their bytes one after the other.
+            cmps.sort_by_key(|(t, _)| t.span.map_or(0, |s| s[0]));
+            let len = std::fs::metadata(art).map_err(|e| e.to_string())?.len();
+            plain_spans(cmps, len)?;
+            let mut chain = Chain {
+                parts: cmps.iter_mut().map(|(_, c)| c).collect(),
+            };
+            File::open(art)
+                .and_then(|mut f| std::io::copy(&mut f, &mut chain).map(|_| ()))
+                .map_err(|e| e.to_string())
         } else {
+            // A stack's members in row order (a lone matrix has no `rows`).
+            cmps.sort_by_key(|(t, _)| t.rows.map_or(0, |r| r[0]));
             ContainerReader::open(art)
                 .map_err(|e| crate::cli::render_error(&e, None))
                 .and_then(|r| {
-                    let (mut sp, mut ss, mut sb) =
-                        (std::io::sink(), std::io::sink(), std::io::sink());
-                    let mut packed: &mut dyn Write = &mut sp;
-                    let mut scale: &mut dyn Write = &mut ss;
-                    let mut bias: &mut dyn Write = &mut sb;
+                    stack_rows(cmps, &r.layout().spec)?;
+                    let mut packed = Chain { parts: Vec::new() };
+                    let mut scale = Chain { parts: Vec::new() };
+                    let mut bias = Chain { parts: Vec::new() };
                     for (t, cmp) in cmps.iter_mut() {
                         match t.role.as_str() {
-                            "packed" => packed = cmp,
-                            "scale" => scale = cmp,
-                            _ => bias = cmp,
+                            "packed" => packed.parts.push(cmp),
+                            "scale" => scale.parts.push(cmp),
+                            _ => bias.parts.push(cmp),
                         }
                     }
-                    r.reassemble_into(DigestCheck::Require, packed, scale, bias)
+                    r.reassemble_into(DigestCheck::Require, &mut packed, &mut scale, &mut bias)
                         .map_err(|e| crate::cli::render_error(&e, None))
                 })
         }

@@ -12,6 +12,7 @@
 //! alone is never a pass: the exit code is the verdict. See `docs/gate.md`.
 
 mod checks;
+mod compare;
 mod index_totals;
 mod root_files;
 

@@ -53,6 +53,9 @@ pub enum FindingKind {
     ScaleDtype,
     /// A container's dtype, shape or tile geometry does not fit its rule.
     Geometry,
+    /// A container of a stacking rule cannot join a stack (no member index, a gap, another
+    /// shape).
+    Stack,
     /// A unit claims nothing.
     EmptyUnit,
 }
@@ -77,6 +80,7 @@ impl FindingKind {
             FindingKind::CompanionTwice => "companion-twice",
             FindingKind::ScaleDtype => "scale-dtype",
             FindingKind::Geometry => "geometry",
+            FindingKind::Stack => "stack",
             FindingKind::EmptyUnit => "empty-unit",
         }
     }
@@ -144,6 +148,8 @@ struct Binder<'p, 't> {
     rule_of: Vec<Option<usize>>,
     consumed_by: Vec<Option<usize>>,
     containers: HashMap<usize, ContainerPlacement>,
+    stacks: HashMap<usize, super::StackPlacement>,
+    stacked: std::collections::HashSet<usize>,
     findings: Vec<Finding>,
 }
 
@@ -158,6 +164,8 @@ pub(super) fn survey(plan: &Plan, tensors: &[UpstreamTensor]) -> Survey {
         rule_of: vec![None; tensors.len()],
         consumed_by: vec![None; tensors.len()],
         containers: HashMap::new(),
+        stacks: HashMap::new(),
+        stacked: Default::default(),
         findings: Vec::new(),
     };
     b.check_tensors();
@@ -165,6 +173,7 @@ pub(super) fn survey(plan: &Plan, tensors: &[UpstreamTensor]) -> Survey {
     b.claim_units();
     b.pick_rules();
     b.find_companions();
+    b.stack_containers();
     b.assemble()
 }
 
@@ -415,6 +424,42 @@ impl<'p, 't> Binder<'p, 't> {
         }
     }
 
+    /// 4b. The containers of a stacking rule are gathered into stacks (`plan::stack`).
+    fn stack_containers(&mut self) {
+        let plan = self.plan;
+        let mut items = Vec::new();
+        let stacking: Vec<usize> = self
+            .containers
+            .iter()
+            .filter(|(_, c)| plan.rules.get(c.rule).is_some_and(|r| r.stack.is_some()))
+            .map(|(i, _)| *i)
+            .collect();
+        for i in stacking {
+            let (Some(c), Some(Claim::Unit(ui))) = (self.containers.remove(&i), self.claim.get(i))
+            else {
+                continue;
+            };
+            if let Some(pattern) = plan.rules.get(c.rule).and_then(|r| r.stack.as_ref()) {
+                items.push((i, *ui, pattern, c));
+            }
+        }
+        let grouped = super::stack::group(items);
+        for (i, why) in grouped.refused {
+            if let Some(t) = self.tensors.get(i) {
+                let rule = self
+                    .rule_of
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .and_then(|r| plan.rules.get(r));
+                let at = rule.map(|r| (r.line, r.key.as_str()));
+                self.tensor(FindingKind::Stack, t, at, why);
+            }
+        }
+        self.stacked.extend(grouped.members);
+        self.stacks.extend(grouped.stacks);
+    }
+
     /// The companions (scale, then bias) of container weight `t`, each checked and claimed;
     /// `None` after a finding.
     fn companions(
@@ -535,9 +580,11 @@ impl<'p, 't> Binder<'p, 't> {
             if self.consumed_by.get(i).is_some_and(Option::is_some) {
                 continue;
             }
-            let placement = match self.containers.remove(&i) {
-                Some(c) => Placement::Container(c),
-                None => match self.rule_of.get(i).copied().flatten() {
+            let placement = match (self.stacks.remove(&i), self.containers.remove(&i)) {
+                (Some(s), _) => Placement::Stack(s),
+                (None, _) if self.stacked.contains(&i) => continue, // a later member of a stack
+                (None, Some(c)) => Placement::Container(c),
+                (None, None) => match self.rule_of.get(i).copied().flatten() {
                     Some(rule) if !self.is_container_rule(rule) => Placement::Plain {
                         tensor: t.clone(),
                         rule,
@@ -565,7 +612,7 @@ impl<'p, 't> Binder<'p, 't> {
         }
         for u in &mut units {
             u.placements
-                .sort_by(|a, b| a.primary().name.cmp(&b.primary().name));
+                .sort_by(|a, b| a.sort_name().cmp(b.sort_name()));
         }
         self.omitted
             .sort_by(|a, b| a.tensor.name.cmp(&b.tensor.name));

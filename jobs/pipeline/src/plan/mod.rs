@@ -15,6 +15,7 @@ mod raw;
 mod resolve;
 mod rules;
 mod select;
+mod stack;
 mod validate;
 
 pub use bind::{Finding, FindingKind, Survey};
@@ -25,6 +26,7 @@ pub use resolve::{
     dtype_size, ContainerPlacement, Geometry, Omitted, Placement, Resolution, ResolvedUnit,
     UpstreamTensor, TILE_ALIGN,
 };
+pub use stack::{StackPattern, StackPlacement};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -221,6 +223,9 @@ pub struct Rule {
     pub when_dtype: Option<Dtype>,
     /// Container or plain stream.
     pub action: RuleAction,
+    /// `stack = "PREFIX.{VAR}"`: the container rule gathers the matrices that differ only in the
+    /// member index into one stacked container.
+    pub stack: Option<StackPattern>,
     /// 1-based line of its `[[rules]]` entry.
     pub line: usize,
     /// Key path (`rules[2]`).

@@ -163,6 +163,8 @@ pub struct RawRule {
     pub container: Option<Spanned<RawContainer>>,
     #[serde(default)]
     pub plain: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub stack: Option<Spanned<String>>,
 }
 
 /// `container = { mode = …, … }`. One flat struct for every mode (a tagged enum would lose

@@ -9,7 +9,7 @@
 //! `[rows, cols/32]` scales; affine = u32 words `[rows, cols·bits/32]` with `[rows, cols/group]`
 //! scales and biases.
 
-use super::{ContainerSpec, Plan, PlanError, UnitName};
+use super::{ContainerSpec, Plan, PlanError, StackPlacement, UnitName};
 use serde::{Deserialize, Serialize};
 
 /// The container format's alignment of tiles and sub-regions (seed 000: 16 KiB, a constant of
@@ -113,14 +113,34 @@ pub enum Placement {
     },
     /// A tile container.
     Container(ContainerPlacement),
+    /// A stacked tile container: several same-shaped matrices, one after the other.
+    Stack(StackPlacement),
+}
+
+impl ContainerPlacement {
+    /// The weight and its companions.
+    pub fn tensors(&self) -> Vec<&UpstreamTensor> {
+        let mut v = vec![&self.weight, &self.scale];
+        v.extend(self.bias.as_ref());
+        v
+    }
 }
 
 impl Placement {
-    /// The tensor that names this placement (the weight of a container).
+    /// The tensor that names this placement (the weight of a container, a stack's first member).
     pub fn primary(&self) -> &UpstreamTensor {
         match self {
             Placement::Plain { tensor, .. } => tensor,
             Placement::Container(c) => &c.weight,
+            Placement::Stack(s) => &s.lead,
+        }
+    }
+
+    /// The name placements sort by: the primary tensor's, or the stack's.
+    pub fn sort_name(&self) -> &str {
+        match self {
+            Placement::Stack(s) => &s.name,
+            other => &other.primary().name,
         }
     }
 
@@ -128,11 +148,17 @@ impl Placement {
     pub fn tensors(&self) -> Vec<&UpstreamTensor> {
         match self {
             Placement::Plain { tensor, .. } => vec![tensor],
-            Placement::Container(c) => {
-                let mut v = vec![&c.weight, &c.scale];
-                v.extend(c.bias.as_ref());
-                v
-            }
+            Placement::Container(c) => c.tensors(),
+            Placement::Stack(s) => s.members.iter().flat_map(|m| m.tensors()).collect(),
+        }
+    }
+
+    /// The containers of this placement: one, a stack's members, or none (plain).
+    pub fn containers(&self) -> Vec<&ContainerPlacement> {
+        match self {
+            Placement::Plain { .. } => Vec::new(),
+            Placement::Container(c) => vec![c],
+            Placement::Stack(s) => s.members.iter().collect(),
         }
     }
 }

@@ -7,7 +7,9 @@ use super::names::Dtype;
 use super::pattern::{has_glob, Template};
 use super::raw::{RawContainer, RawMode, RawNibbleOrder, RawRule};
 use super::validate::{MAX_ROWS_PER_TILE, R, V};
-use super::{ContainerMode, ContainerSpec, NibbleOrder, Rule, RuleAction, TileSettings};
+use super::{
+    ContainerMode, ContainerSpec, NibbleOrder, Rule, RuleAction, StackPattern, TileSettings,
+};
 use toml::Spanned;
 
 impl V<'_> {
@@ -72,11 +74,26 @@ impl V<'_> {
                     tiles,
                 )?),
             };
+            let stack = match (&r.stack, &action) {
+                (None, _) => None,
+                (Some(st), RuleAction::Plain) => {
+                    return self.err(
+                        st.span(),
+                        format!("{key}.stack"),
+                        "only a `container` rule stacks its matrices; remove `stack` or make the rule a container",
+                    )
+                }
+                (Some(st), RuleAction::Container(_)) => Some(
+                    StackPattern::parse(st.get_ref())
+                        .or_else(|e| self.err(st.span(), format!("{key}.stack"), e))?,
+                ),
+            };
             out.push(Rule {
                 pattern: r.pattern.get_ref().clone(),
                 source,
                 when_dtype: r.when_dtype.as_ref().map(|d| d.get_ref().clone()),
                 action,
+                stack,
                 line: self.loc.line(rs.get_ref().pattern.span().start),
                 key,
             });

@@ -5,13 +5,17 @@
 //! Never dequantizes, never requantizes (seed 000: "An artifact is a repack, not a re-encode").
 //! Layout and resume rules: `docs/repack.md`.
 
+mod container;
+mod files;
 mod finalize;
+pub mod plain;
 mod unit;
-mod write;
 
 use std::path::PathBuf;
 
 use serde::Serialize;
+
+pub use files::planned_files;
 
 use crate::fetch::{self, FetchError};
 use crate::plan::{Plan, PlanError};
@@ -204,7 +208,6 @@ impl RepackSummary {
 /// A unit another process was repacking: wait for it, then take its journal's word or repack
 /// what it left (a unit it finished is not repacked twice).
 fn repack_after_wait(
-    plan: &Plan,
     work: &WorkDir,
     upstream: &fetch::discover::Upstream,
     ru: &crate::plan::ResolvedUnit,
@@ -221,7 +224,7 @@ fn repack_after_wait(
                 Some(fetch::DONE_BY_OTHER.into()),
             ));
         }
-        match unit::repack_unit(plan, work, upstream, ru, false) {
+        match unit::repack_unit(work, upstream, ru, false) {
             Err(RepackError::Ledger(e)) if crate::work::is_busy(&e) => why = e,
             r => return r,
         }
@@ -298,7 +301,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         let progress = Counter::new("repack", "units", jobs.len() as u64, opts.progress);
         let results: Vec<(usize, Result<UnitReport, RepackError>)> =
             crate::work::par_map_per_core(4, &jobs, |(i, ru)| {
-                let r = unit::repack_unit(plan, &work, &upstream, ru, !opts.verify);
+                let r = unit::repack_unit(&work, &upstream, ru, !opts.verify);
                 progress.done(ru.name.as_str(), || match &r {
                     Ok(u) => format!(
                         "repacked: {} files, {} B written, {} files kept",
@@ -323,7 +326,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
                         unit: reports[i].unit.clone(),
                         reason: "the unit holds no tensor".into(),
                     })?;
-            reports[i] = repack_after_wait(plan, &work, &upstream, ru, why, opts.progress)?;
+            reports[i] = repack_after_wait(&work, &upstream, ru, why, opts.progress)?;
         }
     }
     // Release-wide files follow automatically once every unit of the plan is done.

@@ -8,24 +8,25 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::path::Path;
 
-use artifact::container::{self, ContainerSpec, ContainerWriter, Layout};
+use artifact::container::{ContainerSpec, ContainerWriter, Layout};
 use artifact::manifest::{FileKind, Manifest, ManifestEntry, SourceRef};
 use artifact::safetensors::absolute_range;
 use ledger::{FileIdentity, Journal, UnitLock};
 use sha2::{Digest, Sha256};
 
-use super::write::copy_range;
+use super::container::{
+    container_file, container_spec, copy_tiles, write_assembled, Hashed, MemberShas, UpstreamFiles,
+    Upstreams, WriteSeek,
+};
+use super::plain::{self, PlainMember, PLAIN_FILE};
 use super::{io_err, RepackError, UnitReport, STAGE};
-use crate::direct::{write_whole, AlignedBuf};
+use crate::direct::AlignedBuf;
 use crate::fetch::discover::Upstream;
 use crate::plan::{
-    ContainerMode, ContainerPlacement, NibbleOrder, Placement, Plan, ResolvedUnit, UpstreamTensor,
+    ContainerPlacement, Geometry, Placement, ResolvedUnit, StackPlacement, UpstreamTensor,
 };
 use crate::units::{self, UnitStatus};
 use crate::work::WorkDir;
@@ -82,14 +83,14 @@ struct Ctx<'a> {
     open_sources: BTreeMap<std::path::PathBuf, std::rc::Rc<File>>,
     /// Where in-memory containers are assembled: block-aligned for `O_DIRECT`, reused.
     assembly: AlignedBuf,
+    /// The unit's plain streams, written together at the end ([`Ctx::plain_group`]).
+    plains: Vec<PlainMember>,
+    /// What the previous run journaled of its `plain.bin`.
+    previous_plain: Option<serde_json::Value>,
 }
 
 /// Containers up to this size are assembled in memory (hashed from the CPU cache, one write).
 const IN_MEMORY_CONTAINER_BYTES: u64 = 16 << 20;
-
-/// Where a container is assembled: a file, or memory.
-trait WriteSeek: Write + std::io::Seek {}
-impl<T: Write + std::io::Seek> WriteSeek for T {}
 
 /// Commit the journal at least every this many written bytes …
 const GROUP_COMMIT_BYTES: u64 = 512 << 20;
@@ -111,7 +112,6 @@ fn sync_filesystem(dir: &Path) -> Result<(), RepackError> {
 /// journal says done once the lock is held (another process finished it after this run listed
 /// it as pending) is reported done, not repacked again.
 pub fn repack_unit(
-    plan: &Plan,
     work: &WorkDir,
     upstream: &Upstream,
     ru: &ResolvedUnit,
@@ -138,7 +138,9 @@ pub fn repack_unit(
     // Keep what an interrupted run finished; forget the rest.
     let previous = Journal::load(&ledger_dir, STAGE, unit)?;
     let mut journal = Journal::new(STAGE, unit)?;
-    if let Some(prev) = previous {
+    let mut previous_plain = None;
+    if let Some(mut prev) = previous {
+        previous_plain = prev.extra.remove(plain::JOURNAL_KEY);
         for (rel, rec) in prev.outputs {
             if file_still_matches(&out_root.join(&rel), &rec) {
                 journal.outputs.insert(rel, rec);
@@ -159,13 +161,17 @@ pub fn repack_unit(
         last_commit: std::time::Instant::now(),
         open_sources: BTreeMap::new(),
         assembly: AlignedBuf::default(),
+        plains: Vec::new(),
+        previous_plain,
     };
     for p in &ru.placements {
         match p {
             Placement::Plain { tensor, .. } => cx.plain(tensor, None)?,
-            Placement::Container(c) => cx.container(plan, c)?,
+            Placement::Container(c) => cx.container(c)?,
+            Placement::Stack(s) => cx.stack(s)?,
         }
     }
+    cx.plain_group()?;
     cx.entries.sort_by(|a, b| a.name.cmp(&b.name));
     let map = TensorMap {
         v: 1,
@@ -271,11 +277,6 @@ fn file_still_matches(path: &Path, rec: &ledger::FileRecord) -> bool {
         (Ok(Some(now)), Some(then)) => now.size == rec.size && now.first_difference(then).is_none(),
         _ => false,
     }
-}
-
-/// File name of the container of weight `name` (`layers.0.attn.wq_a.weight` → `layers.0.attn.wq_a.til`).
-fn container_file(name: &str) -> String {
-    format!("{}.til", name.strip_suffix(".weight").unwrap_or(name))
 }
 
 impl Ctx<'_> {
@@ -393,6 +394,8 @@ impl Ctx<'_> {
             upstream_range: [range.start, range.end],
             sha256: sha,
             fallback,
+            rows: None,
+            span: None,
         }
     }
 
@@ -404,65 +407,125 @@ impl Ctx<'_> {
         }
     }
 
-    /// One plain stream: the tensor's upstream bytes verbatim in `<name>.bin`.
+    /// One plain stream: the tensor's upstream bytes verbatim, written with the unit's others
+    /// into `plain.bin` once every placement is done ([`Ctx::plain_group`]).
     fn plain(&mut self, t: &UpstreamTensor, fallback: Option<String>) -> Result<(), RepackError> {
-        let rel = format!("{}.bin", t.name);
         let (src, range) = self.upstream_range(t)?;
-        let sha = if self.done_already(&rel) {
-            self.journal
-                .outputs
-                .get(&rel)
-                .map(|r| r.sha256.to_string())
-                .unwrap_or_default()
-        } else {
-            let out = self.out_root.join(&rel);
-            copy_range(&src, &range, &out)?;
-            self.finish_file(&rel)?;
-            self.journal
-                .outputs
-                .get(&rel)
-                .map(|r| r.sha256.to_string())
-                .unwrap_or_default()
-        };
-        let e = self.entry(t, &rel, "plain", &range, sha, fallback);
-        self.entries.push(e);
-        self.manifest_sources
-            .insert(rel, (FileKind::Plain, vec![self.source_ref(t)]));
+        self.plains.push(PlainMember {
+            tensor: t.clone(),
+            src,
+            range,
+            fallback,
+        });
         Ok(())
     }
 
-    fn container(&mut self, plan: &Plan, c: &ContainerPlacement) -> Result<(), RepackError> {
-        let name = c.weight.name.clone();
-        let spec = container_spec(c, &name);
+    /// The unit's plain streams in one file, in tensor-name order, each with its span; kept when
+    /// the previous run wrote exactly these members.
+    fn plain_group(&mut self) -> Result<(), RepackError> {
+        if self.plains.is_empty() {
+            return Ok(());
+        }
+        let mut members = std::mem::take(&mut self.plains);
+        members.sort_by(|a, b| a.tensor.name.cmp(&b.tensor.name));
+        let rel = PLAIN_FILE;
+        let journaled = self.previous_plain.take();
+        let reuse = self
+            .journal
+            .outputs
+            .contains_key(rel)
+            .then(|| plain::kept(journaled.as_ref(), &members))
+            .flatten();
+        let written = match reuse {
+            Some(w) => {
+                self.report.files_kept += 1;
+                w
+            }
+            None => {
+                let (size, sha, w) = plain::write_group(&members, &self.out_root.join(rel))?;
+                self.finish_file_hashed(rel, Some((size, sha)))?;
+                w
+            }
+        };
+        self.journal.extra.insert(
+            plain::JOURNAL_KEY.into(),
+            serde_json::to_value(&written).unwrap_or_default(),
+        );
+        let mut sources = Vec::with_capacity(members.len());
+        for (m, w) in members.into_iter().zip(written) {
+            let mut e = self.entry(&m.tensor, rel, "plain", &m.range, w.sha256, m.fallback);
+            e.span = Some(w.span);
+            self.entries.push(e);
+            sources.push(self.source_ref(&m.tensor));
+        }
+        self.manifest_sources
+            .insert(rel.to_owned(), (FileKind::Plain, sources));
+        Ok(())
+    }
+
+    /// One tile container of one matrix.
+    fn container(&mut self, c: &ContainerPlacement) -> Result<(), RepackError> {
+        self.write_container(&c.weight.name, &c.geometry, std::slice::from_ref(c), false)
+    }
+
+    /// One stacked container: the members' matrices one after the other, each from a tile
+    /// boundary (`plan::stack`).
+    fn stack(&mut self, s: &StackPlacement) -> Result<(), RepackError> {
+        self.write_container(&s.name, &s.geometry, &s.members, true)
+    }
+
+    /// A container named `name` of geometry `g` holding `members` in order (one, or a stack's).
+    fn write_container(
+        &mut self,
+        name: &str,
+        g: &Geometry,
+        members: &[ContainerPlacement],
+        stacked: bool,
+    ) -> Result<(), RepackError> {
+        let Some(lead) = members.first() else {
+            return Ok(());
+        };
+        let spec = container_spec(&lead.spec.mode, lead.spec.scale_dtype.as_str(), g, name);
         let layout = match spec.layout() {
             Ok(l) => l,
-            Err(e) => return self.container_refused(c, e),
+            Err(e) => return self.container_refused(members, e),
         };
-        let _ = plan;
-        let rel = container_file(&name);
-        let up = self.container_upstreams(c)?;
+        let rel = container_file(name);
+        let up = members
+            .iter()
+            .map(|c| self.container_upstreams(c))
+            .collect::<Result<Vec<_>, _>>()?;
         let kept = self.done_already(&rel);
-        let (shas, hashed) = self.assemble(&spec, &layout, &name, &rel, &up, kept)?;
+        let (shas, hashed) = self.assemble(&spec, &layout, name, &rel, up.as_slice(), kept)?;
         if !kept {
             self.finish_file_hashed(&rel, hashed)?;
         }
-        self.container_entries(c, rel, &up, shas);
+        let mut sources = Vec::new();
+        for (m, ((c, up), sha)) in members.iter().zip(&up).zip(shas).enumerate() {
+            let rows = stacked.then(|| {
+                let r = c.geometry.rows;
+                [m as u64 * r, (m as u64 + 1) * r]
+            });
+            sources.extend(self.container_entries(c, &rel, up, sha, rows));
+        }
+        self.manifest_sources
+            .insert(rel, (FileKind::Container, sources));
         Ok(())
     }
 
     /// Refused step: a geometry the container rules refuse keeps its tensors as plain streams.
     fn container_refused(
         &mut self,
-        c: &ContainerPlacement,
+        members: &[ContainerPlacement],
         e: impl std::fmt::Display,
     ) -> Result<(), RepackError> {
         // The geometry cannot satisfy the 16 KiB rules (seed: refused at construction,
         // never padded into something that looks valid): keep the bytes as plain streams.
         let why = format!("container geometry refused: {e}");
-        self.plain(&c.weight, Some(why.clone()))?;
-        self.plain(&c.scale, Some(why.clone()))?;
-        if let Some(b) = &c.bias {
-            self.plain(b, Some(why))?;
+        for c in members {
+            for t in c.tensors() {
+                self.plain(t, Some(why.clone()))?;
+            }
         }
         Ok(())
     }
@@ -482,7 +545,7 @@ impl Ctx<'_> {
         })
     }
 
-    /// Open step: the container's upstream files, opened once per unit.
+    /// Open step: one member's upstream files, opened once per unit.
     fn upstream_files(&mut self, up: &Upstreams) -> Result<UpstreamFiles, RepackError> {
         let (weight, scale) = (self.source(&up.weight.0)?, self.source(&up.scale.0)?);
         let bias = match &up.bias {
@@ -496,19 +559,27 @@ impl Ctx<'_> {
         })
     }
 
-    /// Assembly step: write the container's tiles (unless kept), hashing each upstream stream.
+    /// Assembly step: write the container's tiles (unless kept), hashing each member's upstream
+    /// streams.
     fn assemble(
         &mut self,
         spec: &ContainerSpec,
         layout: &Layout,
         name: &str,
         rel: &str,
-        up: &Upstreams,
+        up: &[Upstreams],
         kept: bool,
-    ) -> Result<([Sha256; 3], Hashed), RepackError> {
-        let mut shas = [Sha256::new(), Sha256::new(), Sha256::new()];
+    ) -> Result<(MemberShas, Hashed), RepackError> {
+        let mut shas: MemberShas = up
+            .iter()
+            .map(|_| [Sha256::new(), Sha256::new(), Sha256::new()])
+            .collect();
         let mut hashed = None;
-        let files = self.upstream_files(up)?;
+        let mut members = Vec::with_capacity(up.len());
+        for u in up {
+            let files = self.upstream_files(u)?;
+            members.push((u.clone(), files));
+        }
         let out_path = self.out_root.join(rel);
         // A container that fits in IN_MEMORY_CONTAINER_BYTES is assembled in a block-aligned
         // buffer: its bytes are hashed for the journal while still in the CPU cache and
@@ -548,11 +619,9 @@ impl Ctx<'_> {
             )
         };
         copy_tiles(
-            self.unit,
-            name,
+            (self.unit, name),
             layout,
-            up,
-            &files,
+            &members,
             writer.as_mut(),
             &mut shas,
         )?;
@@ -569,177 +638,29 @@ impl Ctx<'_> {
         Ok((shas, hashed))
     }
 
-    /// Entries step: the container's packed, scale and bias entries, and its manifest sources.
+    /// Entries step: one member's packed, scale and bias entries (with the container rows it
+    /// occupies, in a stack); returns its manifest sources.
     fn container_entries(
         &mut self,
         c: &ContainerPlacement,
-        rel: String,
+        rel: &str,
         up: &Upstreams,
         shas: [Sha256; 3],
-    ) {
-        let (wr, sr) = (&up.weight.1, &up.scale.1);
+        rows: Option<[u64; 2]>,
+    ) -> Vec<SourceRef> {
         let [pw, ps, pb] = shas;
         let mut sources = vec![self.source_ref(&c.weight), self.source_ref(&c.scale)];
-        let e = self.entry(
-            &c.weight,
-            &rel,
-            "packed",
-            wr,
-            hex::encode(pw.finalize()),
-            None,
-        );
-        self.entries.push(e);
-        let e = self.entry(
-            &c.scale,
-            &rel,
-            "scale",
-            sr,
-            hex::encode(ps.finalize()),
-            None,
-        );
-        self.entries.push(e);
+        let push = |cx: &mut Self, t: &UpstreamTensor, role: &str, r: &Range<u64>, sha: Sha256| {
+            let mut e = cx.entry(t, rel, role, r, hex::encode(sha.finalize()), None);
+            e.rows = rows;
+            cx.entries.push(e);
+        };
+        push(self, &c.weight, "packed", &up.weight.1, pw);
+        push(self, &c.scale, "scale", &up.scale.1, ps);
         if let (Some(bt), Some((_, br))) = (&c.bias, &up.bias) {
             sources.push(self.source_ref(bt));
-            let e = self.entry(bt, &rel, "bias", br, hex::encode(pb.finalize()), None);
-            self.entries.push(e);
+            push(self, bt, "bias", br, pb);
         }
-        self.manifest_sources
-            .insert(rel, (FileKind::Container, sources));
+        sources
     }
-}
-
-/// The size and SHA-256 of a container hashed as it was assembled in memory (`None`: not so).
-type Hashed = Option<(u64, String)>;
-
-/// The upstream streams a container cuts into tiles: file path and absolute byte range of each.
-struct Upstreams {
-    weight: (PathBuf, Range<u64>),
-    scale: (PathBuf, Range<u64>),
-    bias: Option<(PathBuf, Range<u64>)>,
-}
-
-/// The opened upstream files of a container's [`Upstreams`].
-struct UpstreamFiles {
-    weight: Rc<File>,
-    scale: Rc<File>,
-    bias: Option<Rc<File>>,
-}
-
-/// Spec step: the container spec of a placement, from its geometry and quantization mode.
-fn container_spec(c: &ContainerPlacement, name: &str) -> ContainerSpec {
-    let g = &c.geometry;
-    let tile_rows = g.tile_rows.min(g.rows).max(1);
-    match &c.spec.mode {
-        ContainerMode::Fp8E4m3Block { block, .. } => ContainerSpec::fp8_e4m3_block(
-            name,
-            g.rows,
-            g.cols,
-            u64::from(block[0]),
-            u64::from(block[1]),
-            tile_rows,
-        ),
-        ContainerMode::Mxfp4 { nibble_order, .. } => ContainerSpec::mxfp4(
-            name, g.rows, g.cols, tile_rows,
-        )
-        .with_nibble_order(match nibble_order {
-            NibbleOrder::LowFirst => container::NibbleOrder::LowFirst,
-            NibbleOrder::HighFirst => container::NibbleOrder::HighFirst,
-        }),
-        ContainerMode::Affine { group, bits, .. } => ContainerSpec::affine(
-            name,
-            g.rows,
-            g.cols,
-            u64::from(*group),
-            u8::try_from(*bits).unwrap_or(8),
-            tile_rows,
-            match c.spec.scale_dtype.as_str() {
-                "F16" => container::Dtype::F16,
-                "F32" => container::Dtype::F32,
-                _ => container::Dtype::Bf16,
-            },
-        ),
-    }
-}
-
-/// Tile step: read each tile's packed, scale and bias bytes, hash them, and write the tile.
-fn copy_tiles(
-    unit: &str,
-    name: &str,
-    layout: &Layout,
-    up: &Upstreams,
-    files: &UpstreamFiles,
-    mut writer: Option<&mut ContainerWriter<&mut dyn WriteSeek>>,
-    shas: &mut [Sha256; 3],
-) -> Result<(), RepackError> {
-    let ((wsrc, wr), (ssrc, sr)) = (&up.weight, &up.scale);
-    for i in 0..layout.tile_count {
-        let Some(tl) = layout.tile(i) else { break };
-        let s = tl.shape;
-        let packed = read_exact(
-            &files.weight,
-            wsrc,
-            wr.start + tl.packed_stream_offset,
-            s.packed_payload,
-        )?;
-        let scale = read_exact(
-            &files.scale,
-            ssrc,
-            sr.start + tl.scale_stream_offset,
-            s.scale_payload,
-        )?;
-        let b = match (&files.bias, &up.bias) {
-            (Some(f), Some((p, r))) => Some(read_exact(
-                f,
-                p,
-                r.start + tl.bias_stream_offset,
-                s.bias_payload,
-            )?),
-            _ => None,
-        };
-        shas[0].update(&packed);
-        shas[1].update(&scale);
-        if let Some(b) = &b {
-            shas[2].update(b);
-        }
-        if let Some(w) = writer.as_mut() {
-            w.write_tile(&packed, &scale, b.as_deref())
-                .map_err(|source| RepackError::Container {
-                    unit: unit.into(),
-                    tensor: name.to_owned(),
-                    source,
-                })?;
-        }
-    }
-    Ok(())
-}
-
-/// Write step of an in-memory container: one write of the filled buffer; returns size and SHA-256.
-fn write_assembled(
-    mem: std::io::Cursor<&mut [u8]>,
-    out_path: &Path,
-) -> Result<(u64, String), RepackError> {
-    // Every byte of the buffer was written: header region, then each tile region
-    // with its padding, ending at total_bytes (ContainerWriter::finish).
-    let written = mem.position();
-    let bytes = mem.into_inner();
-    if written != bytes.len() as u64 {
-        return Err(io_err("assemble", out_path)(std::io::Error::other(
-            format!(
-                "container writer stopped at byte {written} of {}",
-                bytes.len()
-            ),
-        )));
-    }
-    let sha = hex::encode(Sha256::digest(&*bytes));
-    write_whole(out_path, bytes).map_err(io_err("write", out_path))?;
-    Ok((bytes.len() as u64, sha))
-}
-
-fn read_exact(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, RepackError> {
-    let n = usize::try_from(len)
-        .map_err(|_| io_err("read", path)(std::io::Error::other("tile larger than memory")))?;
-    let mut buf = vec![0u8; n];
-    f.read_exact_at(&mut buf, offset)
-        .map_err(io_err("read", path))?;
-    Ok(buf)
 }
