@@ -460,9 +460,49 @@ pub fn lfs_patterns(gitattributes: &str) -> Vec<String> {
         .collect()
 }
 
+/// One commit of a branch's history (`GET /api/models/{id}/commits/{rev}`, newest first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    /// The commit id.
+    pub id: String,
+    /// Its summary.
+    #[serde(default)]
+    pub title: String,
+    /// When it was made (ISO 8601).
+    #[serde(default)]
+    pub date: String,
+}
+
+/// Unix seconds as `YYYY-MM-DDTHH:MM:SS.000Z` (proleptic Gregorian, days-from-civil inverse).
+pub fn iso8601(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.000Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_700_000_000), "2023-11-14T22:13:20.000Z");
+    }
 
     #[test]
     fn git_hash_matches_git() {

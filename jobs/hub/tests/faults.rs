@@ -305,3 +305,58 @@ async fn guarded_commit_resolves_an_unknown_outcome_from_the_branch() {
     assert!(matches!(e, HubError::HeadMoved { .. }), "{e}");
     assert_eq!(c.branch_head(&r, "main").await.unwrap(), theirs);
 }
+
+/// `binary-inline` and `preupload-256` (the Hub's own rules, docs/hub.md §5): a binary file sent
+/// inline is refused (400) and a text one is not; a preupload of 257 paths is refused, and the
+/// client, which asks at most 256 paths a call, is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_refuses_inline_binary_and_a_preupload_of_257_paths() {
+    let h = start(ServerOptions {
+        faults: "binary-inline:1,preupload-256:1".parse().unwrap(),
+        ..ServerOptions::default()
+    })
+    .await;
+    let c = client(&h, None);
+    let r = repo("o/quirks");
+    c.create_repo(&r, false, false).await.unwrap();
+    let commit = |content: &'static [u8]| CommitRequest {
+        summary: "inline".into(),
+        operations: vec![CommitOperation::Regular {
+            path: "w.bin".into(),
+            content: Bytes::from_static(content),
+        }],
+        ..CommitRequest::default()
+    };
+    let e = c
+        .commit(&r, "main", &commit(b"\x00\x01binary"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    c.commit(&r, "main", &commit(b"text\n")).await.unwrap();
+    let files: Vec<String> = (0..257)
+        .map(|i| format!("{{\"path\":\"f{i}.txt\",\"sample\":\"\",\"size\":1}}"))
+        .collect();
+    let body = format!("{{\"files\":[{}]}}", files.join(","));
+    let u = format!("{}/api/models/o/quirks/preupload/main", h.handle.url());
+    let status = reqwest::Client::new()
+        .post(&u)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 400);
+    let pre: Vec<hub::protocol::PreuploadFile> = (0..257)
+        .map(|i| hub::protocol::PreuploadFile {
+            path: format!("f{i}.txt"),
+            sample: String::new(),
+            size: 1,
+        })
+        .collect();
+    assert_eq!(
+        c.preupload(&r, "main", &pre, false).await.unwrap().len(),
+        257
+    );
+    assert_eq!(h.handle.faults_fired(), 2);
+}

@@ -37,6 +37,46 @@ pub struct HubArgs {
     pub endpoint: Option<String>,
 }
 
+/// How long a publishing stage may wait out the hub's long rate limits (candidate-upload, promote).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RateLimitArgs {
+    /// Wait out HTTP 429 answers that ask for minutes (the Hub's hourly commit quota) up to this
+    /// long in all, showing the wait; beyond it, exit 1 saying when to run again. Seconds, or
+    /// `90s`, `10m`, `2h`; default `MINIRUN_RATE_LIMIT_WAIT`, else 60m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::patience::parse_wait)]
+    pub rate_limit_wait: Option<std::time::Duration>,
+}
+
+impl RateLimitArgs {
+    /// The flag, else `MINIRUN_RATE_LIMIT_WAIT`, else [`crate::patience::DEFAULT_WAIT`]; a
+    /// malformed variable is a usage error naming it.
+    pub fn wait(&self) -> Result<std::time::Duration, String> {
+        match (
+            self.rate_limit_wait,
+            std::env::var(crate::patience::WAIT_VAR),
+        ) {
+            (Some(w), _) => Ok(w),
+            (None, Ok(v)) => crate::patience::parse_wait(&v)
+                .map_err(|e| format!("{}: {e}", crate::patience::WAIT_VAR)),
+            (None, Err(_)) => Ok(crate::patience::DEFAULT_WAIT),
+        }
+    }
+}
+
+/// A usage error found after parsing (a malformed environment variable): said on stderr, exit 64.
+pub fn usage_error(what: &str) -> ExitCode {
+    eprintln!("error: {what}");
+    Exit::Usage.into()
+}
+
+/// `--help`'s environment section of candidate-upload and promote.
+pub const ENV_PUBLISH: &str = "Environment:
+  HF_ENDPOINT     the hub when neither --endpoint nor the plan names one (default https://huggingface.co)
+  HF_TOKEN        the access token; else the file HF_TOKEN_PATH names; else $HF_HOME/token
+  HF_TOKEN_PATH   a token file
+  HF_HOME         defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface (where `hf auth login` saves the token)
+  MINIRUN_RATE_LIMIT_WAIT  --rate-limit-wait when the flag is absent (default 60m)";
+
 /// Unit selection for the stages that work per unit (fetch, repack, gate).
 #[derive(Debug, Clone, clap::Args)]
 pub struct UnitArgs {

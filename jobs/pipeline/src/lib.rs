@@ -9,6 +9,7 @@ pub mod fetch;
 pub mod gate;
 pub mod inspect;
 pub mod inspect_artifact;
+pub mod patience;
 pub mod plan;
 pub mod plan_tool;
 pub mod progress;

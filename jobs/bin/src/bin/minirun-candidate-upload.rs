@@ -5,18 +5,20 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipeline::candidate::{self, CandidateOpts};
-use pipeline::cli::{self, HubArgs, StageArgs};
+use pipeline::cli::{self, HubArgs, RateLimitArgs, StageArgs};
 use pipeline::distributed;
 use pipeline::plan::Plan;
 
 /// Upload the staged release to its candidate branch.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-candidate-upload", version, after_help = pipeline::cli::ENV_HUB)]
+#[command(name = "minirun-candidate-upload", version, after_help = pipeline::cli::ENV_PUBLISH)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
     #[command(flatten)]
     hub: HubArgs,
+    #[command(flatten)]
+    rate_limit: RateLimitArgs,
     /// A distributed worker: upload the LFS objects of these staged units and write their unit
     /// records to `--records` (no commit; docs/publish.md §9).
     #[arg(long, value_name = "SEL", requires = "records")]
@@ -30,6 +32,10 @@ fn main() -> ExitCode {
     let args = match cli::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
+    };
+    let wait = match args.rate_limit.wait() {
+        Ok(w) => w,
+        Err(e) => return cli::usage_error(&e),
     };
     if let (Some(units), Some(records)) = (&args.units, &args.records) {
         let run = || -> Result<distributed::WorkerReport, candidate::CandidateError> {
@@ -53,6 +59,8 @@ fn main() -> ExitCode {
             dry_run: args.stage.dry_run,
             progress: cli::progress_mode(args.stage.json),
             records: args.records.clone(),
+            rate_limit_wait: wait,
+            retry: None,
         };
         candidate::run(&plan, &opts)
     };

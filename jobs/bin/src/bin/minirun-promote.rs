@@ -4,18 +4,20 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pipeline::cli::{self, HubArgs, StageArgs};
+use pipeline::cli::{self, HubArgs, RateLimitArgs, StageArgs};
 use pipeline::plan::Plan;
 use pipeline::promote::{self, PromoteOpts};
 
 /// Promote the plan's candidate to the public branch.
 #[derive(Debug, Parser)]
-#[command(name = "minirun-promote", version, after_help = pipeline::cli::ENV_HUB)]
+#[command(name = "minirun-promote", version, after_help = pipeline::cli::ENV_PUBLISH)]
 struct Args {
     #[command(flatten)]
     stage: StageArgs,
     #[command(flatten)]
     hub: HubArgs,
+    #[command(flatten)]
+    rate_limit: RateLimitArgs,
     /// The candidate branch; default: the one whose release record matches the plan.
     #[arg(long, value_name = "NAME")]
     candidate: Option<String>,
@@ -26,6 +28,10 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    let wait = match args.rate_limit.wait() {
+        Ok(w) => w,
+        Err(e) => return cli::usage_error(&e),
+    };
     let run = || -> Result<promote::PromoteReport, promote::PromoteError> {
         let plan = Plan::load(&args.stage.plan)?;
         let opts = PromoteOpts {
@@ -35,6 +41,7 @@ fn main() -> ExitCode {
             dry_run: args.stage.dry_run,
             before_commit: None,
             progress: cli::progress_mode(args.stage.json),
+            rate_limit_wait: Some(wait),
         };
         promote::run(&plan, &opts)
     };

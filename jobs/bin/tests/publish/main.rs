@@ -10,6 +10,8 @@ mod fixture_dir;
 mod flips;
 mod lossy;
 mod pull;
+mod quirks;
+mod ratelimit;
 mod support;
 
 use std::process::Command;

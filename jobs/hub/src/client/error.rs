@@ -131,6 +131,15 @@ impl HubError {
             _ => None,
         }
     }
+    /// A rate limit (HTTP 429) whose asked-for wait is longer than `beyond`: the client does not
+    /// sleep through such a wait itself (an hourly commit quota); the caller decides, and a stage
+    /// waits up to what its operator allows or says when to run again.
+    pub fn long_rate_limit(&self, beyond: std::time::Duration) -> Option<std::time::Duration> {
+        match (self.status(), self.retry_after()) {
+            (Some(429), Some(w)) if w > beyond => Some(w),
+            _ => None,
+        }
+    }
     /// The `X-Error-Code`, if any.
     pub fn error_code(&self) -> Option<&str> {
         match self {

@@ -74,6 +74,16 @@ impl HubClient {
         loop {
             let err = match self.commit(repo, branch, req).await {
                 Ok(r) => return Ok(r),
+                // A long rate limit refused the commit before applying it: the caller's to wait.
+                Err(e) if e.long_rate_limit(self.retry.max_delay).is_some() => return Err(e),
+                // A resend refused because the head moved: the earlier send may have landed
+                // after the branch was asked (the Hub applies a commit it timed out on).
+                Err(e @ HubError::HeadMoved { .. }) if attempt > 0 => {
+                    return match self.applied(repo, branch, req).await? {
+                        Some(r) => Ok(r),
+                        None => Err(e),
+                    }
+                }
                 Err(e) if outcome_unsure(&e) => e,
                 Err(e) => return Err(e),
             };
@@ -91,20 +101,8 @@ impl HubClient {
             let (Some(head), Some(parent)) = (head, req.parent_commit.as_ref()) else {
                 return Err(err);
             };
-            let tree = self.list_tree(repo, &head, None, true).await?;
-            let at: BTreeMap<&str, &TreeEntry> = tree
-                .iter()
-                .filter(|e| e.is_file())
-                .map(|e| (e.path.as_str(), e))
-                .collect();
-            if holds(&at, &req.operations) {
-                tracing::info!(branch, commit = %head, "the commit was applied; its answer was lost");
-                return Ok(CommitResponse {
-                    success: true,
-                    commit_url: format!("{}/{}/commit/{head}", self.endpoint(), repo.id()),
-                    commit_oid: head,
-                    pull_request_url: None,
-                });
+            if let Some(r) = self.applied_at(repo, branch, &head, req).await? {
+                return Ok(r);
             }
             return Err(HubError::HeadMoved {
                 url: format!("{}/{}", self.endpoint(), repo.id()),
@@ -116,6 +114,45 @@ impl HubClient {
                 ),
             });
         }
+    }
+
+    /// The branch's head, when its tree holds every operation of `req` (the commit was applied).
+    async fn applied(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        req: &CommitRequest,
+    ) -> Result<Option<CommitResponse>, HubError> {
+        match self.branch_head(repo, branch).await? {
+            Some(head) => self.applied_at(repo, branch, &head, req).await,
+            None => Ok(None),
+        }
+    }
+
+    /// `head`, when its tree holds every operation of `req`.
+    async fn applied_at(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        head: &str,
+        req: &CommitRequest,
+    ) -> Result<Option<CommitResponse>, HubError> {
+        let tree = self.list_tree(repo, head, None, true).await?;
+        let at: BTreeMap<&str, &TreeEntry> = tree
+            .iter()
+            .filter(|e| e.is_file())
+            .map(|e| (e.path.as_str(), e))
+            .collect();
+        if !holds(&at, &req.operations) {
+            return Ok(None);
+        }
+        tracing::info!(branch, commit = %head, "the commit was applied; its answer was lost");
+        Ok(Some(CommitResponse {
+            success: true,
+            commit_url: format!("{}/{}/commit/{head}", self.endpoint(), repo.id()),
+            commit_oid: head.to_owned(),
+            pull_request_url: None,
+        }))
     }
 }
 

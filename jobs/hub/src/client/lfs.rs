@@ -209,7 +209,11 @@ impl HubClient {
         loop {
             match self.transfer(o, &actions).await {
                 Ok(()) => return Ok(()),
-                Err(e) if object_transient(&e) && attempt + 1 < self.retry.max_attempts => {
+                Err(e)
+                    if object_transient(&e)
+                        && attempt + 1 < self.retry.max_attempts
+                        && e.long_rate_limit(self.retry.max_delay).is_none() =>
+                {
                     let wait = self.retry.delay(attempt, e.retry_after());
                     tracing::warn!(oid = %o.oid, error = %e, wait_ms = wait.as_millis() as u64, "LFS object upload failed; sending it again");
                     tokio::time::sleep(wait).await;

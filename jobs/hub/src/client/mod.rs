@@ -188,6 +188,11 @@ impl HubClient {
         HubClient::new(&ep, Token::from_env()?)
     }
 
+    /// The retry policy.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
     /// Replace the retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> HubClient {
         self.retry = retry;
@@ -267,7 +272,16 @@ impl HubClient {
                 Ok(r) if r.status().is_success() || r.status().is_redirection() => return Ok(r),
                 Ok(r) => {
                     let status = r.status().as_u16();
-                    if !last && idem == Idempotence::Idempotent && retry::retryable_status(status) {
+                    // A rate limit asking for longer than the policy's longest backoff (an hourly
+                    // quota) is the caller's to wait out or report: not slept through here.
+                    let long = status == 429
+                        && retry::server_wait(r.headers())
+                            .is_some_and(|w| w > self.retry.max_delay);
+                    if !last
+                        && !long
+                        && idem == Idempotence::Idempotent
+                        && retry::retryable_status(status)
+                    {
                         let wait = self.retry.delay(attempt, retry::server_wait(r.headers()));
                         tracing::warn!(url = %u, status, wait_ms = wait.as_millis() as u64, "hub request failed; retrying");
                         tokio::time::sleep(wait).await;

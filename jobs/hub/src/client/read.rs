@@ -7,7 +7,7 @@ use reqwest::Method;
 use url::Url;
 
 use super::{enc, json_body, HubClient, HubError, Idempotence};
-use crate::protocol::{ModelSummary, Refs, RepoId, RepoInfo, RepoType, TreeEntry};
+use crate::protocol::{CommitInfo, ModelSummary, Refs, RepoId, RepoInfo, RepoType, TreeEntry};
 
 /// Most pages followed before giving up (a hostile server could page forever).
 const MAX_PAGES: usize = 100_000;
@@ -108,6 +108,16 @@ impl HubClient {
             out.extend(items);
         }
         Ok(out)
+    }
+
+    /// The history of `rev`, newest first, every page.
+    pub async fn list_commits(
+        &self,
+        repo: &RepoId,
+        rev: &str,
+    ) -> Result<Vec<CommitInfo>, HubError> {
+        let u = self.api_url(repo, &format!("/commits/{}", enc(rev)))?;
+        self.paged(u).await
     }
 
     /// Branches, tags (and pull requests when `include_prs`).

@@ -39,6 +39,20 @@ pub enum FaultMode {
     /// `flip-<kind>`: one bit of one request kind's answer (reads) or body (uploads) inverted in
     /// transit, as a link, proxy or mirror without end-to-end integrity would (`server::flips`).
     Flip(FlipKind),
+    /// `redirect-307`: an LFS file's redirect to the CDN is a 307 whose `Content-Length` is that
+    /// of its own short body, not the file's (as some Hub answers are; needs `--cdn-addr`).
+    Redirect307,
+    /// `xet-hash`: resolve answers carry `X-Xet-Hash` and tree / paths-info entries of LFS files
+    /// `xetHash` (the Hub's Xet-backed answers).
+    XetHash,
+    /// `commit-504`: a commit is answered 504 after `@ms` (the Hub's 60 s timeout), and lands
+    /// only after the client has next asked the branch (its refs or revision).
+    Commit504,
+    /// `binary-inline`: a commit's inline `file` whose content is binary (a NUL byte) is refused,
+    /// as the Hub refuses it (binary content goes through LFS, as preupload says).
+    BinaryInline,
+    /// `preupload-256`: `/preupload` takes at most 256 paths a call (the Hub's cap).
+    PreuploadCap,
 }
 
 /// The request kinds a `flip-*` fault can corrupt: the answers fetch and pull read, and the
@@ -138,6 +152,11 @@ impl FaultMode {
             "corrupt-upload" => FaultMode::CorruptUpload,
             "truncate-upload" => FaultMode::TruncateUpload,
             "reset-request" => FaultMode::ResetRequest,
+            "redirect-307" => FaultMode::Redirect307,
+            "xet-hash" => FaultMode::XetHash,
+            "commit-504" => FaultMode::Commit504,
+            "binary-inline" => FaultMode::BinaryInline,
+            "preupload-256" => FaultMode::PreuploadCap,
             other => {
                 let kind = other.strip_prefix("flip-")?;
                 FaultMode::Flip(FlipKind::ALL.into_iter().find(|k| k.name() == kind)?)
@@ -153,6 +172,13 @@ pub enum Trigger {
     Probability(f64),
     /// On the next N eligible requests.
     Count(u64),
+    /// `xN+K`: on N eligible requests after letting the next K through.
+    After {
+        /// Eligible requests still let through.
+        skip: u64,
+        /// Then fired on this many.
+        count: u64,
+    },
 }
 
 /// One rule of a spec.
@@ -198,13 +224,20 @@ impl FromStr for FaultSpec {
             };
             let (mode, trig) = head.split_once(':').unwrap_or((head, "1"));
             let mode = FaultMode::parse(mode).ok_or_else(|| {
-                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit, corrupt-upload, truncate-upload, reset-request, flip-{{revision, tree, paths-info, resolve, header, payload, root, lfs-batch, put, verify, preupload, commit}})")
+                format!("unknown fault mode `{mode}` (known: 5xx, ratelimit, delay, reset, ignore-range, whole-206, truncate, drop-after-commit, corrupt-upload, truncate-upload, reset-request, flip-{{revision, tree, paths-info, resolve, header, payload, root, lfs-batch, put, verify, preupload, commit}}, redirect-307, xet-hash, commit-504, binary-inline, preupload-256)")
             })?;
+            let count = |n: &str| -> Result<u64, String> {
+                n.parse()
+                    .map_err(|_| format!("fault `{item}`: `{n}` is not a count"))
+            };
             let trigger = if let Some(n) = trig.strip_prefix('x') {
-                Trigger::Count(
-                    n.parse()
-                        .map_err(|_| format!("fault `{item}`: `x{n}` is not a count"))?,
-                )
+                match n.split_once('+') {
+                    Some((n, k)) => Trigger::After {
+                        skip: count(k)?,
+                        count: count(n)?,
+                    },
+                    None => Trigger::Count(count(n)?),
+                }
             } else {
                 let p: f64 = trig
                     .parse()
@@ -276,6 +309,11 @@ impl Faults {
         for r in rules.iter_mut().filter(|r| applies(r)) {
             match &mut r.trigger {
                 Trigger::Count(n) if *n > 0 => *n -= 1,
+                Trigger::After { skip, .. } if *skip > 0 => {
+                    *skip -= 1;
+                    continue;
+                }
+                Trigger::After { count, .. } if *count > 0 => *count -= 1,
                 Trigger::Probability(p) if rand::random::<f64>() < *p => {}
                 _ => continue,
             }
@@ -318,6 +356,10 @@ mod tests {
         assert_eq!(f.fired(), 5);
         assert!("bogus:1".parse::<FaultSpec>().is_err());
         assert!("flip-bogus:1".parse::<FaultSpec>().is_err());
+        // `xN+K`: K eligible requests let through, then N faulted.
+        f.set("ratelimit:x1+2@600".parse().unwrap());
+        let fired: Vec<Option<u64>> = (0..4).map(|_| f.fire(FaultMode::RateLimit)).collect();
+        assert_eq!(fired, [None, None, Some(600), None]);
         assert!("flip-header:x1=".parse::<FaultSpec>().is_err());
         assert!("5xx:2.0".parse::<FaultSpec>().is_err());
     }

@@ -11,6 +11,7 @@ mod faults;
 mod flips;
 mod import;
 mod lfs;
+mod quirks;
 mod routes_read;
 mod routes_write;
 pub mod store;
@@ -79,6 +80,19 @@ pub(crate) struct AppState {
     pub addr: SocketAddr,
     pub cdn_origin: Option<String>,
     pub log: Mutex<Vec<String>>,
+    /// Answers to a branch's refs or revision so far, and their signal (the `commit-504` fault
+    /// lands its commit after the next one).
+    pub branch_asks: std::sync::atomic::AtomicU64,
+    pub branch_asked: tokio::sync::Notify,
+}
+
+impl AppState {
+    /// A refs or revision answer was just computed: a deferred commit may land now.
+    pub(crate) fn branch_asked(&self) {
+        self.branch_asks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.branch_asked.notify_waiters();
+    }
 }
 
 /// A running server.
@@ -140,6 +154,8 @@ fn app_state(
         addr,
         cdn_origin: cdn_addr.map(|a| format!("http://{a}")),
         log: Mutex::default(),
+        branch_asks: Default::default(),
+        branch_asked: Default::default(),
     })
 }
 
@@ -486,17 +502,19 @@ async fn reset_midway(headers: &HeaderMap, body: Body) -> Response {
 async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     st.record(format!("{} {}", parts.method, parts.uri.path()));
-    if let Some(ms) = st.faults.fire(FaultMode::Delay) {
+    // Request-level faults honour a rule's path filter (`ratelimit:x1@600=/commit/`).
+    let fire = |mode| st.faults.fire_where(mode, parts.uri.path(), |_| true);
+    if let Some(ms) = fire(FaultMode::Delay) {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
-    if st.faults.fire(FaultMode::ServerError).is_some() {
+    if fire(FaultMode::ServerError).is_some() {
         return hub_error(
             StatusCode::SERVICE_UNAVAILABLE,
             None,
             "injected fault: service unavailable",
         );
     }
-    if let Some(secs) = st.faults.fire(FaultMode::RateLimit) {
+    if let Some(secs) = fire(FaultMode::RateLimit) {
         let mut r = hub_error(
             StatusCode::TOO_MANY_REQUESTS,
             None,
@@ -512,8 +530,7 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         );
         return r;
     }
-    if matches!(parts.method, Method::POST | Method::PUT)
-        && st.faults.fire(FaultMode::ResetRequest).is_some()
+    if matches!(parts.method, Method::POST | Method::PUT) && fire(FaultMode::ResetRequest).is_some()
     {
         return reset_midway(&parts.headers, body).await;
     }
@@ -536,6 +553,7 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         None => body,
     };
     let answer_flip = flips::answer_kind(&parts.method, &segs);
+    let (method, quirk_segs) = (parts.method.clone(), segs.clone());
     let req = Req {
         method: parts.method,
         segs,
@@ -544,6 +562,7 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         body: BodyCell(std::sync::Mutex::new(Some(body))),
     };
     let mut r = route(&st, req).await;
+    r = quirks::answer(&st, &method, &quirk_segs, &path, r).await;
     if let Some(kind) = answer_flip {
         r = flips::answer(&st, kind, &path, r).await;
     }

@@ -392,12 +392,14 @@ pub(crate) async fn info(st: &Arc<AppState>, req: &Req, repo: &RepoId, rev: &str
         .map(|(p, f)| sibling_json(p, f, blobs))
         .collect();
     let id = repo.id();
-    axum::Json(json!({
+    let r = axum::Json(json!({
         "_id": id, "id": id, "modelId": id, "author": repo.owner, "sha": commit.id,
         "private": meta.private, "disabled": false, "gated": false, "downloads": 0, "likes": 0,
         "tags": [], "lastModified": commit.date, "createdAt": meta.created_at, "siblings": siblings,
     }))
-    .into_response()
+    .into_response();
+    st.branch_asked();
+    r
 }
 
 /// Directory oids: SHA-1 over the sorted (path, oid) of everything below.
@@ -585,7 +587,9 @@ pub(crate) async fn refs(st: &Arc<AppState>, req: &Req, repo: &RepoId) -> Respon
             .map(|(n, c)| r(&n.to_string(), format!("refs/pr/{n}"), c))
             .collect::<Vec<_>>());
     }
-    axum::Json(v).into_response()
+    let answer = axum::Json(v).into_response();
+    st.branch_asked();
+    answer
 }
 
 pub(crate) async fn commits(st: &Arc<AppState>, req: &Req, repo: &RepoId, rev: &str) -> Response {

@@ -217,8 +217,16 @@ pub(crate) async fn preupload(st: &Arc<AppState>, req: Req, repo: &RepoId, rev: 
         Ok(b) => b,
         Err(e) => return bad_request(&format!("invalid preupload body: {e}")),
     };
-    if b.files.len() > 1000 {
-        return bad_request("too many files in one preupload call (at most 1000)");
+    let cap = if st.faults.armed(FaultMode::PreuploadCap) {
+        256
+    } else {
+        1000
+    };
+    if b.files.len() > cap {
+        st.faults.fire(FaultMode::PreuploadCap);
+        return bad_request(&format!(
+            "too many files in one preupload call (at most {cap})"
+        ));
     }
     let attrs = repo_text(st, &commit.files, ".gitattributes")
         .unwrap_or_else(|| store::DEFAULT_GITATTRIBUTES.to_string());
@@ -361,26 +369,72 @@ fn parse_ndjson(body: &[u8], max_line: usize) -> Result<(Header, Vec<Op>), Respo
 }
 
 pub(crate) async fn commit(st: &Arc<AppState>, req: Req, repo: &RepoId, rev: &str) -> Response {
+    let path = format!("/api/{}/commit/{rev}", repo.id());
     let (meta, ops) = match commit_request(st, req, repo, rev).await {
         Ok(x) => x,
         Err(r) => return r,
     };
+    if st.faults.armed(FaultMode::BinaryInline) {
+        let binary = |op: &Op| matches!(op, Op::File { data, .. } if data.contains(&0));
+        if ops.iter().any(binary) && st.faults.fire(FaultMode::BinaryInline).is_some() {
+            return bad_request("Binary files are not allowed as regular files: upload them with LFS (preupload's `uploadMode`)");
+        }
+    }
+    if let Some(ms) = st.faults.fire_where(FaultMode::Commit504, &path, |_| true) {
+        return commit_later(st, repo, rev, meta, ops, ms).await;
+    }
+    match apply_commit(st, repo, rev, &meta, ops).await {
+        Ok((id, pr_url)) => commit_response(st, repo, &meta.base, &id, pr_url),
+        Err(r) => r,
+    }
+}
+
+/// Under the repo's lock: the target, the operations, the commit point; the new id and PR URL.
+async fn apply_commit(
+    st: &AppState,
+    repo: &RepoId,
+    rev: &str,
+    meta: &CommitMeta,
+    ops: Vec<Op>,
+) -> Result<(String, Value), Response> {
     let lock = st.store.repo_lock(repo);
-    let guard = lock.lock().await;
-    let target = match commit_target(st, repo, rev, &meta) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    let files = match apply_ops(st, repo, &target.head, ops) {
-        Ok(f) => f,
-        Err(r) => return r,
-    };
-    let (id, pr_url) = match commit_point(st, repo, files, target, &meta) {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    drop(guard);
-    commit_response(st, repo, &meta.base, &id, pr_url)
+    let _guard = lock.lock().await;
+    let target = commit_target(st, repo, rev, meta)?;
+    let files = apply_ops(st, repo, &target.head, ops)?;
+    commit_point(st, repo, files, target, meta)
+}
+
+/// The `commit-504` fault: the commit is answered 504 after `ms` (the Hub times a commit request
+/// out at 60 s), and lands only once the client has next asked the branch — so that ask still
+/// sees the old head, as on the Hub, where the commit can land after the timeout.
+async fn commit_later(
+    st: &Arc<AppState>,
+    repo: &RepoId,
+    rev: &str,
+    meta: CommitMeta,
+    ops: Vec<Op>,
+    ms: u64,
+) -> Response {
+    let asked = st.branch_asks.load(std::sync::atomic::Ordering::SeqCst);
+    let (st2, repo2, rev2) = (st.clone(), repo.clone(), rev.to_owned());
+    tokio::spawn(async move {
+        loop {
+            let next = st2.branch_asked.notified();
+            if st2.branch_asks.load(std::sync::atomic::Ordering::SeqCst) > asked {
+                break;
+            }
+            next.await;
+        }
+        if let Err(r) = apply_commit(&st2, &repo2, &rev2, &meta, ops).await {
+            tracing::warn!(status = %r.status(), "the deferred commit of `commit-504` was refused");
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    hub_error(
+        StatusCode::GATEWAY_TIMEOUT,
+        None,
+        "injected fault: the commit request timed out (it lands later)",
+    )
 }
 
 /// A commit request's header and its query and host facts, carried from parsing to the refs.

@@ -23,11 +23,16 @@ pub use upload::run;
 
 /// Journal stage name.
 pub const STAGE: &str = "candidate";
-/// Files per commit on the candidate branch.
-pub const FILES_PER_COMMIT: usize = 64;
+/// Files per commit on the candidate branch: the Hub's recommendation (docs/publish.md "A real
+/// release on the Hub"; its hard limit is 25,000 LFS files a commit). A real V4 release is 649
+/// files, 7 commits.
+pub const FILES_PER_COMMIT: usize = 100;
+/// Inline (regular-file) bytes per commit at most: the Hub takes up to 1 GB of inline content a
+/// commit; a batch closes before passing this (every regular file of a release is small).
+pub const INLINE_BYTES_PER_COMMIT: u64 = 256 << 20;
 
 /// Options of one candidate upload.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CandidateOpts {
     /// `--work-dir`, else the plan's.
     pub work_dir: Option<PathBuf>,
@@ -40,6 +45,24 @@ pub struct CandidateOpts {
     /// `--records DIR` (the distributed join): the units come from the workers' records, their LFS
     /// objects already on the hub; the staged tree holds only the release-wide files.
     pub records: Option<PathBuf>,
+    /// `--rate-limit-wait`: how long in all to wait out long rate limits (`crate::patience`).
+    pub rate_limit_wait: std::time::Duration,
+    /// The hub client's retry policy, when not its default (tests shorten the longest backoff).
+    pub retry: Option<hub::client::RetryPolicy>,
+}
+
+impl Default for CandidateOpts {
+    fn default() -> Self {
+        CandidateOpts {
+            work_dir: None,
+            endpoint: None,
+            dry_run: false,
+            progress: Default::default(),
+            records: None,
+            rate_limit_wait: crate::patience::DEFAULT_WAIT,
+            retry: None,
+        }
+    }
 }
 
 /// What a candidate upload did.
@@ -68,6 +91,10 @@ pub struct CandidateReport {
     pub dry_run: bool,
     /// The target repository does not exist yet (a first publish): a real run creates it.
     pub new_repo: bool,
+    /// Files per commit ([`FILES_PER_COMMIT`]).
+    pub files_per_commit: usize,
+    /// Seconds spent waiting out the hub's rate limits.
+    pub rate_limited_s: u64,
 }
 
 impl crate::cli::Report for CandidateReport {
@@ -92,9 +119,10 @@ impl CandidateReport {
             );
         }
         format!(
-            "candidate {} of `{}` at commit {}: {} files ({} already present, {} LFS objects sent, {} regular files sent, {} commits){}\n",
+            "candidate {} of `{}` at commit {}: {} files ({} already present, {} LFS objects sent, {} regular files sent, {} commits of at most {} files){}{}\n",
             self.candidate, self.repo, self.commit, self.files, self.present, self.lfs_sent,
-            self.regular_sent, self.commits,
+            self.regular_sent, self.commits, self.files_per_commit,
+            if self.rate_limited_s > 0 { format!("; {} s waiting out rate limits", self.rate_limited_s) } else { String::new() },
             if self.from_journal { "; journal up to date and the branch still holds it: nothing sent" } else { "" }
         )
     }
@@ -146,6 +174,9 @@ pub enum CandidateError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// The hub rate-limits the repository beyond `--rate-limit-wait`.
+    #[error(transparent)]
+    RateLimited(#[from] crate::patience::RateLimited),
     /// A distributed worker's slice is not what it should upload.
     #[error("distributed worker: {0}")]
     Worker(String),
@@ -162,6 +193,15 @@ pub enum CandidateError {
         /// Its SHA-256.
         oid: String,
     },
+}
+
+impl From<crate::patience::Stopped> for CandidateError {
+    fn from(s: crate::patience::Stopped) -> Self {
+        match s {
+            crate::patience::Stopped::Hub(e) => CandidateError::Hub(e),
+            crate::patience::Stopped::RateLimited(r) => CandidateError::RateLimited(r),
+        }
+    }
 }
 
 impl crate::cli::Hint for CandidateError {
@@ -181,11 +221,15 @@ impl crate::cli::Hint for CandidateError {
 pub(crate) fn client_and_runtime(
     plan: &Plan,
     endpoint: Option<&str>,
+    retry: Option<&hub::client::RetryPolicy>,
 ) -> Result<(hub::client::HubClient, &'static tokio::runtime::Runtime), CandidateError> {
     let endpoint = endpoint
         .map(str::to_owned)
         .or_else(|| plan.run.endpoint.clone());
-    let client = hub::client::HubClient::from_env(endpoint.as_deref())?;
+    let mut client = hub::client::HubClient::from_env(endpoint.as_deref())?;
+    if let Some(r) = retry {
+        client = client.with_retry(r.clone());
+    }
     let rt = crate::runtime().map_err(CandidateError::Runtime)?;
     Ok((client, rt))
 }

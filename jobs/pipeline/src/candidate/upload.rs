@@ -10,7 +10,10 @@ use hub::protocol::{PreuploadFile, RepoId};
 use ledger::{FileRecord, Journal};
 
 use super::record::{self, Inventory, InventoryEntry, RECORD_PATH};
-use super::{CandidateError, CandidateOpts, CandidateReport, FILES_PER_COMMIT, STAGE};
+use super::{
+    CandidateError, CandidateOpts, CandidateReport, FILES_PER_COMMIT, INLINE_BYTES_PER_COMMIT,
+    STAGE,
+};
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::stage;
@@ -98,7 +101,8 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             )
         })
         .collect();
-    let (client, rt) = super::client_and_runtime(plan, opts.endpoint.as_deref())?;
+    let (client, rt) =
+        super::client_and_runtime(plan, opts.endpoint.as_deref(), opts.retry.as_ref())?;
     // A finished journal saves the work (preupload, naming, uploads), never the hub's answer:
     // the branch and its tree are asked whether they still hold exactly the journaled candidate.
     if let Some(prev) = Journal::load(&work.ledger(), STAGE, UNIT)? {
@@ -394,17 +398,28 @@ async fn send_batches(
         mut deletes,
     } = pending;
     let name = cand.name.as_str();
-    let mut batches: Vec<&[&InventoryEntry]> = todo.chunks(FILES_PER_COMMIT).collect();
+    let mut batches = commit_batches(&todo);
     if batches.is_empty() && !deletes.is_empty() {
         batches.push(&[]);
     }
+    report.files_per_commit = FILES_PER_COMMIT;
     let progress = Progress::new("candidate-upload", "files", opts.progress);
     progress.plan(todo.iter().map(|e| e.size).sum());
     check_on_hub(client, repo, name, inputs, &todo).await?;
+    // A long 429 (an hourly commit quota) is waited out between attempts of a batch, up to
+    // `--rate-limit-wait`; a batch already committed is never sent again.
+    let mut patience = crate::patience::Patience::new(
+        "candidate-upload",
+        opts.rate_limit_wait,
+        client.retry_policy().max_delay,
+        opts.progress,
+    );
     for batch in batches {
         let ops = std::mem::take(&mut deletes);
         let (objs, ops) = batch_ops(inputs, cand, batch, ops, report)?;
-        report.lfs_sent += client.upload_lfs(repo, Some(name), &objs).await?;
+        report.lfs_sent += patience
+            .run(|| client.upload_lfs(repo, Some(name), &objs))
+            .await?;
         let req = CommitRequest {
             summary: format!("minirun candidate: {} files", ops.len()),
             description: String::new(),
@@ -412,8 +427,12 @@ async fn send_batches(
             operations: ops,
             create_pr: false,
         };
-        head = client.commit_guarded(repo, name, &req).await?.commit_oid;
+        head = patience
+            .run(|| client.commit_guarded(repo, name, &req))
+            .await?
+            .commit_oid;
         report.commits += 1;
+        report.rate_limited_s = patience.waited().as_secs();
         for e in batch {
             progress.advance(e.size);
             progress.item_done();
@@ -421,6 +440,25 @@ async fn send_batches(
     }
     progress.finish();
     Ok(())
+}
+
+/// The commits `todo` is sent in: at most [`FILES_PER_COMMIT`] files and
+/// [`INLINE_BYTES_PER_COMMIT`] bytes of regular (inline) files each, in order.
+fn commit_batches<'t, 'e>(todo: &'t [&'e InventoryEntry]) -> Vec<&'t [&'e InventoryEntry]> {
+    let mut out = Vec::new();
+    let (mut start, mut inline) = (0, 0u64);
+    for (i, e) in todo.iter().enumerate() {
+        let add = if e.lfs { 0 } else { e.size };
+        if i > start && (i - start == FILES_PER_COMMIT || inline + add > INLINE_BYTES_PER_COMMIT) {
+            out.extend(todo.get(start..i));
+            (start, inline) = (i, 0);
+        }
+        inline += add;
+    }
+    if start < todo.len() {
+        out.extend(todo.get(start..));
+    }
+    out
 }
 
 /// Step 3, one batch: the LFS objects to send and the commit's operations after `ops`.

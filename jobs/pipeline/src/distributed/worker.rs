@@ -143,7 +143,7 @@ pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, Can
         report.lfs_objects = report.files;
         return Ok(report);
     }
-    let (client, rt) = crate::candidate::client_and_runtime(plan, opts.endpoint.as_deref())?;
+    let (client, rt) = crate::candidate::client_and_runtime(plan, opts.endpoint.as_deref(), None)?;
     rt.block_on(client.create_repo(&repo, false, true))?;
     let mut samples = Vec::new();
     for (rel, size, _) in by_unit.values().flatten() {

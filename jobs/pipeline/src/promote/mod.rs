@@ -49,6 +49,9 @@ pub struct PromoteOpts {
     pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
     /// Progress on stderr: each step, and the regular files copied through the client.
     pub progress: crate::progress::ProgressMode,
+    /// `--rate-limit-wait` (`None`: [`crate::patience::DEFAULT_WAIT`]): how long the commit may
+    /// wait out the hub's long rate limits.
+    pub rate_limit_wait: Option<std::time::Duration>,
 }
 
 /// What a promotion did.
@@ -163,9 +166,21 @@ pub enum PromoteError {
         /// The first differences.
         diffs: String,
     },
+    /// The hub rate-limits the repository beyond `--rate-limit-wait`.
+    #[error(transparent)]
+    RateLimited(#[from] crate::patience::RateLimited),
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+}
+
+impl From<crate::patience::Stopped> for PromoteError {
+    fn from(s: crate::patience::Stopped) -> Self {
+        match s {
+            crate::patience::Stopped::Hub(e) => PromoteError::Hub(e),
+            crate::patience::Stopped::RateLimited(r) => PromoteError::RateLimited(r),
+        }
+    }
 }
 
 impl crate::cli::Hint for PromoteError {
@@ -405,7 +420,18 @@ async fn promote(
         create_pr: false,
     };
     steps.note(&format!("sending one commit of {n_ops} operations"));
-    let ans = client.commit_guarded(repo, branch, &req).await?;
+    // A long 429 is waited out (the commit still guarded by the head observed: if it moved
+    // meanwhile, the commit is refused and nothing is overwritten).
+    let mut patience = crate::patience::Patience::new(
+        "promote",
+        opts.rate_limit_wait
+            .unwrap_or(crate::patience::DEFAULT_WAIT),
+        client.retry_policy().max_delay,
+        opts.progress,
+    );
+    let ans = patience
+        .run(|| client.commit_guarded(repo, branch, &req))
+        .await?;
     steps.note(&format!("committed {}; listing its tree", ans.commit_oid));
     // 4. Inventory the returned commit.
     let got = record::tree_inventory(&client.list_tree(repo, &ans.commit_oid, None, true).await?);
