@@ -10,7 +10,15 @@ use std::process::Command;
 use super::deepseek_common;
 use super::fixture;
 
-fn run(dir: &Path, ids: &[u32], n: usize, extra: &[&str], out: &Path) -> (String, String) {
+/// `minirun-run --artifact DIR --prompt-ids … -n N … --dump-logits OUT` (exit 0 required):
+/// (stdout, stderr).
+pub(super) fn run(
+    dir: &Path,
+    ids: &[u32],
+    n: usize,
+    extra: &[&str],
+    out: &Path,
+) -> (String, String) {
     let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
     let o = Command::new(env!("CARGO_BIN_EXE_minirun-run"))
         .arg("--artifact")

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use runner::deepseek::{argmax, Mode, V4Model};
 
+use super::deepseek::run;
 use super::deepseek_common;
 
 struct Fx {
@@ -94,22 +94,6 @@ fn a_256_expert_publication_is_its_release_with_one_container_per_layer_and_proj
     assert_eq!(last["rows"], serde_json::json!([255 * 256, 256 * 256]));
 }
 
-fn run(dir: &Path, ids: &[u32], n: usize, extra: &[&str], out: &Path) -> String {
-    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_minirun-run"))
-        .arg("--artifact")
-        .arg(dir)
-        .args(["--prompt-ids", &ids.join(","), "-n", &n.to_string()])
-        .args(extra)
-        .arg("--dump-logits")
-        .arg(out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    err
-}
-
 #[test]
 fn the_256_expert_artifact_runs_as_the_reference_and_streams_as_it_runs_resident() {
     if super::engine("the_256_expert_artifact_runs_as_the_reference").is_none() {
@@ -123,7 +107,7 @@ fn the_256_expert_artifact_runs_as_the_reference_and_streams_as_it_runs_resident
     std::fs::create_dir_all(&scratch).unwrap();
     let (res, str_) = (scratch.join("resident.npy"), scratch.join("streamed.npy"));
     run(&fx.consumer, prompt, steps, &[], &res);
-    let err = run(
+    let (_, err) = run(
         &fx.consumer,
         prompt,
         steps,

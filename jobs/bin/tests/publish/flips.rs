@@ -86,27 +86,6 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The files under `dir` with their SHA-256, by relative path (`skip`: a top folder left out).
-fn digests(dir: &Path, skip: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            if rel == skip {
-                continue;
-            }
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(rel, ledger::sha256_hex(&std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 /// The fixtures every run compares with: clean results of each workload.
 struct Campaign {
     _plan_dir: tempfile::TempDir,
@@ -164,7 +143,7 @@ impl Campaign {
             ..FetchOpts::default()
         };
         fetch::run(&self.small, &opts).map_err(|e| chain(&e))?;
-        Ok(digests(&work.join("upstream"), ""))
+        Ok(tree_digests(&work.join("upstream"), ""))
     }
 
     /// Pull the published commit into `dir`: the digests of the pulled files.
@@ -182,7 +161,7 @@ impl Campaign {
         if r.verdict != Verdict::Verified {
             return Err(format!("pull: {}: {:?}", r.verdict.name(), r.problems));
         }
-        Ok(digests(dir, artifact::evidence::EVIDENCE_DIR))
+        Ok(tree_digests(dir, artifact::evidence::EVIDENCE_DIR))
     }
 
     /// One run of `load` with `spec` armed; (faults fired, outcome, failure messages).

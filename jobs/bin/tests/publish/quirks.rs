@@ -34,26 +34,6 @@ fn cdn_hub(root: &Path, faults: &str, token: bool) -> ServerHandle {
     .unwrap()
 }
 
-fn digests(dir: &Path, skip: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            if rel == skip {
-                continue;
-            }
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(rel, ledger::sha256_hex(&std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 fn fetch_from(url: &str) -> BTreeMap<String, String> {
     let w = tempfile::tempdir().unwrap();
     let opts = FetchOpts {
@@ -63,7 +43,7 @@ fn fetch_from(url: &str) -> BTreeMap<String, String> {
         ..FetchOpts::default()
     };
     fetch::run(&plan(), &opts).unwrap();
-    digests(&w.path().join("upstream"), "")
+    tree_digests(&w.path().join("upstream"), "")
 }
 
 #[test]

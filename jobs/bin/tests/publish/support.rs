@@ -2,6 +2,7 @@
 //! fresh work directories and target hubs, and hub-side views.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -308,4 +309,25 @@ pub fn replace_same_size(path: &Path) {
     std::fs::write(&tmp, &bytes).unwrap();
     run_ok(Command::new("touch").arg("-r").arg(path).arg(&tmp));
     std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The files under `dir` with their SHA-256, by relative path (`skip`: a top folder left out).
+pub fn tree_digests(dir: &Path, skip: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if rel == skip {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, ledger::sha256_hex(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
 }
