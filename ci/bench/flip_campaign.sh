@@ -8,7 +8,8 @@
 #   [FAULTS=100] ci/bench/flip_campaign.sh
 #
 # FAULTS is the number of flips each request kind gets at least (11 kinds send requests; the
-# table says which workload sends each). About 45 minutes at FAULTS=100 on 2 cores.
+# table says which workload sends each). About 45 minutes at FAULTS=100 on 2 cores. Run it in a
+# checkout nobody edits meanwhile: the test reads plans/deepseek-v4.toml as it goes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 faults=${FAULTS:-100}
@@ -16,6 +17,7 @@ out=$PWD/docs/bench/flip-campaign.md
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 start=$(date +%s)
+commit=$(git rev-parse --short HEAD)
 MINIRUN_FLIP_FAULTS=$faults MINIRUN_FLIP_TABLE=$tmp \
     cargo test --locked -p minirun-bins --test publish \
     flips::bit_flips_in_every_request_kind_end_clean_or_named -- --exact --nocapture
@@ -23,7 +25,7 @@ secs=$(( $(date +%s) - start ))
 {
     echo "# Bit-flip campaign"
     echo
-    echo "Command: \`FAULTS=$faults ci/bench/flip_campaign.sh\` ($(git rev-parse --short HEAD), $(date -u +%Y-%m-%d), ${secs} s on $(nproc) cores)."
+    echo "Command: \`FAULTS=$faults ci/bench/flip_campaign.sh\` ($commit, $(date -u +%Y-%m-%d), ${secs} s on $(nproc) cores)."
     echo "Each run arms \`flip-KIND\` (docs/hub.md §5) on the hub its workload talks to — fetch of three"
     echo "V4 units in 1 MiB chunks, a pull of the promoted V4 release, or candidate-upload + promote of"
     echo "it — and repeats the workload, the fault still armed, until it finishes (at most 6 attempts);"
