@@ -150,10 +150,24 @@ fn promote_stops_at_a_rate_limit_it_may_not_wait_out() {
     let (h, _root) = hub();
     let url = h.url();
     candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
-    h.set_faults("ratelimit:x1@900=/commit/main".parse().unwrap());
     let mut opts = promote_opts(w.path(), &url);
     opts.rate_limit_wait = Some(Duration::from_secs(60));
-    let e = promote::run(&plan, &opts).unwrap_err();
+    // Armed once the head is observed, for the commit alone.
+    let armed = std::sync::Arc::new(h);
+    let hook = armed.clone();
+    opts.before_commit = Some(Box::new(move || {
+        hook.set_faults("ratelimit:x1@900=/commit/main".parse().unwrap())
+    }));
+    let r = promote::run(&plan, &opts);
+    let h = armed;
+    let e = match r {
+        Err(e) => e,
+        Ok(p) => panic!(
+            "promote finished ({p:?}) with {} faults fired; the hub saw {:?}",
+            h.faults_fired(),
+            h.request_log()
+        ),
+    };
     assert!(matches!(e, promote::PromoteError::RateLimited(_)), "{e:?}");
     assert!(e.to_string().contains("asked for 900 s"), "{e}");
     let refs = rt()
