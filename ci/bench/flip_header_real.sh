@@ -8,7 +8,8 @@
 #
 #   [SCALE=256] ci/bench/flip_header_real.sh
 #
-# About 8 bits/ms on 2 cores: SCALE=256 (a ~120 KB header) is a few hours; SCALE=16 minutes.
+# About 3 ms a bit on 2 cores (each bit is ~7 requests to an in-process hub): SCALE=16 (a ~20 KB
+# header) takes minutes, SCALE=256 (~130 KB) hours.
 # Needs ~2× the checkpoint in free disk under TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,8 +17,9 @@ scale=${SCALE:-256}
 plan=$PWD/plans/tests/deepseek-v4-real-size.toml
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minirun-flip-real.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-cargo build --locked --release -p minirun-bins --bin minirun-synth --bin minirun-hub
-bin=${CARGO_TARGET_DIR:-$PWD/target}/release
+# The dev profile the test runs in (workspace opt-level 1, dependencies 2): no release build.
+cargo build --locked -p minirun-bins --bin minirun-synth --bin minirun-hub
+bin=${CARGO_TARGET_DIR:-$PWD/target}/debug
 "$bin/minirun-synth" deepseek-v4 --shape real --scale "$scale" --out "$tmp/ckpt" > /dev/null
 read -r repo rev < <(python3 - "$plan" <<'PY'
 import sys, tomllib
