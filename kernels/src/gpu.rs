@@ -95,6 +95,16 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// Devices this process has requested from an adapter ([`Gpu::new_with`], the only place one is
+/// requested).
+static DEVICES_OPENED: AtomicU64 = AtomicU64::new(0);
+
+/// How many wgpu devices this process has opened so far (`minirun-run --json` reports it: a
+/// front-end opens exactly one, whatever the model family).
+pub fn devices_opened() -> u64 {
+    DEVICES_OPENED.load(Ordering::Relaxed)
+}
+
 /// Which module of a kernel a pipeline runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Variant {
@@ -205,6 +215,7 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         }))
         .map_err(KernelError::Device)?;
+        bump(&DEVICES_OPENED, 1);
         let gpu = Self::with_device(device, queue);
         Ok(Self {
             shape,

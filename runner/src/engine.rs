@@ -7,7 +7,7 @@
 //! split into binding-sized parts and a matrix streamed tile by tile give bit-identical outputs.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use kernels::gpu::{elementwise_groups, matmul_launch, Bind, Gpu};
@@ -129,13 +129,16 @@ pub struct ResidentMatrix {
     pub parts: Vec<ResidentPart>,
 }
 
-/// The device and the work.
+/// The device and the work. A cheap handle: clones share the one device, its pipeline caches
+/// and counters (a process opens one device, in [`crate::open::engine`], and every model on it
+/// holds a clone).
+#[derive(Clone)]
 pub struct Engine {
-    gpu: Gpu,
+    gpu: Arc<Gpu>,
     /// While [`Engine::batched`] runs on a thread: the encoder that thread's dispatches are
     /// recorded into (per thread, so work of another thread sharing the engine is never swept
     /// into a batch it does not wait for).
-    pending: Mutex<HashMap<ThreadId, wgpu::CommandEncoder>>,
+    pending: Arc<Mutex<HashMap<ThreadId, wgpu::CommandEncoder>>>,
 }
 
 impl Engine {
@@ -147,10 +150,7 @@ impl Engine {
     /// As [`Engine::new`] with the matvec row mapping forced (`None`: the adapter's default).
     pub fn new_with_shape(shape: Option<kernels::gpu::MatvecShape>) -> Result<Self, EngineError> {
         Gpu::new_with_shape(shape)
-            .map(|gpu| Self {
-                gpu,
-                pending: Mutex::new(HashMap::new()),
-            })
+            .map(Self::from_gpu)
             .map_err(EngineError::NoAdapter)
     }
 
@@ -158,17 +158,14 @@ impl Engine {
     /// `Gpu::new_with`).
     pub fn from_gpu(gpu: Gpu) -> Self {
         Self {
-            gpu,
-            pending: Mutex::new(HashMap::new()),
+            gpu: Arc::new(gpu),
+            pending: Arc::default(),
         }
     }
 
     /// Uses a device and queue the caller already has.
     pub fn with_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self {
-            gpu: Gpu::with_device(device, queue),
-            pending: Mutex::new(HashMap::new()),
-        }
+        Self::from_gpu(Gpu::with_device(device, queue))
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadId, wgpu::CommandEncoder>> {

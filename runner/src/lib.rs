@@ -9,6 +9,7 @@ pub mod error;
 pub mod llama;
 pub mod model;
 pub mod npy;
+pub mod open;
 pub mod prompt_cache;
 pub mod reference;
 pub mod registry;

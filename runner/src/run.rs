@@ -634,8 +634,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let result = if args.artifact.is_some() {
         crate::artifact::cli::run_artifact_streaming(&args, crate::registry::ENTRIES, sink)
     } else {
-        Engine::new_with_shape(args.matvec_shape.map(Into::into))
-            .map_err(RunError::from)
+        crate::open::engine(args.matvec_shape.map(Into::into))
             .and_then(|engine| run_streaming(&engine, &args, sink))
     };
     let out = match result {
@@ -675,6 +674,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             "dropped_incomplete": out.dropped_incomplete,
             "prompt_cache_reused": out.prompt_cache_reused,
             "expert_cache": out.expert_cache,
+            "devices": crate::open::devices_opened(),
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {

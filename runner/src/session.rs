@@ -327,7 +327,7 @@ pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
     let model_ctx = model.config.context;
     let ctx = session_ctx(args.ctx_size, model_ctx)?;
     let sampler = Sampler::new(args.sampling()?);
-    let engine = crate::engine::Engine::new_with_shape(args.matvec_shape.map(Into::into))?;
+    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
     let mode = if args.stream {
         WeightMode::Streamed {
             tile_bytes: args.tile_bytes,
@@ -387,7 +387,7 @@ pub fn run_interactive_artifact(
     let template =
         (entry.chat)(&artifact)?.with_reasoning_effort(args.reasoning_effort.as_deref())?;
     let ctx = session_ctx(args.ctx_size, artifact.context())?;
-    let engine = crate::engine::Engine::new()?;
+    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
     let opts = ModelOptions::from_flags(&engine, args.stream, ctx, args.expert_cache_mib);
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
     let loaded = match &args.prompt_cache {

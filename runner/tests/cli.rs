@@ -165,6 +165,7 @@ fn sampling_is_reproducible_by_seed_and_settings_are_checked() {
         assert_eq!(code, Some(0), "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["sampling"]["seed"].as_u64(), Some(seed.parse().unwrap()));
+        assert_eq!(v["devices"], 1, "one device per process");
         v["tokens"].clone()
     };
     let a = sample("7");

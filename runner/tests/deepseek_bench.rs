@@ -64,6 +64,7 @@ fn decode_tokens_per_second_streamed_vs_resident() {
     for on in [false, true] {
         bench(
             Mode::Gpu {
+                engine: deepseek_common::engine(),
                 streamed: false,
                 expert_cache_bytes: 0,
             },
@@ -79,6 +80,7 @@ fn decode_tokens_per_second_streamed_vs_resident() {
     for mib in [1u64, 64] {
         bench(
             Mode::Gpu {
+                engine: deepseek_common::engine(),
                 streamed: true,
                 expert_cache_bytes: mib << 20,
             },

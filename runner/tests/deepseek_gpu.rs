@@ -27,6 +27,7 @@ fn resident_and_streamed_match(device_residual: bool) {
     let mut resident = V4Model::open_dir(
         dir,
         Mode::Gpu {
+            engine: deepseek_common::engine(),
             streamed: false,
             expert_cache_bytes: 0,
         },
@@ -85,6 +86,7 @@ fn resident_and_streamed_match(device_residual: bool) {
     let mut streamed = V4Model::open_dir(
         dir,
         Mode::Gpu {
+            engine: deepseek_common::engine(),
             streamed: true,
             expert_cache_bytes: 2 << 20,
         },
@@ -145,6 +147,7 @@ fn decode_structure(device_residual: bool, per_layer: u64, per_layer_dispatches:
     let mut m = V4Model::open_dir(
         deepseek_common::release(),
         Mode::Gpu {
+            engine: deepseek_common::engine(),
             streamed: false,
             expert_cache_bytes: 0,
         },
@@ -237,8 +240,8 @@ fn merged_input_projections_are_one_dispatch_a_format_and_change_no_bit() {
     use runner::deepseek::model::merged_projections;
 
     let (src, c, csa) = csa_layer();
-    let mut apart = GpuLinears::new(src.clone(), false, 0).expect("adapter");
-    let mut merged = GpuLinears::new(src.clone(), false, 0).expect("adapter");
+    let mut apart = GpuLinears::new(deepseek_common::engine(), src.clone(), false, 0);
+    let mut merged = GpuLinears::new(deepseek_common::engine(), src.clone(), false, 0);
     for (name, parts) in merged_projections(&c, csa) {
         for (stem, rows, k) in &parts {
             apart.declare(stem, *rows, *k, false).unwrap();
@@ -285,7 +288,7 @@ fn the_input_chain_is_one_submit_and_the_bits_of_the_fallback() {
     use runner::deepseek::model::merged_projections;
 
     let (src, c, csa) = csa_layer();
-    let mut lin = GpuLinears::new(src.clone(), false, 0).expect("adapter");
+    let mut lin = GpuLinears::new(deepseek_common::engine(), src.clone(), false, 0);
     let [(xin, inputs), (xlora, lora)] = merged_projections(&c, csa);
     lin.declare_merged(&xin, &inputs).unwrap();
     lin.declare_merged(&xlora, &lora).unwrap();
@@ -350,6 +353,7 @@ fn the_device_attentions_state_comes_back_for_the_host() {
         let mut m = V4Model::open_dir(
             deepseek_common::release(),
             Mode::Gpu {
+                engine: deepseek_common::engine(),
                 streamed: false,
                 expert_cache_bytes: 0,
             },
@@ -425,10 +429,11 @@ fn a_gpu_mapping_runs_the_device_placement() {
     let open = |shape| {
         let src = std::sync::Arc::new(ReleaseDir::open(deepseek_common::release()).expect("dir"));
         let mode = Mode::Gpu {
+            engine: runner::engine::Engine::new_with_shape(shape).expect("adapter"),
             streamed: false,
             expert_cache_bytes: 0,
         };
-        V4Model::open_with_shape(src, mode, shape).expect("opens")
+        V4Model::open(src, mode).expect("opens")
     };
     let (mut gpu, mut rows, mut host) = (
         open(Some(MatvecShape::Lanes)),

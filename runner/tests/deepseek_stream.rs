@@ -11,6 +11,7 @@ use runner::deepseek::{Mode, V4Model};
 /// cache.
 fn open(streamed: bool, budget: u64) -> V4Model {
     let mode = Mode::Gpu {
+        engine: deepseek_common::engine(),
         streamed,
         expert_cache_bytes: budget,
     };

@@ -220,3 +220,52 @@ fn only_the_wrapper_calls_wgpu_submit_map_or_create() {
         );
     }
 }
+
+/// One device per process: in the runner's sources only `open.rs` opens one (the engine's own
+/// constructors aside), so no model backend can open a second beside the front-end's.
+#[test]
+fn only_the_open_function_opens_a_device() {
+    let opens = [
+        "Engine::new(",
+        "Engine::new_with_shape(",
+        "Gpu::new(",
+        "Gpu::new_with_shape(",
+        "Gpu::new_with(",
+        "request_device(",
+        "request_adapter(",
+    ];
+    let allowed = ["runner/src/open.rs", "runner/src/engine.rs"]
+        .map(|f| common::repo_file(f).canonicalize().unwrap());
+    let mut offenders = Vec::new();
+    let mut stack = vec![common::repo_file("runner/src")];
+    let mut opener = false;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let own = allowed.contains(&p.canonicalize().unwrap());
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if opens.iter().any(|f| code.contains(f)) {
+                    opener |= own;
+                    if !own {
+                        offenders.push(format!("{}:{}: {}", p.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a device opened outside runner/src/open.rs:\n{}",
+        offenders.join("\n")
+    );
+    assert!(opener, "open.rs opens no device: the patterns are stale");
+}

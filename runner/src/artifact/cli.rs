@@ -8,7 +8,6 @@ use std::io::Write;
 
 use super::{OpenOptions, VerifiedArtifact};
 use crate::chat::Message;
-use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::Logits;
 use crate::prompt_cache::{artifact_identity, PromptCache};
@@ -77,7 +76,7 @@ pub fn run_artifact_streaming(
     let sampling = args.sampling()?;
     let model_ctx = artifact.context();
     check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;
-    let engine = Engine::new_with_shape(args.matvec_shape.map(Into::into))?;
+    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
     let opts = ModelOptions::from_flags(
         &engine,
         args.stream,

@@ -164,12 +164,11 @@ pub fn open_artifact<'a>(
     opts: &ModelOptions<'a>,
 ) -> Result<Box<dyn ArtifactModel + 'a>, RunError> {
     let mode = Mode::Gpu {
+        engine: opts.engine.clone(),
         streamed: opts.residency == Residency::Streamed,
         expert_cache_bytes: opts.expert_cache_bytes,
     };
-    // (`--matvec-shape` reaches the V4 backend's own device through the engine's mapping)
-    let shape = Some(opts.engine.gpu().matvec_shape());
-    let model = V4Model::open_with_shape(Arc::new(VerifiedSource::new(artifact)), mode, shape)?;
+    let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
     Ok(Box::new(V4Artifact {
         model,
         snapshots: Vec::new(),

@@ -98,30 +98,19 @@ pub struct GpuLinears {
 }
 
 impl GpuLinears {
-    /// Opens the default adapter (lavapipe on a machine without a GPU).
+    /// The backend on `engine`'s device (a clone of the front-end's: it opens none).
     /// `expert_cache_bytes` bounds the streamed experts on the device; the matrix a product
     /// needs is always loaded, so a budget below one matrix keeps just that one.
     pub fn new(
+        engine: Engine,
         src: Arc<dyn WeightSource>,
         streamed: bool,
         expert_cache_bytes: u64,
-    ) -> Result<Self, V4Error> {
-        Self::with_shape(src, streamed, expert_cache_bytes, None)
-    }
-
-    /// As [`GpuLinears::new`] with the matvec row mapping forced (`None`: the adapter's; a GPU's
-    /// mapping on lavapipe is how the GPU path is tested without a GPU).
-    pub fn with_shape(
-        src: Arc<dyn WeightSource>,
-        streamed: bool,
-        expert_cache_bytes: u64,
-        shape: Option<MatvecShape>,
-    ) -> Result<Self, V4Error> {
-        let engine = Engine::new_with_shape(shape)?;
+    ) -> Self {
         // (the device-resident forward is the only one the binaries run; the host placement
         // stays for tests: docs/runner-deepseek-v4.md "Device-resident residual")
         let device_residual = true;
-        Ok(Self {
+        Self {
             engine,
             src,
             streamed,
@@ -142,7 +131,7 @@ impl GpuLinears {
             attn: None,
             open: None,
             device_residual,
-        })
+        }
     }
 
     /// Whether resident or cached `stem` has a prepared one-token product (made at the first

@@ -10,6 +10,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::engine::Engine;
+
 use super::attention::{self, AttnCache, AttnParams, PathStats, StepRope};
 use super::chain::{Input, Link};
 use super::compress::CompParams;
@@ -23,15 +25,17 @@ use super::residual::{BlockOut, Mixer, Residual};
 use super::source::{ReleaseDir, WeightSource};
 
 /// How the matrices are multiplied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Mode {
     /// The exact CPU reference (f32 storage, f64 sums); routed experts decoded on demand into a
     /// cache of `expert_cache` matrices.
     Reference { expert_cache: usize },
-    /// wgpu kernels; `streamed`: routed experts are read tile by tile on demand into a device
-    /// cache of at most `expert_cache_bytes` (least recently used out); otherwise every matrix
-    /// is resident.
+    /// wgpu kernels on `engine`'s device (the one the front-end opened: the backend opens
+    /// none); `streamed`: routed experts are read tile by tile on demand into a device cache of
+    /// at most `expert_cache_bytes` (least recently used out); otherwise every matrix is
+    /// resident.
     Gpu {
+        engine: Engine,
         streamed: bool,
         expert_cache_bytes: u64,
     },
@@ -245,30 +249,21 @@ impl V4Model {
 
     /// Opens the model behind `src`, checking every tensor's presence, dtype and shape.
     pub fn open(src: Arc<dyn WeightSource>, mode: Mode) -> Result<Self, V4Error> {
-        Self::open_with_shape(src, mode, None)
-    }
-
-    /// As [`V4Model::open`], a GPU mode's matvec row mapping forced to `shape` (`None`: the
-    /// adapter's).
-    pub fn open_with_shape(
-        src: Arc<dyn WeightSource>,
-        mode: Mode,
-        shape: Option<kernels::gpu::MatvecShape>,
-    ) -> Result<Self, V4Error> {
         let config = V4Config::parse(&src.root_file("config.json")?, "config.json")?;
         let mut lin: Box<dyn Linears> = match mode {
             Mode::Reference { expert_cache } => {
                 Box::new(CpuLinears::new(src.clone(), expert_cache))
             }
             Mode::Gpu {
+                engine,
                 streamed,
                 expert_cache_bytes,
-            } => Box::new(super::gpu::GpuLinears::with_shape(
+            } => Box::new(super::gpu::GpuLinears::new(
+                engine,
                 src.clone(),
                 streamed,
                 expert_cache_bytes,
-                shape,
-            )?),
+            )),
         };
         let c = &config;
         let s = src.as_ref();

@@ -22,7 +22,6 @@ use clap::Parser;
 use sha2::{Digest, Sha256};
 
 use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
-use crate::engine::Engine;
 use crate::error::RunError;
 use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
@@ -392,7 +391,7 @@ fn run_gguf(
     let model = LlamaModel::open(path)?;
     let tok = Tokenizer::from_gguf(model.gguf.metadata())?;
     let ctx = session_ctx(a.ctx_size, model.config.context)?;
-    let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
+    let engine = crate::open::engine(a.matvec_shape.map(Into::into))?;
     let mode = if a.stream {
         WeightMode::Streamed {
             tile_bytes: a.tile_bytes,
@@ -476,7 +475,7 @@ fn run_artifact(
         Err(e) => return Err(e.into()),
     };
     let tok = (entry.tokenizer)(&artifact)?;
-    let engine = Engine::new_with_shape(a.matvec_shape.map(Into::into))?;
+    let engine = crate::open::engine(a.matvec_shape.map(Into::into))?;
     let opts = ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib);
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
     let preloaded = match &a.prompt_cache {

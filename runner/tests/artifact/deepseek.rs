@@ -112,6 +112,8 @@ fn json_reports_each_steps_tile_reads_expert_misses_and_device_memory() {
         );
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["per_step"]["steps"], 3, "{v}");
+        // the backend runs on the front-end's device: one in the process, not one each
+        assert_eq!(v["devices"], 1, "{v}");
         v["steps"].as_array().unwrap().clone()
     };
     let field =

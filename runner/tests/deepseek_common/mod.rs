@@ -21,6 +21,11 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The release directory (built on first use).
+/// A device of the test's own (as a front-end opens one), so a model's counters see only its work.
+pub fn engine() -> runner::engine::Engine {
+    runner::engine::Engine::new().expect("a wgpu adapter (lavapipe: mesa-vulkan-drivers)")
+}
+
 pub fn release() -> &'static Path {
     static R: OnceLock<Release> = OnceLock::new();
     &R.get_or_init(build).release
