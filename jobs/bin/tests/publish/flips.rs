@@ -287,6 +287,55 @@ fn bit_flips_in_every_request_kind_end_clean_or_named() {
     }
 }
 
+/// The campaign's finding (`FAULTS=100`, `flip-preupload`): one flipped bit in a preupload
+/// request's sample (so the hub saw no NUL byte in it) made the hub
+/// answer "regular" for a binary file, and the release was promoted with that file stored inline
+/// — its bytes right, the tree not the clean run's. The client now asks until two answers agree.
+#[test]
+fn a_flipped_preupload_sample_does_not_change_how_a_file_is_stored() {
+    use base64::Engine as _;
+    let (h, _root) = hub();
+    let c = client(&h.url());
+    let repo = repo();
+    rt().block_on(c.create_repo(&repo, false, true)).unwrap();
+    // binary (one NUL byte), small, and no `.gitattributes` pattern: LFS by its sample alone
+    let sample = b"\0ABCDE".to_vec();
+    let files = vec![("w.dat".to_string(), sample.len() as u64, sample.clone())];
+    let pre = [hub::protocol::PreuploadFile {
+        path: "w.dat".into(),
+        sample: base64::engine::general_purpose::STANDARD.encode(&sample),
+        size: sample.len() as u64,
+    }];
+    let body = hub::client::preupload_body(&pre).unwrap();
+    let key = b"\"sample\":\"";
+    let at = body.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(body[at], b'A', "the sample's first base64 character");
+    // 'A' (0x41) → 'Q' (0x51): the first byte decodes as 0x40, and the sample holds no NUL
+    let spec = format!("flip-preupload:x1@{}", at * 8 + 4);
+    let ask = || {
+        rt().block_on(c.preupload(&repo, "main", &pre, false))
+            .unwrap()
+    };
+    assert_eq!(ask()[0].upload_mode, "lfs", "the clean answer");
+    h.set_faults(spec.parse().unwrap());
+    assert_eq!(
+        ask()[0].upload_mode,
+        "regular",
+        "the flip alone changes the answer"
+    );
+    h.set_faults(spec.parse().unwrap());
+    let fired = h.faults_fired();
+    let modes = rt()
+        .block_on(candidate::modes(&c, &repo, "main", &files))
+        .unwrap();
+    assert_eq!(h.faults_fired(), fired + 1, "the first ask was flipped");
+    assert_eq!(
+        modes.get("w.dat"),
+        Some(&true),
+        "stored as the clean answer says"
+    );
+}
+
 fn render(tallies: &BTreeMap<FlipKind, Tally>, target: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(

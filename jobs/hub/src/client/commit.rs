@@ -147,6 +147,11 @@ fn idempotence(exist_ok: bool) -> Idempotence {
     }
 }
 
+/// The bytes of one preupload request for `batch` (what [`HubClient::preupload`] sends).
+pub fn preupload_body(batch: &[PreuploadFile]) -> Result<Vec<u8>, HubError> {
+    serde_json::to_vec(&json!({ "files": batch })).map_err(|e| HubError::Config(e.to_string()))
+}
+
 impl HubClient {
     /// Create a repo; with `exist_ok` an existing one is fine (and the call is retried like a
     /// read). Returns its URL.
@@ -242,8 +247,7 @@ impl HubClient {
         )?;
         let mut out = Vec::new();
         for batch in files.chunks(256) {
-            let body = serde_json::to_vec(&json!({"files": batch}))
-                .map_err(|e| HubError::Config(e.to_string()))?;
+            let body = preupload_body(batch)?;
             let r = self
                 .send(&Method::POST, &u, Idempotence::Idempotent, || {
                     Ok(self

@@ -20,7 +20,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION};
 use reqwest::{Method, RequestBuilder, Response};
 use url::Url;
 
-pub use commit::{CommitOperation, CommitRequest, UploadFile, UploadSource};
+pub use commit::{preupload_body, CommitOperation, CommitRequest, UploadFile, UploadSource};
 pub use error::HubError;
 pub use lfs::LfsObject;
 pub use resolve::FileMetadata;

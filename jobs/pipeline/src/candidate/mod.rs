@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::plan::{Plan, PlanError};
 
 pub use record::{candidate_name, Inventory, InventoryEntry, ReleaseRecord, RECORD_PATH};
-pub use upload::run;
+pub use upload::{modes, run};
 
 /// Journal stage name.
 pub const STAGE: &str = "candidate";
@@ -161,6 +161,12 @@ pub enum CandidateError {
     /// The hub did not answer for a file in preupload.
     #[error("preupload answer lacks `{0}`")]
     Preupload(String),
+    /// No two of the hub's preupload answers agreed on how to store the files.
+    #[error("{asks} preupload answers of the hub disagreed on how to store the files (a corrupting link or proxy?); run again")]
+    PreuploadDisagrees {
+        /// Calls made.
+        asks: usize,
+    },
     /// The resolved candidate is not exactly the release.
     #[error("candidate `{candidate}` at {commit} is not the release: {diffs}")]
     Inventory {

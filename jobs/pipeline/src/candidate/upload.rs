@@ -168,7 +168,15 @@ async fn still_holds(
     Ok((record::candidate_name(&got) == name).then_some(head))
 }
 
-pub(crate) async fn modes(
+/// Preupload calls at most, until two answers agree.
+const MODE_ASKS: usize = 4;
+
+/// How the hub stores each file (`true`: LFS), by its preupload rule. No digest covers the
+/// request or the answer, and a flipped byte in either (a size digit, the sample's NUL bytes, an
+/// `uploadMode`) would silently store a file the other way — a release that differs from the
+/// clean one's tree — so the hub is asked until two answers agree (docs/fetch.md "Bytes no
+/// digest covers").
+pub async fn modes(
     client: &HubClient,
     repo: &RepoId,
     rev: &str,
@@ -182,17 +190,24 @@ pub(crate) async fn modes(
             size: *size,
         })
         .collect();
-    let ans = client.preupload(repo, rev, &pre, false).await?;
-    let mut out = BTreeMap::new();
-    for (p, size, _) in files {
-        let m = ans
-            .iter()
-            .find(|m| &m.path == p)
-            .ok_or_else(|| CandidateError::Preupload(p.clone()))?;
-        // The client forces empty files to regular (hub-protocol.md §7.2).
-        out.insert(p.clone(), m.upload_mode == "lfs" && *size > 0);
+    let mut last: Option<BTreeMap<String, bool>> = None;
+    for _ in 0..MODE_ASKS {
+        let ans = client.preupload(repo, rev, &pre, false).await?;
+        let mut now = BTreeMap::new();
+        for (p, size, _) in files {
+            let m = ans
+                .iter()
+                .find(|m| &m.path == p)
+                .ok_or_else(|| CandidateError::Preupload(p.clone()))?;
+            // The client forces empty files to regular (hub-protocol.md §7.2).
+            now.insert(p.clone(), m.upload_mode == "lfs" && *size > 0);
+        }
+        if last.as_ref() == Some(&now) {
+            return Ok(now);
+        }
+        last = Some(now);
     }
-    Ok(out)
+    Err(CandidateError::PreuploadDisagrees { asks: MODE_ASKS })
 }
 
 async fn upload(
