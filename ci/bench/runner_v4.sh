@@ -11,7 +11,7 @@
 #
 #   ci/bench/runner_v4.sh [ROUNDS] [DECODE]      (default 5 rounds, 16 decode tokens)
 #
-# Needs the release binaries (cargo build --release -p runner -p demo). About a minute a round.
+# Needs the release binaries (cargo build --release -p runner -p minirun-bins --bin minirun-run --bin minirun-demo). About a minute a round.
 # BASELINE=/path/to/an/older/minirun-run adds its resident run to every round (before/after in
 # one round-robin run).
 set -euo pipefail
