@@ -15,9 +15,12 @@ target=${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | pytho
 bin="$target/debug/minirun-hub"
 
 work=$(mktemp -d)
-pids=()
+# Each server's pid goes to a file: start_server runs in a command substitution's subshell, where
+# a shell array would be lost (the servers outlived the check before).
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for f in "$work"/*.pid; do
+        [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -29,7 +32,7 @@ start_server() { # $1 = name, $2.. = extra flags; prints the endpoint
     local name=$1; shift
     "$bin" serve --init --root "$work/$name" --addr 127.0.0.1:0 --token-file "$work/token" \
         --lfs-chunk-size 1048576 --list-page-size 2 "$@" > "$work/$name.out" 2> "$work/$name.log" &
-    pids+=($!)
+    echo $! > "$work/$name.pid"
     for _ in $(seq 1 100); do
         if grep -q '^listening on ' "$work/$name.out" 2>/dev/null; then
             sed -n 's/^listening on //p' "$work/$name.out" | head -1
