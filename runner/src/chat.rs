@@ -16,7 +16,7 @@ use crate::error::RunError;
 pub struct Message {
     pub role: String,
     pub content: String,
-    /// An assistant message's reasoning (DeepSeek V4 renders it when tools are given). Absent
+    /// An assistant message's reasoning (an encoder may render it, e.g. when tools are given). Absent
     /// from what a Jinja template sees unless set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
@@ -62,13 +62,68 @@ pub struct ChatTemplate {
     pub eos_token: String,
 }
 
+/// How the model is asked to answer: directly (chat mode), or reasoning first at an effort
+/// (thinking mode; OpenAI's and DeepSeek's `reasoning_effort`). Only a family's published
+/// encoder ([`ChatEncoder`]) has a thinking mode; a Jinja template has its own switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Chat,
+    Thinking(Effort),
+}
+
+/// The reasoning effort of thinking mode: `low`, `high` (and `xhigh`, which encoders render as
+/// `high`) or `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// No instruction: the model reasons as it sees fit.
+    Low,
+    /// The default where a request names no effort.
+    High,
+    Max,
+}
+
+impl Effort {
+    /// The effort named `name` (`low`, `high`, `xhigh`, `max`), else what is accepted.
+    pub fn parse(name: &str) -> Result<Self, RunError> {
+        match name {
+            "low" => Ok(Effort::Low),
+            "high" | "xhigh" => Ok(Effort::High),
+            "max" => Ok(Effort::Max),
+            other => {
+                let shown: String = other.chars().take(20).collect();
+                Err(RunError::Usage(format!(
+                    "reasoning effort {shown:?}: the efforts are low, high, xhigh and max"
+                )))
+            }
+        }
+    }
+}
+
+/// A family's published conversation encoder, for a model that ships no Jinja template: it
+/// renders tools and tool calls, and has a thinking mode.
+pub trait ChatEncoder: Sync {
+    /// The prompt text of `messages` in `mode` with `tools` offered (none: the plain format),
+    /// ending in the assistant's turn when `add_generation_prompt`.
+    fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        mode: Mode,
+        tools: &[ToolDef],
+    ) -> Result<String, RunError>;
+
+    /// What renders the conversation in `mode`, in words (for `--verbose`, `/v1/models`).
+    fn describe(&self, mode: Mode) -> &'static str;
+}
+
 /// How a model's conversation becomes prompt text: its own Jinja template, or the published
-/// encoder of a family that ships none (DeepSeek V4, [`crate::deepseek::chat`]).
+/// encoder of a family that ships none.
 pub enum ChatFormat {
     /// A `chat_template` (GGUF metadata or `tokenizer_config.json`).
     Template(Box<ChatTemplate>),
-    /// DeepSeek V4's renderer, in chat or thinking mode.
-    DeepSeekV4(crate::deepseek::chat::Mode),
+    /// A family's encoder, in chat or thinking mode.
+    Encoder(&'static dyn ChatEncoder, Mode),
 }
 
 impl ChatFormat {
@@ -80,21 +135,20 @@ impl ChatFormat {
     ) -> Result<String, RunError> {
         match self {
             ChatFormat::Template(t) => t.render(messages, add_generation_prompt),
-            ChatFormat::DeepSeekV4(mode) => {
-                crate::deepseek::chat::render_mode(messages, add_generation_prompt, *mode)
-            }
+            ChatFormat::Encoder(e, mode) => e.render(messages, add_generation_prompt, *mode, &[]),
         }
     }
 
-    /// This format with DeepSeek V4's thinking mode at `effort` (`None`: unchanged). Refused for
-    /// a model that renders its own chat template (its templates' own switches differ).
+    /// This format in thinking mode at `effort` (`None`: unchanged). Refused for a model that
+    /// renders its own chat template (its templates' own switches differ).
     pub fn with_reasoning_effort(self, effort: Option<&str>) -> Result<Self, RunError> {
-        match effort {
-            None => Ok(self),
-            Some(e) => {
-                let mode = self.thinking_mode(e)?;
-                Ok(ChatFormat::DeepSeekV4(mode))
-            }
+        let Some(effort) = effort else {
+            return Ok(self);
+        };
+        let mode = self.thinking_mode(effort)?;
+        match self {
+            ChatFormat::Encoder(enc, _) => Ok(ChatFormat::Encoder(enc, mode)),
+            ChatFormat::Template(_) => Err(no_thinking()),
         }
     }
 
@@ -104,51 +158,45 @@ impl ChatFormat {
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
-        thinking: Option<crate::deepseek::chat::Mode>,
+        thinking: Option<Mode>,
     ) -> Result<String, RunError> {
-        match thinking {
-            None => self.render(messages, add_generation_prompt),
-            Some(mode) => crate::deepseek::chat::render_mode(messages, add_generation_prompt, mode),
-        }
+        self.render_tools(messages, add_generation_prompt, thinking, &[])
     }
 
-    /// As [`ChatFormat::render_in`] with `tools` offered (only DeepSeek V4's format renders them:
+    /// As [`ChatFormat::render_in`] with `tools` offered (only an encoder renders them:
     /// [`ChatFormat::renders_tools`]).
     pub fn render_tools(
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
-        thinking: Option<crate::deepseek::chat::Mode>,
+        thinking: Option<Mode>,
         tools: &[ToolDef],
     ) -> Result<String, RunError> {
-        let mode = match (self, thinking) {
-            (_, Some(m)) => m,
-            (ChatFormat::DeepSeekV4(m), None) => *m,
-            (ChatFormat::Template(t), None) if tools.is_empty() => {
-                return t.render(messages, add_generation_prompt)
+        match self {
+            ChatFormat::Encoder(e, mode) => e.render(
+                messages,
+                add_generation_prompt,
+                thinking.unwrap_or(*mode),
+                tools,
+            ),
+            ChatFormat::Template(_) if thinking.is_some() => Err(no_thinking()),
+            ChatFormat::Template(t) if tools.is_empty() => {
+                t.render(messages, add_generation_prompt)
             }
-            (ChatFormat::Template(_), None) => {
-                return Err(RunError::Usage(
-                    "tools are rendered in DeepSeek V4's chat format only".into(),
-                ))
-            }
-        };
-        crate::deepseek::chat::render_conversation(messages, add_generation_prompt, mode, tools)
+            ChatFormat::Template(_) => Err(RunError::Usage(NO_TOOLS.into())),
+        }
     }
 
     /// Whether the format renders tools and tool calls.
     pub fn renders_tools(&self) -> bool {
-        matches!(self, ChatFormat::DeepSeekV4(_))
+        matches!(self, ChatFormat::Encoder(..))
     }
 
-    /// DeepSeek V4's thinking mode at `effort`, or why this format has none.
-    pub fn thinking_mode(&self, effort: &str) -> Result<crate::deepseek::chat::Mode, RunError> {
-        use crate::deepseek::chat::{Effort, Mode};
+    /// The thinking mode at `effort`, or why this format has none.
+    pub fn thinking_mode(&self, effort: &str) -> Result<Mode, RunError> {
         match self {
-            ChatFormat::DeepSeekV4(_) => Ok(Mode::Thinking(Effort::parse(effort)?)),
-            ChatFormat::Template(_) => Err(RunError::Usage(
-                "a reasoning effort selects DeepSeek V4's thinking mode; this model renders its own chat template".into(),
-            )),
+            ChatFormat::Encoder(..) => Ok(Mode::Thinking(Effort::parse(effort)?)),
+            ChatFormat::Template(_) => Err(no_thinking()),
         }
     }
 
@@ -156,14 +204,19 @@ impl ChatFormat {
     pub fn describe(&self) -> &'static str {
         match self {
             ChatFormat::Template(_) => "the model's chat template",
-            ChatFormat::DeepSeekV4(crate::deepseek::chat::Mode::Chat) => {
-                "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)"
-            }
-            ChatFormat::DeepSeekV4(_) => {
-                "DeepSeek V4's chat encoding (deepseek-recipe, thinking mode)"
-            }
+            ChatFormat::Encoder(e, mode) => e.describe(*mode),
         }
     }
+}
+
+/// Why tools were refused: only a family's published encoder renders them.
+pub const NO_TOOLS: &str =
+    "tools are rendered only by a family's published chat encoder; this model renders its own chat template";
+
+fn no_thinking() -> RunError {
+    RunError::Usage(
+        "a reasoning effort selects the thinking mode of a family's published chat encoder; this model renders its own chat template".into(),
+    )
 }
 
 /// The error of a template, with the construct and line minijinja names.

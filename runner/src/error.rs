@@ -23,10 +23,14 @@ pub enum RunError {
     Tensor { name: String, detail: String },
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error(transparent)]
-    Artifact(#[from] crate::artifact::ArtifactError),
-    #[error("deepseek v4: {0}")]
-    DeepSeek(#[from] crate::deepseek::error::V4Error),
+    /// A model family's or weight source's own error, converted where that module defines it
+    /// (`prefix` names the family where its text does not).
+    #[error("{prefix}{source}")]
+    Family {
+        prefix: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("kernel reference: {0}")]
     Kernel(#[from] kernels::KernelError),
     #[error("tokenizer: {0}")]

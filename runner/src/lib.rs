@@ -1,11 +1,16 @@
-//! The wgpu runner: engine, GGUF tile streaming, the Llama-family adapter, its exact CPU
-//! reference, the tokenizer and `minirun-run` (docs/runner.md).
+//! The wgpu runner: engine, GGUF tile streaming, the model families, their exact CPU references,
+//! the runtime (generation loop, tokenizer, chat, prompt cache) and the front-ends
+//! (`minirun-run`, `minirun-serve`); docs/runner.md is the manual. What follows is
+//! `runner/README.md`: the layers and where a change goes.
+#![doc = include_str!("../README.md")]
 
+pub mod adapter;
 pub mod artifact;
 pub mod chat;
 pub mod deepseek;
 pub mod engine;
 pub mod error;
+pub mod generate;
 pub mod llama;
 pub mod model;
 pub mod npy;

@@ -1,13 +1,25 @@
-//! Where a front-end gets what it runs on. Every front-end (`minirun-run`, its `-i` chat,
-//! `minirun-serve`, the demo's run step through `minirun-run`) opens the process's one wgpu device
-//! here, and every model family runs on a clone of that [`Engine`]: no model backend opens a
-//! device of its own (`runner/tests/engine_counters.rs` scans the sources for it, `minirun-run --json`
+//! Where a front-end gets what it runs on: the process's one device ([`engine`]) and the model,
+//! opened from a GGUF file or a verified artifact through one function ([`open`]) and put on the
+//! device with one options type ([`Opened::load`]). Every front-end (`minirun-run`, its `-i`
+//! chat, `minirun-serve`, the demo's run step through `minirun-run`) comes through here, and
+//! every model family runs on a clone of the one [`Engine`]: no model backend opens a device of
+//! its own (`runner/tests/engine_counters.rs` scans the sources for it, `minirun-run --json`
 //! reports the count).
 
+use std::path::{Path, PathBuf};
+
+use artifact::mega::kv::KvModel;
 use kernels::gpu::MatvecShape;
 
+use crate::adapter::{ArtifactDecoder, Model, ModelOptions, Residency};
+use crate::artifact::{OpenOptions, VerifiedArtifact};
+use crate::chat::ChatFormat;
 use crate::engine::Engine;
 use crate::error::RunError;
+use crate::llama::{Runner, WeightMode};
+use crate::model::LlamaModel;
+use crate::registry::Entry;
+use crate::tokenizer::{Detokenize, TextPipeline, Tokenizer};
 
 /// Opens the default adapter's device (Mesa lavapipe on a machine without a GPU), its matvec
 /// row mapping forced to `shape` where given (`--matvec-shape`; `None`: the adapter's).
@@ -18,4 +30,177 @@ pub fn engine(shape: Option<MatvecShape>) -> Result<Engine, RunError> {
 /// Devices this process has opened (1 once a front-end has opened its engine).
 pub fn devices_opened() -> u64 {
     kernels::gpu::devices_opened()
+}
+
+/// What a front-end runs: a GGUF file (its own vocabulary, or a `tokenizer.json` given with
+/// `--tokenizer`), or a verified artifact at a revision (`None`: the one its evidence names).
+#[derive(Debug, Clone)]
+pub enum Source {
+    Gguf {
+        path: PathBuf,
+        tokenizer: Option<PathBuf>,
+    },
+    Artifact {
+        dir: PathBuf,
+        revision: Option<String>,
+    },
+}
+
+/// A model opened and checked but not yet on the device: its text pipeline, its chat format
+/// and its context, so a front-end can size the positions it asks [`Opened::load`] for.
+pub struct Opened<'e> {
+    pub tokenizer: Tokenizer,
+    /// How conversations become prompt text, or why this model has none.
+    pub chat: Result<ChatFormat, RunError>,
+    /// Positions the model was trained for.
+    pub context: usize,
+    /// Ids the model's embedding holds; an encoded prompt past it is refused.
+    pub vocab: u64,
+    kind: Kind<'e>,
+}
+
+enum Kind<'e> {
+    Gguf {
+        model: Box<LlamaModel>,
+        path: PathBuf,
+    },
+    Artifact {
+        artifact: Box<VerifiedArtifact>,
+        entry: &'e Entry,
+    },
+}
+
+/// Opens `source`: a GGUF file's model and vocabulary, or a verified artifact (refused when
+/// unverified or modified) and its family's row in `entries` (refused, naming the family, when
+/// none).
+pub fn open<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opened<'e>, RunError> {
+    match source {
+        Source::Gguf { path, tokenizer } => {
+            let model = LlamaModel::open(path)?;
+            let meta = model.gguf.metadata();
+            let tok = match tokenizer {
+                Some(p) => Tokenizer::from_file(p, meta)?,
+                None => Tokenizer::from_gguf(meta)?,
+            };
+            let chat = tok.template().map(|t| ChatFormat::Template(Box::new(t)));
+            Ok(Opened {
+                tokenizer: tok,
+                chat,
+                context: model.config.context,
+                vocab: model.config.vocab as u64,
+                kind: Kind::Gguf {
+                    model: Box::new(model),
+                    path: path.clone(),
+                },
+            })
+        }
+        Source::Artifact { dir, revision } => {
+            let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(revision.clone()))?;
+            let entry = crate::registry::entry_in(entries, &artifact)?;
+            Ok(Opened {
+                tokenizer: (entry.tokenizer)(&artifact)?,
+                chat: (entry.chat)(&artifact),
+                context: artifact.context(),
+                vocab: artifact.vocab_size(),
+                kind: Kind::Artifact {
+                    artifact: Box::new(artifact),
+                    entry,
+                },
+            })
+        }
+    }
+}
+
+impl Opened<'_> {
+    /// The model on `opts.engine` with `opts.capacity` positions, resident or streamed.
+    pub fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError> {
+        match &self.kind {
+            Kind::Gguf { model, .. } => {
+                let mode = match opts.residency {
+                    Residency::Resident => WeightMode::Resident,
+                    Residency::Streamed => WeightMode::Streamed {
+                        tile_bytes: opts.tile_bytes,
+                        ring: opts.ring_slots,
+                    },
+                };
+                Ok(Box::new(Runner::new(
+                    opts.engine,
+                    model,
+                    mode,
+                    opts.capacity,
+                )?))
+            }
+            Kind::Artifact { artifact, entry } => Ok(Box::new(ArtifactDecoder(
+                (entry.open)(artifact, opts)?,
+                opts.capacity,
+            ))),
+        }
+    }
+
+    /// What a `--prompt-cache` file is bound to: the GGUF file's SHA-256 and length, or the
+    /// artifact's repository, verified commit and tokenizer.
+    pub fn prompt_cache_identity(&self) -> Result<KvModel, RunError> {
+        match &self.kind {
+            Kind::Gguf { path, .. } => crate::prompt_cache::gguf_identity(path),
+            Kind::Artifact { artifact, .. } => crate::artifact::prompt_cache_identity(artifact),
+        }
+    }
+
+    /// The chat format, taken out (a session owns it), or why the model has none.
+    pub fn take_chat(&mut self) -> Result<ChatFormat, RunError> {
+        std::mem::replace(
+            &mut self.chat,
+            Err(RunError::Usage("the chat format was taken already".into())),
+        )
+    }
+
+    /// The GGUF file's path, if the model came from one.
+    pub fn gguf_path(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Gguf { path, .. } => Some(path),
+            Kind::Artifact { .. } => None,
+        }
+    }
+
+    /// The verified artifact, if the model came from one.
+    pub fn artifact(&self) -> Option<&VerifiedArtifact> {
+        match &self.kind {
+            Kind::Gguf { .. } => None,
+            Kind::Artifact { artifact, .. } => Some(artifact),
+        }
+    }
+
+    /// Ids of `text`, refused where one is past the model's vocabulary (a tokenizer that does not
+    /// belong to the weights).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, RunError> {
+        let ids = self.tokenizer.encode(text)?;
+        self.check_ids(&ids)?;
+        Ok(ids)
+    }
+
+    /// Refuses ids past the model's vocabulary (`--prompt-ids`, or a foreign tokenizer's).
+    pub fn check_ids(&self, ids: &[u32]) -> Result<(), RunError> {
+        match ids.iter().find(|&&id| u64::from(id) >= self.vocab) {
+            Some(bad) => Err(RunError::Tokenizer(format!(
+                "prompt id {bad} is outside the model's vocabulary of {}",
+                self.vocab
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Detokenize for Opened<'_> {
+    fn detokenize(&self, ids: &[u32]) -> Result<String, RunError> {
+        self.tokenizer.decode(ids)
+    }
+    fn eos(&self) -> Option<u32> {
+        self.tokenizer.eos
+    }
+}
+
+impl TextPipeline for Opened<'_> {
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError> {
+        self.encode(text)
+    }
 }

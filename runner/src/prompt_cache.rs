@@ -7,11 +7,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use artifact::mega::kv::{read_kv, write_kv, KvHeader, KvHeads, KvLayout, KvModel};
+use artifact::mega::kv::{read_kv, write_kv, KvHeader, KvLayout, KvModel};
 use sha2::{Digest, Sha256};
 
 use crate::error::RunError;
-use crate::llama::Runner;
 
 fn cache_err(path: &Path, detail: impl std::fmt::Display) -> RunError {
     RunError::Model {
@@ -45,24 +44,8 @@ pub fn gguf_identity(gguf: &Path) -> Result<KvModel, RunError> {
     })
 }
 
-/// The identity of a verified artifact: its repository and verified commit (from the evidence it
-/// was opened under) and its tokenizer's SHA-256.
-pub fn artifact_identity(a: &crate::artifact::VerifiedArtifact) -> Result<KvModel, RunError> {
-    let auth = a.authority().ok_or_else(|| {
-        RunError::Usage(
-            "--prompt-cache binds the file to a verified commit; this artifact was opened without evidence".into(),
-        )
-    })?;
-    Ok(KvModel::Artifact {
-        repo: auth.repo.clone(),
-        commit: auth.commit.clone(),
-        tokenizer_sha256: hex::encode(Sha256::digest(a.tokenizer_json())),
-    })
-}
-
-/// A model whose decode state a prompt cache can hold: the Llama runner (keys and values per
-/// position, any prefix can be saved) and the artifact adapters (DeepSeek V4: the whole state,
-/// saved at positions the adapter holds).
+/// A model whose decode state a prompt cache can hold: keys and values per position (any prefix
+/// can be saved), or a whole state saved at positions the model holds a snapshot of.
 pub trait KvState {
     /// The layout a state of `positions` positions has.
     fn kv_layout(&self, positions: usize) -> Result<KvLayout, RunError>;
@@ -82,39 +65,6 @@ pub trait KvState {
     ) -> Result<(), RunError>;
     /// Keeps at most `n` positions; returns how many are kept.
     fn kv_rewind(&mut self, n: usize) -> usize;
-}
-
-impl KvState for Runner<'_> {
-    fn kv_layout(&self, _positions: usize) -> Result<KvLayout, RunError> {
-        let c = self.config();
-        Ok(KvLayout::Heads(KvHeads {
-            layers: c.n_layers as u32,
-            kv_heads: c.n_kv_heads as u32,
-            head_dim: c.head_dim as u32,
-            dtype: "f32".into(),
-        }))
-    }
-
-    fn kv_position(&self) -> usize {
-        self.position()
-    }
-
-    fn kv_capacity(&self) -> usize {
-        self.capacity()
-    }
-
-    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
-        Runner::kv_payload(self, n)
-    }
-
-    fn kv_restore(&mut self, n: usize, _: &KvLayout, payload: &[u8]) -> Result<(), RunError> {
-        Runner::kv_restore(self, n, payload)
-    }
-
-    fn kv_rewind(&mut self, n: usize) -> usize {
-        self.rewind(n);
-        self.position()
-    }
 }
 
 /// A prompt-cache file for one model.

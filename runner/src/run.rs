@@ -3,31 +3,31 @@
 //! prefill, decode greedily, print the continuation on stdout and tokens/s on stderr, and
 //! optionally dump every step's logits as a float32 `.npy` [steps, vocab].
 
+pub mod from_artifact;
+pub mod interactive;
+
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use clap::Parser;
 
-use kernels::gpu::GpuStats;
-
+use crate::adapter::ModelOptions;
 use crate::engine::Engine;
 use crate::error::RunError;
-use crate::llama::{Logits, Runner, WeightMode};
+use crate::generate::{check_context, generate_text, GenOpts, TextSink};
+use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
 use crate::prompt_cache::{gguf_identity, PromptCache};
 use crate::sample::{Sampler, SamplingParams};
-pub use crate::step_stats::{Counters, StepStats, StepSummary};
-use crate::tokenizer::{Detokenize, TextStream, Tokenizer};
+use crate::step_stats::{ExpertCacheStats, StepStats, StepSummary};
+use crate::tokenizer::Tokenizer;
 
 /// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
 pub const EXIT_OK: u8 = contract::Exit::Ok.code();
 pub const EXIT_FAILURE: u8 = contract::Exit::Failure.code();
 pub const EXIT_USAGE: u8 = contract::Exit::Usage.code();
 
-/// Default streamed tile: 1 MiB of rows (docs/runner.md "The streaming target": SmolLM2 decodes
-/// 1.24× faster streamed than with 256 KiB, for 12 MiB more memory).
-pub const DEFAULT_TILE_BYTES: usize = 1024 * 1024;
+pub use crate::adapter::DEFAULT_TILE_BYTES;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -189,6 +189,31 @@ impl RunArgs {
         Ok(p)
     }
 
+    /// What `--model` (with `--tokenizer`) or `--artifact` (with `--revision`) names.
+    pub fn source(&self) -> Option<crate::open::Source> {
+        match (&self.artifact, &self.model) {
+            (Some(dir), _) => Some(crate::open::Source::Artifact {
+                dir: dir.clone(),
+                revision: self.revision.clone(),
+            }),
+            (None, Some(path)) => Some(crate::open::Source::Gguf {
+                path: path.clone(),
+                tokenizer: self.tokenizer.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// How the model goes on `engine` with `capacity` positions: `--stream` (with
+    /// `--tile-bytes`, `--ring-slots`) and `--expert-cache-mib`.
+    pub fn model_options<'e>(&self, engine: &'e Engine, capacity: usize) -> ModelOptions<'e> {
+        ModelOptions {
+            tile_bytes: self.tile_bytes,
+            ring_slots: usize::from(self.ring_slots),
+            ..ModelOptions::from_flags(engine, self.stream, capacity, self.expert_cache_mib)
+        }
+    }
+
     /// The options of the generation loop.
     pub fn gen_opts(&self) -> GenOpts {
         GenOpts {
@@ -206,33 +231,6 @@ pub fn random_seed() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ (u64::from(std::process::id()) << 32)
 }
-
-/// Refuses a generation that cannot fit: `prompt + n` tokens in a context of `-c` (default and
-/// ceiling: the model's `model_ctx`).
-pub fn check_context(
-    prompt: usize,
-    n: usize,
-    ctx_size: Option<usize>,
-    model_ctx: usize,
-) -> Result<usize, RunError> {
-    let ctx = ctx_size.unwrap_or(model_ctx);
-    if ctx == 0 || ctx > model_ctx {
-        return Err(RunError::Usage(format!(
-            "-c/--ctx-size {ctx}: the model's context is {model_ctx} tokens (give 1..={model_ctx})"
-        )));
-    }
-    if prompt.saturating_add(n) > ctx {
-        return Err(RunError::Usage(format!(
-            "the prompt ({prompt} tokens) and -n {n} need {} positions, more than the context of {ctx} (-c/--ctx-size; the model's is {model_ctx}): lower -n to at most {}",
-            prompt.saturating_add(n),
-            ctx.saturating_sub(prompt)
-        )));
-    }
-    Ok(ctx)
-}
-
-/// Where streamed text goes: each piece as soon as a token completes it.
-pub type TextSink<'a> = &'a mut dyn FnMut(&str);
 
 /// What a run produced.
 pub struct RunOutput {
@@ -253,7 +251,7 @@ pub struct RunOutput {
     /// Prompt tokens whose KV state came from --prompt-cache (not fed).
     pub prompt_cache_reused: usize,
     /// The streamed-expert cache's counters (an artifact streamed with such a cache).
-    pub expert_cache: Option<crate::deepseek::linear::ExpertCacheStats>,
+    pub expert_cache: Option<ExpertCacheStats>,
 }
 
 /// Default `--expert-cache-mib`: a whole token's routed experts of DeepSeek V4 Flash (43 layers ×
@@ -359,216 +357,6 @@ pub fn run_streaming(
     })
 }
 
-/// [`generate`] with each token's text streamed to `sink` through a [`TextStream`], going on
-/// while `go_on()` says so (a session's Ctrl-C); returns the generation, the whole text and how
-/// many U+FFFD of an incomplete last character were dropped.
-pub fn generate_text(
-    model: &mut dyn Decoder,
-    prompt_ids: &[u32],
-    opts: &GenOpts,
-    sampler: &mut Sampler,
-    tok: &dyn Detokenize,
-    sink: TextSink<'_>,
-    go_on: &dyn Fn() -> bool,
-) -> Result<(Generation, String, usize), RunError> {
-    let mut stream = TextStream::new(tok);
-    let mut text = String::new();
-    let g = generate(model, prompt_ids, opts, sampler, tok.eos(), &mut |id| {
-        let piece = stream.push(id)?;
-        if !piece.is_empty() {
-            sink(&piece);
-            text.push_str(&piece);
-        }
-        Ok(go_on())
-    })?;
-    let (rest, dropped) = stream.finish()?;
-    if !rest.is_empty() {
-        sink(&rest);
-        text.push_str(&rest);
-    }
-    Ok((g, text, dropped))
-}
-
-/// What [`generate`] produced.
-pub struct Generation {
-    pub tokens: Vec<u32>,
-    /// The logits row before each token (only with `keep_logits`).
-    pub logits: Vec<Vec<f32>>,
-    pub prefill_s: f64,
-    pub decode_s: f64,
-    /// The counters of each decode step (after the prefill), when the decoder has them.
-    pub steps: Vec<StepStats>,
-}
-
-/// The options of the generation loop.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GenOpts {
-    /// Tokens to generate at most.
-    pub n: usize,
-    /// Do not stop at the end-of-sequence token.
-    pub ignore_eos: bool,
-    /// Keep each step's logits row (`--dump-logits`).
-    pub keep_logits: bool,
-}
-
-/// A model the greedy loop can drive: logits when they are asked for, and the argmax of the
-/// last position (by default picked on the host from the logits; an engine that picks on the
-/// device overrides [`Decoder::argmax`] and [`Decoder::next`]).
-pub trait Decoder {
-    /// Feeds `ids` and returns the last position's logits.
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError>;
-
-    /// Feeds `ids` and returns the argmax of the last position's logits.
-    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
-        let last = self.logits(ids)?;
-        Ok(kernels::reference::argmax(&last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0))
-    }
-
-    /// Feeds the token `prev` that [`Decoder::argmax`] or `next` just returned and returns the
-    /// next argmax.
-    fn next(&mut self, prev: u32) -> Result<u32, RunError> {
-        self.argmax(&[prev])
-    }
-
-    /// Engine counters so far, if the decoder runs on one.
-    fn stats(&self) -> Option<GpuStats> {
-        None
-    }
-
-    /// Weight tiles read from the file so far (streamed weights).
-    fn tile_reads(&self) -> u64 {
-        0
-    }
-
-    /// The streamed-expert cache's counters, where the decoder has one.
-    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
-        None
-    }
-
-    /// Keeps at most the first `n` positions fed so far and forgets the rest (a chat session
-    /// reuses the conversation's prefix); returns how many it kept, which may be fewer than `n`
-    /// for a decoder that can go back only to positions it holds a snapshot of; `None` when the
-    /// decoder cannot rewind at all.
-    fn rewind(&mut self, _n: usize) -> Option<usize> {
-        None
-    }
-}
-
-/// A [`Decoder`] from a closure returning the last position's logits.
-pub struct LogitsFn<F>(pub F);
-
-impl<F: FnMut(&[u32]) -> Result<Vec<f32>, RunError>> Decoder for LogitsFn<F> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        (self.0)(ids)
-    }
-}
-
-impl Decoder for Runner<'_> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        self.forward(ids, Logits::Last)
-    }
-
-    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
-        self.forward_argmax(ids)
-    }
-
-    /// The previous argmax is already the device's input: nothing is uploaded for it.
-    fn next(&mut self, _prev: u32) -> Result<u32, RunError> {
-        self.step_argmax()
-    }
-
-    fn stats(&self) -> Option<GpuStats> {
-        Some(Runner::stats(self))
-    }
-
-    fn tile_reads(&self) -> u64 {
-        Runner::tile_reads(self)
-    }
-
-    fn rewind(&mut self, n: usize) -> Option<usize> {
-        Runner::rewind(self, n);
-        Some(self.position())
-    }
-}
-
-/// The generation loop every `minirun-run` path shares: prefill `prompt_ids`, then up to
-/// `opts.n` tokens, each handed to `on_token` as soon as it is chosen (which answers whether to go
-/// on: `false` stops, e.g. Ctrl-C in a session), stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a decoder that picks on the device do so
-/// (only the chosen ids cross to the host); otherwise each step's logits row is read back and the
-/// sampler picks.
-pub fn generate(
-    model: &mut dyn Decoder,
-    prompt_ids: &[u32],
-    opts: &GenOpts,
-    sampler: &mut Sampler,
-    eos: Option<u32>,
-    on_token: &mut dyn FnMut(u32) -> Result<bool, RunError>,
-) -> Result<Generation, RunError> {
-    let on_device = sampler.params().is_greedy() && !opts.keep_logits;
-    let counters = |m: &dyn Decoder| {
-        m.stats().map(|gpu| Counters {
-            gpu,
-            tile_reads: m.tile_reads(),
-            expert_cache: m.expert_cache(),
-        })
-    };
-    let mut history: Vec<u32> = prompt_ids.to_vec();
-    let mut logits = Vec::new();
-    let mut steps = Vec::new();
-    let mut tokens = Vec::with_capacity(opts.n);
-    if opts.n == 0 {
-        return Ok(Generation {
-            tokens,
-            logits,
-            prefill_s: 0.0,
-            decode_s: 0.0,
-            steps,
-        });
-    }
-    let mut pick = |model: &mut dyn Decoder, ids: &[u32], history: &[u32], first: bool| {
-        if on_device {
-            return if first {
-                model.argmax(ids)
-            } else {
-                model.next(ids[0])
-            };
-        }
-        let last = model.logits(ids)?;
-        let id = sampler.sample(&last, history);
-        if opts.keep_logits {
-            logits.push(last);
-        }
-        Ok(id)
-    };
-    let t0 = Instant::now();
-    let mut next = pick(model, prompt_ids, &history, true)?;
-    let prefill_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    for step in 0..opts.n {
-        tokens.push(next);
-        history.push(next);
-        let go_on = on_token(next)?;
-        if !go_on || (!opts.ignore_eos && eos == Some(next)) || step + 1 == opts.n {
-            break;
-        }
-        let before = counters(model);
-        next = pick(model, &[next], &history, false)?;
-        if let (Some(a), Some(b)) = (before, counters(model)) {
-            steps.push(StepStats::between(&a, &b));
-        }
-    }
-    Ok(Generation {
-        tokens,
-        logits,
-        prefill_s,
-        decode_s: t1.elapsed().as_secs_f64(),
-        steps,
-    })
-}
-
 /// The CLI: parse, run, print; returns the exit code.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let mut args = match RunArgs::try_parse_from(argv) {
@@ -608,7 +396,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         }
     }
     if args.interactive {
-        return match crate::session::run_interactive(&args) {
+        return match interactive::run_interactive(&args) {
             Ok(()) => EXIT_OK,
             Err(e) => {
                 contract::print_error(&e, None);
@@ -632,7 +420,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         &mut stdout_sink
     };
     let result = if args.artifact.is_some() {
-        crate::artifact::cli::run_artifact_streaming(&args, crate::registry::ENTRIES, sink)
+        from_artifact::run_artifact_streaming(&args, crate::registry::ENTRIES, sink)
     } else {
         crate::open::engine(args.matvec_shape.map(Into::into))
             .and_then(|engine| run_streaming(&engine, &args, sink))

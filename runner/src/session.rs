@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use crate::chat::{ChatFormat, Message};
 use crate::error::RunError;
-use crate::run::{generate_text, Decoder, GenOpts};
+use crate::generate::{generate_text, Decoder, GenOpts};
 use crate::sample::Sampler;
-use crate::tokenizer::{TextPipeline, Tokenizer};
+use crate::tokenizer::TextPipeline;
 
 /// Set by SIGINT while an answer is being written.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -301,121 +301,10 @@ pub const DEFAULT_SESSION_CTX: usize = 4096;
 /// The context of a long-lived model (a session, a server): `-c` if given, else the model's, at
 /// most [`DEFAULT_SESSION_CTX`]; refused past the model's.
 pub fn session_ctx(ctx_size: Option<usize>, model_ctx: usize) -> Result<usize, RunError> {
-    crate::run::check_context(
+    crate::generate::check_context(
         0,
         0,
         Some(ctx_size.unwrap_or(model_ctx.min(DEFAULT_SESSION_CTX))),
         model_ctx,
     )
-}
-
-/// `minirun-run -i --model FILE`: load, then the REPL.
-pub fn run_interactive(args: &crate::run::RunArgs) -> Result<(), RunError> {
-    use crate::llama::{Runner, WeightMode};
-    if args.artifact.is_some() {
-        return run_interactive_artifact(args, crate::registry::ENTRIES);
-    }
-    let path = args
-        .model
-        .as_deref()
-        .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
-    let model = crate::model::LlamaModel::open(path)?;
-    let tok = match &args.tokenizer {
-        Some(p) => Tokenizer::from_file(p, model.gguf.metadata())?,
-        None => Tokenizer::from_gguf(model.gguf.metadata())?,
-    };
-    let model_ctx = model.config.context;
-    let ctx = session_ctx(args.ctx_size, model_ctx)?;
-    let sampler = Sampler::new(args.sampling()?);
-    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
-    let mode = if args.stream {
-        WeightMode::Streamed {
-            tile_bytes: args.tile_bytes,
-            ring: usize::from(args.ring_slots),
-        }
-    } else {
-        WeightMode::Resident
-    };
-    let mut runner = Runner::new(&engine, &model, mode, ctx)?;
-    let loaded = match &args.prompt_cache {
-        Some(p) => {
-            let cache =
-                crate::prompt_cache::PromptCache::new(p, crate::prompt_cache::gguf_identity(path)?);
-            cache.load_all(&mut runner)?
-        }
-        None => None,
-    };
-    let template = ChatFormat::Template(Box::new(tok.template()?));
-    let mut session = Session::new(
-        &mut runner,
-        &tok,
-        template,
-        sampler,
-        args.system.clone(),
-        ctx,
-        args.n,
-    )?;
-    if let Some(tokens) = loaded {
-        let _ = writeln!(
-            std::io::stderr(),
-            "prompt cache: {} tokens loaded (the first turn reuses what it shares with them)",
-            tokens.len()
-        );
-        session.assume_cached(tokens);
-    }
-    let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
-    repl(&mut session, first)
-}
-
-/// `minirun-run -i --artifact DIR`: the verified artifact's family adapter and chat format (and a
-/// `--prompt-cache` state loaded first), then the REPL. An adapter that cannot cut its state at
-/// any position (DeepSeek V4) goes back to the latest snapshot it holds before where the new
-/// rendering parts; the turn's stats line says how much was reused.
-pub fn run_interactive_artifact(
-    args: &crate::run::RunArgs,
-    entries: &[crate::registry::Entry],
-) -> Result<(), RunError> {
-    use crate::artifact::{OpenOptions, VerifiedArtifact};
-    use crate::registry::{self, ArtifactDecoder, ModelOptions};
-    let dir = args
-        .artifact
-        .as_deref()
-        .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
-    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(args.revision.clone()))?;
-    let entry = registry::entry_in(entries, &artifact)?;
-    let tok = (entry.tokenizer)(&artifact)?;
-    let template =
-        (entry.chat)(&artifact)?.with_reasoning_effort(args.reasoning_effort.as_deref())?;
-    let ctx = session_ctx(args.ctx_size, artifact.context())?;
-    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
-    let opts = ModelOptions::from_flags(&engine, args.stream, ctx, args.expert_cache_mib);
-    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
-    let loaded = match &args.prompt_cache {
-        Some(p) => crate::prompt_cache::PromptCache::new(
-            p,
-            crate::prompt_cache::artifact_identity(&artifact)?,
-        )
-        .load_all(&mut decoder)?,
-        None => None,
-    };
-    let sampler = Sampler::new(args.sampling()?);
-    let mut session = Session::new(
-        &mut decoder,
-        &tok,
-        template,
-        sampler,
-        args.system.clone(),
-        ctx,
-        args.n,
-    )?;
-    if let Some(tokens) = loaded {
-        let _ = writeln!(
-            std::io::stderr(),
-            "prompt cache: {} tokens loaded (the first turn reuses them if it starts with them)",
-            tokens.len()
-        );
-        session.assume_cached(tokens);
-    }
-    let first = (!args.prompt.is_empty()).then_some(args.prompt.as_str());
-    repl(&mut session, first)
 }

@@ -5,8 +5,6 @@
 
 use kernels::gpu::GpuStats;
 
-use crate::deepseek::linear::ExpertCacheStats;
-
 /// What a decoder has counted since it opened (two snapshots around a step give the step).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Counters {
@@ -101,4 +99,23 @@ impl StepSummary {
             m.device_bytes as f64 / f64::from(1u32 << 20),
         )
     }
+}
+
+/// What the streamed routed-expert cache did (docs/runner-deepseek-v4.md "Expert cache").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExpertCacheStats {
+    /// Expert uses (a token's pick in a layer) that found the expert on the device.
+    pub hits: u64,
+    /// Expert loads from the source (a use the cache missed, or a product that reloaded it).
+    pub misses: u64,
+    /// Bytes those loads read (packed + scales of the expert's matrices).
+    pub loaded_bytes: u64,
+    /// Experts evicted to stay within the budget.
+    pub evictions: u64,
+    /// Bytes of cached experts on the device now, and at most so far (the transient slots,
+    /// one layer's picks at most, are outside the budget).
+    pub cached_bytes: u64,
+    pub peak_bytes: u64,
+    /// The budget (`--expert-cache-mib`).
+    pub budget_bytes: u64,
 }

@@ -108,6 +108,23 @@ impl Tokenizer {
         })
     }
 
+    /// Loads a `tokenizer.json` held in memory (a verified artifact's) with the special ids its
+    /// configuration names; no chat template (the family's chat format renders conversations)
+    /// and no BOS prepended unless [`Tokenizer::add_bos`] is set.
+    pub fn from_json_bytes(
+        bytes: &[u8],
+        bos: Option<u32>,
+        eos: Option<u32>,
+    ) -> Result<Self, RunError> {
+        Ok(Self {
+            inner: tokenizers::Tokenizer::from_bytes(bytes).map_err(tk_err)?,
+            eos,
+            bos,
+            add_bos: false,
+            chat_template: None,
+        })
+    }
+
     /// Token ids of `text` (special tokens in the text are recognised; BOS added when the
     /// metadata says so).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, RunError> {
@@ -186,12 +203,6 @@ pub trait TextPipeline: Detokenize {
 }
 
 impl TextPipeline for Tokenizer {
-    fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError> {
-        self.encode(text)
-    }
-}
-
-impl TextPipeline for crate::artifact::ArtifactTokenizer {
     fn encode_text(&self, text: &str) -> Result<Vec<u32>, RunError> {
         self.encode(text)
     }

@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use runner::chat::{ChatFormat, Message};
+use runner::chat::Message;
 use runner::deepseek::chat::{render, render_mode, Effort, Mode, BOS};
 
 fn recorded() -> serde_json::Value {
@@ -43,7 +43,7 @@ fn every_recorded_conversation_renders_byte_for_byte() {
         let got = render_mode(&messages, true, mode).unwrap();
         assert_eq!(got, want, "{}", c["name"]);
         assert_eq!(
-            ChatFormat::DeepSeekV4(mode)
+            runner::deepseek::chat::format(mode)
                 .render(&messages, true)
                 .unwrap(),
             want
@@ -107,7 +107,7 @@ fn every_recorded_tool_request_renders_byte_for_byte() {
         let Prompt::Chat(messages, effort, tools) = gen.prompt else {
             panic!("a chat prompt")
         };
-        let got = ChatFormat::DeepSeekV4(Mode::Chat)
+        let got = runner::deepseek::chat::format(Mode::Chat)
             .render_tools(&messages, true, mode_of(effort.as_deref()), &tools)
             .unwrap();
         assert_eq!(got, c["prompt"].as_str().unwrap(), "{}", c["name"]);

@@ -15,6 +15,7 @@ mod deepseek_stream;
 mod engine;
 mod engine_counters;
 mod kquant_run_gate;
+mod layers;
 mod profile;
 mod prompt_cache;
 mod session;

@@ -78,3 +78,12 @@ pub(crate) fn io(what: &'static str, path: &str) -> impl FnOnce(std::io::Error) 
     let path = path.to_owned();
     move |source| ArtifactError::Io { what, path, source }
 }
+
+impl From<ArtifactError> for crate::error::RunError {
+    fn from(e: ArtifactError) -> Self {
+        crate::error::RunError::Family {
+            prefix: "",
+            source: Box::new(e),
+        }
+    }
+}

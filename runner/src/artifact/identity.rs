@@ -6,6 +6,7 @@
 //! must be a file of the verified tree; and the tokenizer's vocabulary must fit the model's
 //! `vocab_size` (config.json).
 
+use crate::tokenizer::Tokenizer;
 use artifact::identity::{Parsed, RootFile};
 use artifact::index_json::{IndexDocument, Shape};
 use sha2::{Digest, Sha256};
@@ -165,14 +166,15 @@ pub(crate) fn check(rooted: &Rooted, doc: &IndexDocument) -> Result<RootFiles, A
     })
 }
 
-/// The text pipeline of an artifact: its verified `tokenizer.json` and the special ids of its
-/// configuration (`bos_token_id`, `eos_token_id`: an integer or the first of a list).
-pub struct ArtifactTokenizer {
-    inner: tokenizers::Tokenizer,
-    pub bos: Option<u32>,
-    pub eos: Option<u32>,
-    /// Prepend `bos` to an encoded text prompt (the family's input pipeline decides).
-    pub add_bos: bool,
+/// The text pipeline of an artifact: the runtime's [`Tokenizer`] over its verified
+/// `tokenizer.json`, with the special ids of its configuration (`bos_token_id`, `eos_token_id`: an
+/// integer or the first of a list); BOS is not prepended unless the family says so.
+pub fn tokenizer_of(a: &super::VerifiedArtifact) -> Result<Tokenizer, crate::error::RunError> {
+    Tokenizer::from_json_bytes(
+        a.tokenizer_json(),
+        id_of(a.config().get("bos_token_id")),
+        id_of(a.config().get("eos_token_id")),
+    )
 }
 
 fn id_of(v: Option<&serde_json::Value>) -> Option<u32> {
@@ -182,47 +184,19 @@ fn id_of(v: Option<&serde_json::Value>) -> Option<u32> {
         .and_then(|x| u32::try_from(x).ok())
 }
 
-impl crate::tokenizer::Detokenize for ArtifactTokenizer {
-    fn detokenize(&self, ids: &[u32]) -> Result<String, crate::error::RunError> {
-        self.decode(ids)
-    }
-    fn eos(&self) -> Option<u32> {
-        self.eos
-    }
-}
-
-impl ArtifactTokenizer {
-    /// From the artifact's verified root files.
-    pub fn from_artifact(a: &super::VerifiedArtifact) -> Result<Self, crate::error::RunError> {
-        let inner = tokenizers::Tokenizer::from_bytes(a.tokenizer_json())
-            .map_err(|e| crate::error::RunError::Tokenizer(e.to_string()))?;
-        Ok(Self {
-            inner,
-            bos: id_of(a.config().get("bos_token_id")),
-            eos: id_of(a.config().get("eos_token_id")),
-            add_bos: false,
-        })
-    }
-    /// Token ids of `text` (special tokens in the text are recognised; `bos` first when
-    /// [`ArtifactTokenizer::add_bos`], unless the text already starts with it, as a rendered chat
-    /// prompt does).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, crate::error::RunError> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| crate::error::RunError::Tokenizer(e.to_string()))?;
-        let bos = self
-            .bos
-            .filter(|b| self.add_bos && enc.get_ids().first() != Some(b));
-        Ok(bos
-            .into_iter()
-            .chain(enc.get_ids().iter().copied())
-            .collect())
-    }
-    /// Text of `ids` (special tokens skipped).
-    pub fn decode(&self, ids: &[u32]) -> Result<String, crate::error::RunError> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| crate::error::RunError::Tokenizer(e.to_string()))
-    }
+/// The identity of a verified artifact: its repository and verified commit (from the evidence it
+/// was opened under) and its tokenizer's SHA-256.
+pub fn prompt_cache_identity(
+    a: &super::VerifiedArtifact,
+) -> Result<artifact::mega::kv::KvModel, crate::error::RunError> {
+    let auth = a.authority().ok_or_else(|| {
+        crate::error::RunError::Usage(
+            "--prompt-cache binds the file to a verified commit; this artifact was opened without evidence".into(),
+        )
+    })?;
+    Ok(artifact::mega::kv::KvModel::Artifact {
+        repo: auth.repo.clone(),
+        commit: auth.commit.clone(),
+        tokenizer_sha256: hex::encode(sha2::Sha256::digest(a.tokenizer_json())),
+    })
 }

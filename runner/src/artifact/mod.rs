@@ -14,11 +14,9 @@
 //! stream is checked against its recorded SHA-256 at load.
 
 pub mod chat;
-pub mod cli;
 pub mod error;
 pub mod identity;
 pub mod load;
-pub mod source;
 pub mod stream;
 pub mod tensors;
 
@@ -32,7 +30,7 @@ use artifact::index_json::{IndexDocument, Shape, INDEX_FILE_NAME};
 use artifact::manifest::{Manifest, MANIFEST_FILE_NAME};
 
 pub use error::ArtifactError;
-pub use identity::ArtifactTokenizer;
+pub use identity::{prompt_cache_identity, tokenizer_of};
 pub use load::{Authority, ContainerLoad, PlainLoad};
 pub use tensors::{TensorInfo, TensorKind};
 
@@ -351,7 +349,7 @@ impl VerifiedArtifact {
 }
 
 /// The load of plain stream `info` (rooted open, identity, manifest length, dtype × shape length);
-/// shared by [`VerifiedArtifact::load_plain`] and [`source::VerifiedSource`].
+/// shared by [`VerifiedArtifact::load_plain`] and the V4 family's `VerifiedSource`.
 pub(crate) fn plain_load<'a>(
     rooted: &'a Rooted,
     info: &TensorInfo,

@@ -24,7 +24,7 @@
 //! Response formats and images are not rendered; a role other than these is refused, naming it.
 
 use super::tools;
-use crate::chat::{Message, ToolDef};
+use crate::chat::{ChatEncoder, ChatFormat, Message, ToolDef};
 use crate::error::RunError;
 
 /// The sequence's first token.
@@ -40,50 +40,46 @@ pub const THINK_END: &str = "</think>";
 /// Opens a latest reminder (date, locale and the like).
 pub const LATEST_REMINDER: &str = "<｜latest_reminder｜>";
 
-/// How the model is asked to answer: directly (chat mode), or reasoning first at an effort
-/// (thinking mode; deepseek-recipe's `Conversation(thinking_mode=True, reasoning_effort=…)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    #[default]
-    Chat,
-    Thinking(Effort),
+pub use crate::chat::{Effort, Mode};
+
+/// The instruction rendered after BOS in thinking mode at `effort` (none for `low`), as
+/// DeepSeek's renderer writes it.
+fn instruction(effort: Effort) -> &'static str {
+    match effort {
+        Effort::Low => "",
+        Effort::High => EFFORT_HIGH,
+        Effort::Max => EFFORT_MAX,
+    }
 }
 
-/// The reasoning effort of thinking mode. DeepSeek's renderer knows `low`, `high`, `xhigh` and
-/// `max`; `xhigh` renders as `high` does, and no effort at all as `high` too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effort {
-    /// No instruction: the model reasons as it sees fit.
-    Low,
-    /// DeepSeek's default.
-    High,
-    Max,
+/// DeepSeek V4's encoder as the runtime's [`ChatEncoder`].
+pub struct Encoder;
+
+/// The one encoder value a [`ChatFormat::Encoder`] points at.
+pub static ENCODER: Encoder = Encoder;
+
+impl ChatEncoder for Encoder {
+    fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        mode: Mode,
+        tools: &[ToolDef],
+    ) -> Result<String, RunError> {
+        render_conversation(messages, add_generation_prompt, mode, tools)
+    }
+
+    fn describe(&self, mode: Mode) -> &'static str {
+        match mode {
+            Mode::Chat => "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)",
+            Mode::Thinking(_) => "DeepSeek V4's chat encoding (deepseek-recipe, thinking mode)",
+        }
+    }
 }
 
-impl Effort {
-    /// The effort named `name` (`low`, `high`, `xhigh`, `max`), else what is accepted.
-    pub fn parse(name: &str) -> Result<Self, RunError> {
-        match name {
-            "low" => Ok(Effort::Low),
-            "high" | "xhigh" => Ok(Effort::High),
-            "max" => Ok(Effort::Max),
-            other => {
-                let shown: String = other.chars().take(20).collect();
-                Err(RunError::Usage(format!(
-                    "reasoning effort {shown:?}: DeepSeek V4 knows low, high, xhigh and max"
-                )))
-            }
-        }
-    }
-
-    /// The instruction rendered after BOS (none for `low`), as DeepSeek's renderer writes it.
-    fn instruction(self) -> &'static str {
-        match self {
-            Effort::Low => "",
-            Effort::High => EFFORT_HIGH,
-            Effort::Max => EFFORT_MAX,
-        }
-    }
+/// DeepSeek V4's conversation format in `mode`.
+pub fn format(mode: Mode) -> ChatFormat {
+    ChatFormat::Encoder(&ENCODER, mode)
 }
 
 /// Thinking mode's instruction at effort `high` (and `xhigh`), deepseek-recipe 0.2.0's text.
@@ -189,7 +185,7 @@ pub fn render_conversation(
     let (system, turns) = turns(messages)?;
     let mut out = String::from(BOS);
     if let Mode::Thinking(effort) = mode {
-        out.push_str(effort.instruction());
+        out.push_str(instruction(effort));
     }
     out.push_str(&joined(&system));
     if !tools.is_empty() {

@@ -12,11 +12,12 @@ use artifact::mega::kv::KvLayout;
 
 use super::model::{Mode, V4Model};
 use super::state::Snapshot;
-use crate::artifact::source::VerifiedSource;
-use crate::artifact::{ArtifactTokenizer, VerifiedArtifact};
+use super::verified::VerifiedSource;
+use crate::adapter::{ArtifactModel, ModelOptions, Residency};
+use crate::artifact::VerifiedArtifact;
 use crate::error::RunError;
-use crate::llama::Logits;
-use crate::registry::{ArtifactModel, ModelOptions, Residency};
+use crate::generate::Logits;
+use crate::tokenizer::Tokenizer;
 
 /// Snapshots of the decode state an adapter keeps (each is a copy of every layer's window and
 /// compressor state; a session needs the latest prompt's).
@@ -176,8 +177,8 @@ pub fn open_artifact<'a>(
 }
 
 /// The family's text pipeline: the verified tokenizer with BOS prepended.
-pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<ArtifactTokenizer, RunError> {
-    let mut tok = ArtifactTokenizer::from_artifact(artifact)?;
+pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<Tokenizer, RunError> {
+    let mut tok = crate::artifact::tokenizer_of(artifact)?;
     tok.add_bos = tok.bos.is_some();
     Ok(tok)
 }
@@ -186,5 +187,5 @@ pub fn tokenizer(artifact: &VerifiedArtifact) -> Result<ArtifactTokenizer, RunEr
 /// upstream today), else DeepSeek V4's published encoding in chat mode.
 pub fn chat(artifact: &VerifiedArtifact) -> Result<crate::chat::ChatFormat, RunError> {
     crate::artifact::chat::from_tokenizer_config(artifact)
-        .map(|t| t.unwrap_or(crate::chat::ChatFormat::DeepSeekV4(Default::default())))
+        .map(|t| t.unwrap_or_else(|| super::chat::format(super::chat::Mode::Chat)))
 }

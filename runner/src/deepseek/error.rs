@@ -36,3 +36,12 @@ pub enum V4Error {
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),
 }
+
+impl From<V4Error> for crate::error::RunError {
+    fn from(e: V4Error) -> Self {
+        crate::error::RunError::Family {
+            prefix: "deepseek v4: ",
+            source: Box::new(e),
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! [`CpuLinears`] is the exact reference: values decoded by the kernels crate's CPU decoders
 //! (`kernels::reference::WeightMatrix`), products summed in f64 and rounded once to f32.
 
+pub use crate::step_stats::ExpertCacheStats;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
@@ -393,25 +394,6 @@ pub trait Linears {
     fn expert_cache(&self) -> Option<ExpertCacheStats> {
         None
     }
-}
-
-/// What the streamed routed-expert cache did (docs/runner-deepseek-v4.md "Expert cache").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ExpertCacheStats {
-    /// Expert uses (a token's pick in a layer) that found the expert on the device.
-    pub hits: u64,
-    /// Expert loads from the source (a use the cache missed, or a product that reloaded it).
-    pub misses: u64,
-    /// Bytes those loads read (packed + scales of the expert's matrices).
-    pub loaded_bytes: u64,
-    /// Experts evicted to stay within the budget.
-    pub evictions: u64,
-    /// Bytes of cached experts on the device now, and at most so far (the transient slots,
-    /// one layer's picks at most, are outside the budget).
-    pub cached_bytes: u64,
-    pub peak_bytes: u64,
-    /// The budget (`--expert-cache-mib`).
-    pub budget_bytes: u64,
 }
 
 struct Dense {

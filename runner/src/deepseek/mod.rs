@@ -32,6 +32,7 @@ pub mod residual;
 pub mod source;
 pub mod state;
 pub mod tools;
+pub mod verified;
 
 pub use config::V4Config;
 pub use error::V4Error;

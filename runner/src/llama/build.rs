@@ -579,11 +579,11 @@ fn tied_head(resident: &[ResidentMatrix], model: &LlamaModel) -> Option<wgpu::Bu
     (w.scales.is_none() && w.biases.is_none()).then(|| w.packed.buffer.clone())
 }
 
-impl<'e> Runner<'e> {
+impl Runner {
     /// Loads `model` onto `engine` with a KV cache of `capacity` positions (clamped to the
     /// model's context).
     pub fn new(
-        engine: &'e Engine,
+        engine: &Engine,
         model: &LlamaModel,
         mode: WeightMode,
         capacity: usize,
@@ -697,7 +697,7 @@ impl<'e> Runner<'e> {
         let mut reader = b.reader;
         reader.start(b.ring.len().max(1))?;
         Ok(Runner {
-            engine,
+            engine: engine.clone(),
             shapes,
             params,
             body,

@@ -32,9 +32,8 @@ pub use profile::{DecodeProfile, OpTime};
 /// Tokens one prefill submit covers (activation buffers are sized for it).
 pub const PREFILL_CHUNK: usize = 64;
 
-/// Device tile slots in the streaming ring, and tiles the reader thread reads ahead, unless
-/// `--ring-slots` says otherwise.
-pub const DEFAULT_RING: usize = 8;
+/// Device tile slots in the streaming ring (the runtime's default, `--ring-slots`).
+pub const DEFAULT_RING: usize = crate::adapter::DEFAULT_RING_SLOTS;
 
 /// How weight matrices reach the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,12 +45,7 @@ pub enum WeightMode {
     Streamed { tile_bytes: usize, ring: usize },
 }
 
-/// Which positions' logits a forward computes (the output head is the costliest matvec).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Logits {
-    Last,
-    All,
-}
+pub use crate::generate::Logits;
 
 /// The activation buffers of the plan.
 pub(crate) struct Activations {
@@ -86,8 +80,8 @@ enum Tail {
 }
 
 /// A model on the engine with its KV cache.
-pub struct Runner<'e> {
-    engine: &'e Engine,
+pub struct Runner {
+    engine: Engine,
     shapes: Shapes,
     params: ParamBlock,
     body: Vec<Op>,
@@ -119,7 +113,7 @@ pub struct Runner<'e> {
     host: Vec<u8>,
 }
 
-impl Runner<'_> {
+impl Runner {
     pub fn config(&self) -> &LlamaConfig {
         &self.shapes.c
     }
@@ -285,7 +279,9 @@ impl Runner<'_> {
     /// Records and submits one chunk of `t` tokens whose ids are already in `ids`, then reads
     /// back what `tail` asks for into `self.host`.
     fn chunk(&mut self, t: usize, tail: Tail) -> Result<(), RunError> {
-        let g = self.engine.gpu();
+        // a handle (one reference count), so recording may borrow the runner mutably
+        let engine = self.engine.clone();
+        let g = engine.gpu();
         let pos = self.pos;
         self.params.update(g, &self.shapes, t, pos)?;
         let mut enc = g.encoder("forward");
@@ -385,4 +381,74 @@ enum Part {
     One,
     Last,
     All,
+}
+
+/// The Llama-family runner in the shared generation loop: the device picks greedy tokens.
+impl crate::generate::Decoder for Runner {
+    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
+        self.forward(ids, Logits::Last)
+    }
+
+    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
+        self.forward_argmax(ids)
+    }
+
+    /// The previous argmax is already the device's input: nothing is uploaded for it.
+    fn next(&mut self, _prev: u32) -> Result<u32, RunError> {
+        self.step_argmax()
+    }
+
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        Some(Runner::stats(self))
+    }
+
+    fn tile_reads(&self) -> u64 {
+        Runner::tile_reads(self)
+    }
+
+    fn rewind(&mut self, n: usize) -> Option<usize> {
+        Runner::rewind(self, n);
+        Some(self.position())
+    }
+}
+
+/// The runner's keys and values per position, for `--prompt-cache`.
+impl crate::prompt_cache::KvState for Runner {
+    fn kv_layout(&self, _positions: usize) -> Result<artifact::mega::kv::KvLayout, RunError> {
+        let c = self.config();
+        Ok(artifact::mega::kv::KvLayout::Heads(
+            artifact::mega::kv::KvHeads {
+                layers: c.n_layers as u32,
+                kv_heads: c.n_kv_heads as u32,
+                head_dim: c.head_dim as u32,
+                dtype: "f32".into(),
+            },
+        ))
+    }
+
+    fn kv_position(&self) -> usize {
+        self.position()
+    }
+
+    fn kv_capacity(&self) -> usize {
+        self.capacity()
+    }
+
+    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
+        Runner::kv_payload(self, n)
+    }
+
+    fn kv_restore(
+        &mut self,
+        n: usize,
+        _: &artifact::mega::kv::KvLayout,
+        payload: &[u8],
+    ) -> Result<(), RunError> {
+        Runner::kv_restore(self, n, payload)
+    }
+
+    fn kv_rewind(&mut self, n: usize) -> usize {
+        self.rewind(n);
+        self.position()
+    }
 }

@@ -107,7 +107,7 @@ fn timed_pass(
     Ok(t0.elapsed().as_secs_f64() * 1e6 / reps as f64)
 }
 
-impl Runner<'_> {
+impl Runner {
     /// Profile the one-token forward at the current position (module docs): `rounds` rounds of
     /// `reps` repetitions per operation, medians. The KV cache keeps its first `position`
     /// positions; the next token must come through [`Runner::forward`] again.

@@ -21,12 +21,14 @@ use std::sync::Arc;
 use clap::Parser;
 use sha2::{Digest, Sha256};
 
+use crate::adapter::{ArtifactDecoder, ModelOptions};
+use crate::artifact::prompt_cache_identity;
 use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
 use crate::error::RunError;
 use crate::llama::{Runner, WeightMode};
 use crate::model::LlamaModel;
-use crate::prompt_cache::{artifact_identity, gguf_identity, PromptCache};
-use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions};
+use crate::prompt_cache::{gguf_identity, PromptCache};
+use crate::registry::{self, Entry};
 use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
 use crate::session::session_ctx;
@@ -479,7 +481,7 @@ fn run_artifact(
     let opts = ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib);
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
     let preloaded = match &a.prompt_cache {
-        Some(p) => PromptCache::new(p, artifact_identity(&artifact)?)
+        Some(p) => PromptCache::new(p, prompt_cache_identity(&artifact)?)
             .load_all(&mut decoder)?
             .unwrap_or_default(),
         None => Vec::new(),

@@ -13,7 +13,7 @@ use super::api::{ApiError, Finish, GenRequest, Prompt};
 use super::stop::StopMatcher;
 use crate::chat::ChatFormat;
 use crate::error::RunError;
-use crate::run::{generate, Decoder, GenOpts};
+use crate::generate::{generate, Decoder, GenOpts};
 use crate::sample::Sampler;
 use crate::session::CachedPrefix;
 use crate::tokenizer::{Detokenize, TextStream};
@@ -129,10 +129,7 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
                 .transpose()
                 .map_err(|e| ApiError::invalid(e.to_string(), Some("reasoning_effort")))?;
             if !tools.is_empty() && !template.renders_tools() {
-                return Err(ApiError::invalid(
-                    "tools are rendered in DeepSeek V4's chat format only; this model renders its own chat template",
-                    Some("tools"),
-                ));
+                return Err(ApiError::invalid(crate::chat::NO_TOOLS, Some("tools")));
             }
             template
                 .render_tools(messages, true, thinking, tools)

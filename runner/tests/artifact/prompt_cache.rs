@@ -8,10 +8,11 @@
 use std::process::Command;
 
 use artifact::mega::kv::{read_kv, write_kv, KvModel};
-use runner::artifact::{ArtifactTokenizer, OpenOptions, VerifiedArtifact};
-use runner::prompt_cache::{artifact_identity, PromptCache};
-use runner::registry::{ArtifactDecoder, ModelOptions, Residency};
-use runner::run::Decoder;
+use runner::adapter::{ArtifactDecoder, ModelOptions};
+use runner::artifact::prompt_cache_identity as artifact_identity;
+use runner::artifact::{OpenOptions, VerifiedArtifact};
+use runner::generate::Decoder;
+use runner::prompt_cache::PromptCache;
 
 use super::registry::StartOnly;
 use super::{deepseek_common, engine, fixture};
@@ -33,12 +34,7 @@ fn verified() -> VerifiedArtifact {
 }
 
 fn resident(engine: &runner::engine::Engine, capacity: usize) -> ModelOptions<'_> {
-    ModelOptions {
-        engine,
-        residency: Residency::Resident,
-        capacity,
-        expert_cache_bytes: 0,
-    }
+    ModelOptions::from_flags(engine, false, capacity, 0)
 }
 
 #[test]
@@ -165,7 +161,7 @@ fn a_v4_chat_session_reuses_its_turns_with_the_same_answers() {
     let a = verified();
     let e = runner::engine::Engine::new().unwrap();
     let opts = resident(&e, 512);
-    let tok: ArtifactTokenizer = runner::deepseek::entry::tokenizer(&a).unwrap();
+    let tok: runner::tokenizer::Tokenizer = runner::deepseek::entry::tokenizer(&a).unwrap();
     let run = |reuse: bool, effort: Option<&str>| -> (Vec<String>, Vec<TurnStats>) {
         let inner = open(&a, &opts);
         let mut d: Box<dyn Decoder> = if reuse {

@@ -5,11 +5,12 @@
 //! per-forward loads behave; the DeepSeek V4 adapter replaces it for `deepseek-v4`.
 
 use clap::Parser;
-use runner::artifact::cli::run_artifact_with;
-use runner::artifact::{ArtifactTokenizer, OpenOptions, VerifiedArtifact};
+use runner::adapter::{ArtifactModel, ModelOptions, Residency};
+use runner::artifact::{tokenizer_of, OpenOptions, VerifiedArtifact};
 use runner::error::RunError;
 use runner::llama::Logits;
-use runner::registry::{ArtifactModel, Entry, ModelOptions, Residency};
+use runner::registry::Entry;
+use runner::run::from_artifact::run_artifact_with;
 use runner::run::RunArgs;
 
 use super::{engine, fixture};
@@ -90,7 +91,7 @@ fn open_bigram<'a>(
 pub static TOY: [Entry; 1] = [Entry {
     family: "deepseek-v4",
     open: open_bigram,
-    tokenizer: ArtifactTokenizer::from_artifact,
+    tokenizer: tokenizer_of,
     chat: runner::deepseek::entry::chat,
 }];
 
@@ -149,7 +150,7 @@ fn a_registered_adapter_runs_through_the_artifact_path() {
         assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
     }
     // A text prompt goes through the verified tokenizer.json.
-    let tok = ArtifactTokenizer::from_artifact(&a).unwrap();
+    let tok = tokenizer_of(&a).unwrap();
     assert_eq!((tok.bos, tok.eos), (Some(0), Some(1)));
     assert!(!tok.encode("<｜User｜>hello").unwrap().is_empty());
 }
@@ -183,8 +184,12 @@ fn chat_renders_the_family_format_with_one_bos() {
     let format = runner::deepseek::entry::chat(&a).unwrap();
     assert!(matches!(
         format,
-        runner::chat::ChatFormat::DeepSeekV4(runner::deepseek::chat::Mode::Chat)
+        runner::chat::ChatFormat::Encoder(_, runner::chat::Mode::Chat)
     ));
+    assert_eq!(
+        format.describe(),
+        "DeepSeek V4's chat encoding (deepseek-recipe, chat mode)"
+    );
     let text = format
         .render(
             &[
@@ -198,7 +203,7 @@ fn chat_renders_the_family_format_with_one_bos() {
         text,
         "<｜begin▁of▁sentence｜>Be brief.<｜User｜>hello<｜Assistant｜></think>"
     );
-    let mut tok = ArtifactTokenizer::from_artifact(&a).unwrap();
+    let mut tok = tokenizer_of(&a).unwrap();
     tok.add_bos = true;
     let ids = tok.encode(&text).unwrap();
     assert_eq!(out.prompt_ids, ids);
@@ -218,7 +223,7 @@ fn chat_renders_the_family_format_with_one_bos() {
 /// A decoder that can only start again: the conversation is fed whole each turn.
 pub(super) struct StartOnly<D>(pub(super) D);
 
-impl<D: runner::run::Decoder> runner::run::Decoder for StartOnly<D> {
+impl<D: runner::generate::Decoder> runner::generate::Decoder for StartOnly<D> {
     fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
         self.0.logits(ids)
     }
@@ -229,7 +234,7 @@ impl<D: runner::run::Decoder> runner::run::Decoder for StartOnly<D> {
 
 #[test]
 fn an_artifact_session_talks_in_the_family_format() {
-    use runner::run::Decoder;
+    use runner::generate::Decoder;
     use runner::session::Session;
     if engine("an_artifact_session_talks_in_the_family_format").is_none() {
         return;
@@ -237,13 +242,9 @@ fn an_artifact_session_talks_in_the_family_format() {
     let fx = fixture();
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
     let engine = runner::engine::Engine::new().unwrap();
-    let opts = ModelOptions {
-        engine: &engine,
-        residency: Residency::Resident,
-        capacity: 256,
-        expert_cache_bytes: 0,
-    };
-    let mut tok = ArtifactTokenizer::from_artifact(&a).unwrap();
+    let opts = ModelOptions::from_flags(&engine, false, 256, 0);
+    assert_eq!(opts.residency, Residency::Resident);
+    let mut tok = tokenizer_of(&a).unwrap();
     tok.add_bos = true;
     let greedy = || {
         runner::sample::Sampler::new(runner::sample::SamplingParams {
@@ -252,7 +253,7 @@ fn an_artifact_session_talks_in_the_family_format() {
         })
     };
     for start_only in [false, true] {
-        let inner = runner::registry::ArtifactDecoder(open_bigram(&a, &opts).unwrap(), 256);
+        let inner = runner::adapter::ArtifactDecoder(open_bigram(&a, &opts).unwrap(), 256);
         let mut d: Box<dyn Decoder> = if start_only {
             Box::new(StartOnly(inner))
         } else {

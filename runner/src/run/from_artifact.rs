@@ -6,13 +6,16 @@
 
 use std::io::Write;
 
-use super::{OpenOptions, VerifiedArtifact};
+use crate::adapter::{ArtifactDecoder, ModelOptions};
+use crate::artifact::prompt_cache_identity;
+use crate::artifact::{OpenOptions, VerifiedArtifact};
 use crate::chat::Message;
 use crate::error::RunError;
-use crate::llama::Logits;
-use crate::prompt_cache::{artifact_identity, PromptCache};
-use crate::registry::{self, ArtifactDecoder, Entry, ModelOptions};
-use crate::run::{check_context, generate_text, RunArgs, RunOutput, TextSink};
+use crate::generate::Logits;
+use crate::generate::{check_context, generate_text, TextSink};
+use crate::prompt_cache::PromptCache;
+use crate::registry::{self, Entry};
+use crate::run::{RunArgs, RunOutput};
 use crate::sample::Sampler;
 
 /// Runs `args` (with `args.artifact` set) with the registered families and returns what
@@ -85,7 +88,7 @@ pub fn run_artifact_streaming(
     );
     let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, opts.capacity);
     let cache = match &args.prompt_cache {
-        Some(p) => Some(PromptCache::new(p, artifact_identity(&artifact)?)),
+        Some(p) => Some(PromptCache::new(p, prompt_cache_identity(&artifact)?)),
         None => None,
     };
     let reused = match &cache {

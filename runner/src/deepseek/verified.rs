@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use artifact::container::{ContainerReader, DigestCheck};
 
-use super::load::{ContainerLoad, Rooted};
-use super::tensors::{TensorInfo, TensorKind};
-use super::VerifiedArtifact;
+use crate::artifact::load::{ContainerLoad, Rooted};
+use crate::artifact::tensors::{TensorInfo, TensorKind};
+use crate::artifact::VerifiedArtifact;
 use crate::deepseek::error::V4Error;
 use crate::deepseek::source::{Role, Tensor, WeightSource};
 
@@ -85,7 +85,7 @@ impl WeightSource for VerifiedSource {
             TensorKind::Plain => Ok(Tensor::Plain {
                 dtype: info.dtype.clone(),
                 shape: info.shape.clone(),
-                bytes: super::plain_load(&self.rooted, info)?.read()?,
+                bytes: crate::artifact::plain_load(&self.rooted, info)?.read()?,
             }),
             TensorKind::Container { role } => {
                 let role = match role.as_str() {
