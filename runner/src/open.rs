@@ -6,7 +6,7 @@
 //! its own (`runner/tests/engine_counters.rs` scans the sources for it, `minirun-run --json`
 //! reports the count).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use artifact::mega::kv::KvModel;
 use kernels::gpu::MatvecShape;
@@ -154,39 +154,12 @@ impl Opened<'_> {
         )
     }
 
-    /// The GGUF file's path, if the model came from one.
-    pub fn gguf_path(&self) -> Option<&Path> {
-        match &self.kind {
-            Kind::Gguf { path, .. } => Some(path),
-            Kind::Artifact { .. } => None,
-        }
-    }
-
-    /// The verified artifact, if the model came from one.
-    pub fn artifact(&self) -> Option<&VerifiedArtifact> {
-        match &self.kind {
-            Kind::Gguf { .. } => None,
-            Kind::Artifact { artifact, .. } => Some(artifact),
-        }
-    }
-
     /// Ids of `text`, refused where one is past the model's vocabulary (a tokenizer that does not
     /// belong to the weights).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, RunError> {
         let ids = self.tokenizer.encode(text)?;
-        self.check_ids(&ids)?;
+        crate::tokenizer::check_vocab(&ids, self.vocab)?;
         Ok(ids)
-    }
-
-    /// Refuses ids past the model's vocabulary (`--prompt-ids`, or a foreign tokenizer's).
-    pub fn check_ids(&self, ids: &[u32]) -> Result<(), RunError> {
-        match ids.iter().find(|&&id| u64::from(id) >= self.vocab) {
-            Some(bad) => Err(RunError::Tokenizer(format!(
-                "prompt id {bad} is outside the model's vocabulary of {}",
-                self.vocab
-            ))),
-            None => Ok(()),
-        }
     }
 }
 

@@ -172,6 +172,17 @@ impl Tokenizer {
     }
 }
 
+/// Refuses ids past a model's vocabulary of `vocab` (`--prompt-ids`, or a tokenizer that does not
+/// belong to the weights).
+pub fn check_vocab(ids: &[u32], vocab: u64) -> Result<(), RunError> {
+    match ids.iter().find(|&&id| u64::from(id) >= vocab) {
+        Some(bad) => Err(RunError::Tokenizer(format!(
+            "prompt id {bad} is outside the model's vocabulary of {vocab}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The text of a growing token sequence, piece by piece, for streamed output: each piece is the
 /// text the newest token completes. The sequence is decoded from a moving prefix (one token of
 /// context, so a word's leading space survives), and a piece whose decoding ends in U+FFFD — the

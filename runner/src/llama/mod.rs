@@ -279,12 +279,10 @@ impl Runner {
     /// Records and submits one chunk of `t` tokens whose ids are already in `ids`, then reads
     /// back what `tail` asks for into `self.host`.
     fn chunk(&mut self, t: usize, tail: Tail) -> Result<(), RunError> {
-        // a handle (one reference count), so recording may borrow the runner mutably
-        let engine = self.engine.clone();
-        let g = engine.gpu();
         let pos = self.pos;
-        self.params.update(g, &self.shapes, t, pos)?;
-        let mut enc = g.encoder("forward");
+        self.params
+            .update(self.engine.gpu(), &self.shapes, t, pos)?;
+        let mut enc = self.engine.gpu().encoder("forward");
         self.record(&mut enc, Part::Body, t, pos)?;
         let dim4 = (self.shapes.c.dim * 4) as u64;
         let vocab4 = (self.shapes.c.vocab * 4) as u64;
@@ -319,11 +317,13 @@ impl Runner {
                 &self.a.logits_staging
             }
         };
-        g.submit(enc.finish());
+        self.engine.gpu().submit(enc.finish());
         self.pos += t;
         self.host.clear();
         if read > 0 {
-            g.read_staging(staging, read, &mut self.host)?;
+            self.engine
+                .gpu()
+                .read_staging(staging, read, &mut self.host)?;
         }
         Ok(())
     }

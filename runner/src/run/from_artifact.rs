@@ -70,12 +70,7 @@ pub fn run_artifact_streaming(
             "the prompt is empty: give -p TEXT or --prompt-ids".into(),
         ));
     }
-    let vocab = artifact.vocab_size();
-    if let Some(bad) = prompt_ids.iter().find(|&&id| u64::from(id) >= vocab) {
-        return Err(RunError::Tokenizer(format!(
-            "prompt id {bad} is outside the model's vocabulary of {vocab}"
-        )));
-    }
+    crate::tokenizer::check_vocab(&prompt_ids, artifact.vocab_size())?;
     let sampling = args.sampling()?;
     let model_ctx = artifact.context();
     check_context(prompt_ids.len(), args.n, args.ctx_size, model_ctx)?;

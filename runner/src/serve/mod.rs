@@ -500,12 +500,8 @@ fn run_artifact(
     let vocab = artifact.vocab_size();
     let encode = |t: &str| {
         let ids = tok.encode(t)?;
-        match ids.iter().find(|&&id| u64::from(id) >= vocab) {
-            Some(bad) => Err(RunError::Tokenizer(format!(
-                "prompt id {bad} is outside the model's vocabulary of {vocab}"
-            ))),
-            None => Ok(ids),
-        }
+        crate::tokenizer::check_vocab(&ids, vocab)?;
+        Ok(ids)
     };
     let mut backend = Backend {
         decoder: &mut decoder,
