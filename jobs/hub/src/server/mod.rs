@@ -499,6 +499,13 @@ async fn reset_midway(headers: &HeaderMap, body: Body) -> Response {
     r
 }
 
+/// Reads a request's body to its end before an injected refusal is answered, as the Hub does: an
+/// answer sent while a large body (a commit of hundreds of operations) is still being written
+/// would reach the client as a reset connection instead of the status under test.
+async fn drain(body: Body) {
+    let _ = axum::body::to_bytes(body, usize::MAX).await;
+}
+
 async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     st.record(format!("{} {}", parts.method, parts.uri.path()));
@@ -508,6 +515,7 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     if fire(FaultMode::ServerError).is_some() {
+        drain(body).await;
         return hub_error(
             StatusCode::SERVICE_UNAVAILABLE,
             None,
@@ -515,6 +523,7 @@ async fn handle_inner(st: Arc<AppState>, req: Request) -> Response {
         );
     }
     if let Some(secs) = fire(FaultMode::RateLimit) {
+        drain(body).await;
         let mut r = hub_error(
             StatusCode::TOO_MANY_REQUESTS,
             None,
