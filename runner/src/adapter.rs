@@ -102,6 +102,12 @@ pub trait ArtifactModel {
     fn position(&self) -> usize {
         0
     }
+    /// The longest prefix of at most `n` positions [`ArtifactModel::save_state`] can give (an
+    /// adapter whose state cannot be cut anywhere: its position or a snapshot's at or before
+    /// `n`, else 0).
+    fn savable(&self, n: usize) -> usize {
+        n.min(self.position())
+    }
     /// The decode state of the first `n` positions as a `.megakv` payload.
     fn save_state(&self, _n: usize) -> Result<Vec<u8>, RunError> {
         Err(no_state())
@@ -192,6 +198,10 @@ impl crate::prompt_cache::KvState for ArtifactDecoder<'_> {
 
     fn kv_rewind(&mut self, n: usize) -> usize {
         self.0.rewind(n).unwrap_or(0)
+    }
+
+    fn kv_savable(&self, n: usize) -> usize {
+        self.0.savable(n)
     }
 }
 

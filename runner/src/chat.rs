@@ -115,6 +115,26 @@ pub trait ChatEncoder: Sync {
 
     /// What renders the conversation in `mode`, in words (for `--verbose`, `/v1/models`).
     fn describe(&self, mode: Mode) -> &'static str;
+
+    /// How the encoding marks the end of an answer's reasoning and its tool calls.
+    fn answer_syntax(&self) -> &'static AnswerSyntax;
+}
+
+/// Splits an answer into the content before its tool-call block and the block's calls.
+pub type ParseCalls = fn(&str) -> Option<(String, Vec<ToolCall>)>;
+
+/// How an answer in a family's encoding is read back: where thinking mode's reasoning ends and
+/// where a tool-call block starts and what calls it holds (`minirun-serve` sends reasoning
+/// apart from content, and calls as `tool_calls`).
+#[derive(Debug)]
+pub struct AnswerSyntax {
+    /// Closes the reasoning (thinking mode).
+    pub reasoning_end: &'static str,
+    /// Opens a block of tool calls.
+    pub calls_start: &'static str,
+    /// The content before the block and the block's calls (`None`: the text holds no
+    /// well-formed block).
+    pub parse_calls: ParseCalls,
 }
 
 /// How a model's conversation becomes prompt text: its own Jinja template, or the published
@@ -190,6 +210,14 @@ impl ChatFormat {
     /// Whether the format renders tools and tool calls.
     pub fn renders_tools(&self) -> bool {
         matches!(self, ChatFormat::Encoder(..))
+    }
+
+    /// How an answer is read back (a template's answers are plain text: `None`).
+    pub fn answer_syntax(&self) -> Option<&'static AnswerSyntax> {
+        match self {
+            ChatFormat::Encoder(e, _) => Some(e.answer_syntax()),
+            ChatFormat::Template(_) => None,
+        }
     }
 
     /// The thinking mode at `effort`, or why this format has none.

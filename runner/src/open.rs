@@ -6,13 +6,13 @@
 //! its own (`runner/tests/engine_counters.rs` scans the sources for it, `minirun-run --json`
 //! reports the count).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use artifact::mega::kv::KvModel;
 use kernels::gpu::MatvecShape;
 
 use crate::adapter::{ArtifactDecoder, Model, ModelOptions, Residency};
-use crate::artifact::{OpenOptions, VerifiedArtifact};
+use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
 use crate::chat::ChatFormat;
 use crate::engine::Engine;
 use crate::error::RunError;
@@ -46,9 +46,66 @@ pub enum Source {
     },
 }
 
+/// Where an opened model came from, as a front-end names it: `minirun-serve`'s model id and
+/// origin, `minirun-run`'s provenance line.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// `gguf` or `artifact`.
+    pub source: &'static str,
+    /// A short name: the GGUF file's stem, or the artifact's repository (its directory when it
+    /// names none).
+    pub name: String,
+    /// The GGUF file's path, or `repo@commit` of the artifact's evidence (empty when none).
+    pub location: String,
+    /// The artifact's family (`None` for a GGUF file).
+    pub family: Option<String>,
+    /// The repository and commit the artifact's evidence names (`None`: a GGUF file, or an
+    /// artifact with no authority).
+    pub evidence: Option<(String, String)>,
+}
+
+impl Origin {
+    /// The line a front-end prints once an artifact is verified (`None` for a GGUF file).
+    pub fn provenance(&self) -> Option<String> {
+        let family = self.family.as_deref()?;
+        let (repo, commit) = self.evidence.as_ref()?;
+        Some(format!(
+            "verified `{repo}` at {commit} (evidence holds for every file); family `{family}`"
+        ))
+    }
+}
+
+/// What [`survey`] found: a model it can run, or a verified artifact whose family has no row in
+/// the registry (never run with a guessed adapter; `minirun-serve` lists it as not
+/// chat-capable).
+pub enum Opening<'e> {
+    Ready(Box<Opened<'e>>),
+    Unregistered(Box<Unregistered>),
+}
+
+/// A verified artifact no registry row runs.
+pub struct Unregistered {
+    pub origin: Origin,
+    /// Positions the model was trained for.
+    pub context: usize,
+    /// The refusal naming the family and the registered ones.
+    pub refusal: RunError,
+}
+
+impl<'e> Opening<'e> {
+    /// The model, or the refusal that names the unregistered family.
+    pub fn ready(self) -> Result<Opened<'e>, RunError> {
+        match self {
+            Opening::Ready(o) => Ok(*o),
+            Opening::Unregistered(u) => Err(u.refusal),
+        }
+    }
+}
+
 /// A model opened and checked but not yet on the device: its text pipeline, its chat format
 /// and its context, so a front-end can size the positions it asks [`Opened::load`] for.
 pub struct Opened<'e> {
+    pub origin: Origin,
     pub tokenizer: Tokenizer,
     /// How conversations become prompt text, or why this model has none.
     pub chat: Result<ChatFormat, RunError>,
@@ -74,41 +131,83 @@ enum Kind<'e> {
 /// unverified or modified) and its family's row in `entries` (refused, naming the family, when
 /// none).
 pub fn open<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opened<'e>, RunError> {
+    survey(source, entries)?.ready()
+}
+
+/// As [`open`], with an artifact of an unregistered family told apart from a failure.
+pub fn survey<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opening<'e>, RunError> {
     match source {
-        Source::Gguf { path, tokenizer } => {
-            let model = LlamaModel::open(path)?;
-            let meta = model.gguf.metadata();
-            let tok = match tokenizer {
-                Some(p) => Tokenizer::from_file(p, meta)?,
-                None => Tokenizer::from_gguf(meta)?,
-            };
-            let chat = tok.template().map(|t| ChatFormat::Template(Box::new(t)));
-            Ok(Opened {
-                tokenizer: tok,
-                chat,
-                context: model.config.context,
-                vocab: model.config.vocab as u64,
-                kind: Kind::Gguf {
-                    model: Box::new(model),
-                    path: path.clone(),
-                },
-            })
-        }
-        Source::Artifact { dir, revision } => {
-            let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(revision.clone()))?;
-            let entry = crate::registry::entry_in(entries, &artifact)?;
-            Ok(Opened {
-                tokenizer: (entry.tokenizer)(&artifact)?,
-                chat: (entry.chat)(&artifact),
-                context: artifact.context(),
-                vocab: artifact.vocab_size(),
-                kind: Kind::Artifact {
-                    artifact: Box::new(artifact),
-                    entry,
-                },
-            })
-        }
+        Source::Gguf { path, tokenizer } => open_gguf(path, tokenizer.as_deref()),
+        Source::Artifact { dir, revision } => open_artifact(dir, revision.clone(), entries),
     }
+}
+
+fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, RunError> {
+    let model = LlamaModel::open(path)?;
+    let meta = model.gguf.metadata();
+    let tok = match tokenizer {
+        Some(p) => Tokenizer::from_file(p, meta)?,
+        None => Tokenizer::from_gguf(meta)?,
+    };
+    let chat = tok.template().map(|t| ChatFormat::Template(Box::new(t)));
+    let origin = Origin {
+        source: "gguf",
+        name: path
+            .file_stem()
+            .map_or_else(|| "model".to_owned(), |s| s.to_string_lossy().into_owned()),
+        location: path.display().to_string(),
+        family: None,
+        evidence: None,
+    };
+    Ok(Opening::Ready(Box::new(Opened {
+        origin,
+        tokenizer: tok,
+        chat,
+        context: model.config.context,
+        vocab: model.config.vocab as u64,
+        kind: Kind::Gguf {
+            model: Box::new(model),
+            path: path.to_owned(),
+        },
+    })))
+}
+
+fn open_artifact<'e>(
+    dir: &Path,
+    revision: Option<String>,
+    entries: &'e [Entry],
+) -> Result<Opening<'e>, RunError> {
+    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(revision))?;
+    let authority = artifact.authority();
+    let origin = Origin {
+        source: "artifact",
+        name: authority.map_or_else(|| dir.display().to_string(), |a| a.repo.clone()),
+        location: authority.map_or_else(String::new, |a| format!("{}@{}", a.repo, a.commit)),
+        family: Some(artifact.family().to_owned()),
+        evidence: authority.map(|a| (a.repo.clone(), a.commit.clone())),
+    };
+    let entry = match crate::registry::entry_in(entries, &artifact) {
+        Ok(e) => e,
+        Err(e @ ArtifactError::UnknownFamily { .. }) => {
+            return Ok(Opening::Unregistered(Box::new(Unregistered {
+                origin,
+                context: artifact.context(),
+                refusal: e.into(),
+            })))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Opening::Ready(Box::new(Opened {
+        origin,
+        tokenizer: (entry.tokenizer)(&artifact)?,
+        chat: (entry.chat)(&artifact),
+        context: artifact.context(),
+        vocab: artifact.vocab_size(),
+        kind: Kind::Artifact {
+            artifact: Box::new(artifact),
+            entry,
+        },
+    })))
 }
 
 impl Opened<'_> {

@@ -65,6 +65,12 @@ pub trait KvState {
     ) -> Result<(), RunError>;
     /// Keeps at most `n` positions; returns how many are kept.
     fn kv_rewind(&mut self, n: usize) -> usize;
+    /// The longest prefix of at most `n` positions whose state [`KvState::kv_payload`] can give:
+    /// any prefix of what was fed for keys and values per position; the current position or a
+    /// snapshot's for a whole decode state.
+    fn kv_savable(&self, n: usize) -> usize {
+        n.min(self.kv_position())
+    }
 }
 
 /// A prompt-cache file for one model.
@@ -161,10 +167,21 @@ impl PromptCache {
         Ok(Some(header.tokens))
     }
 
-    /// Writes the state of `tokens` (the first `tokens.len()` positions the model holds)
-    /// atomically: a temporary file in the same directory, renamed over the target.
-    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<(), RunError> {
-        let n = tokens.len().min(state.kv_position());
+    /// Writes the state of the longest prefix of `tokens` the model can save
+    /// ([`KvState::kv_savable`]) atomically: a temporary file in the same directory, renamed over
+    /// the target. Returns the positions written.
+    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<usize, RunError> {
+        let n = state.kv_savable(tokens.len());
+        if n == 0 {
+            return Err(cache_err(
+                &self.path,
+                format!(
+                    "no prefix of the {} tokens can be saved: the model holds its state at {} positions and at none shorter that it can save",
+                    tokens.len(),
+                    state.kv_position()
+                ),
+            ));
+        }
         let payload = state.kv_payload(n)?;
         let header = KvHeader {
             format: "megakv".into(),
@@ -188,7 +205,7 @@ impl PromptCache {
         std::io::Write::write_all(&mut tmp, &bytes).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(())
+        Ok(n)
     }
 }
 

@@ -1,9 +1,9 @@
-//! `minirun-run` (docs/runner.md "minirun-run"): load a GGUF Llama-family model onto the wgpu
-//! engine (resident or streamed), tokenize the prompt (optionally in the file's chat template),
-//! prefill, decode greedily, print the continuation on stdout and tokens/s on stderr, and
-//! optionally dump every step's logits as a float32 `.npy` [steps, vocab].
+//! `minirun-run` (docs/runner.md "minirun-run"): open a GGUF Llama-family model or a verified
+//! artifact through the one open path ([`crate::open`]), put it on the engine (resident or
+//! streamed), tokenize the prompt (optionally in the model's chat format), prefill, decode,
+//! print the continuation on stdout and tokens/s on stderr, and optionally dump every step's
+//! logits as a float32 `.npy` [steps, vocab].
 
-pub mod from_artifact;
 pub mod interactive;
 
 use std::io::Write;
@@ -12,15 +12,15 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::adapter::ModelOptions;
+use crate::chat::Message;
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::generate::{check_context, generate_text, GenOpts, TextSink};
-use crate::llama::{Runner, WeightMode};
-use crate::model::LlamaModel;
-use crate::prompt_cache::{gguf_identity, PromptCache};
+use crate::open::Opened;
+use crate::prompt_cache::PromptCache;
+use crate::registry::Entry;
 use crate::sample::{Sampler, SamplingParams};
 use crate::step_stats::{ExpertCacheStats, StepStats, StepSummary};
-use crate::tokenizer::Tokenizer;
 
 /// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
 pub const EXIT_OK: u8 = contract::Exit::Ok.code();
@@ -148,8 +148,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// A `.megakv` prefix cache (docs/runner.md "Prompt cache"): its KV state is loaded and the
-    /// positions it shares with the prompt are not fed again; after the run it holds the prompt
-    /// (with --artifact: all but its last token, the whole decode state of DeepSeek V4).
+    /// positions it shares with the prompt are not fed again; after the run it holds all but the
+    /// prompt's last token (what a rerun of the prompt can reuse).
     #[arg(long, value_name = "FILE")]
     pub prompt_cache: Option<PathBuf>,
     /// With --prompt-cache: read the file, never rewrite it.
@@ -259,86 +259,56 @@ pub struct RunOutput {
 /// hot experts of a conversation largely do; 1 GiB is a budget an 8 GiB GPU can spare.
 pub const DEFAULT_EXPERT_CACHE_MIB: u64 = 1024;
 
-/// Runs the model as `args` says on `engine`.
-pub fn run(engine: &Engine, args: &RunArgs) -> Result<RunOutput, RunError> {
-    run_streaming(engine, args, &mut |_| {})
-}
-
-/// As [`run`], writing each piece of text to `sink` as soon as it is complete.
+/// Runs the model `args` names (a GGUF file or a verified artifact of a family in `entries`)
+/// through the one open path, writing each piece of text to `sink` as soon as it is complete.
 pub fn run_streaming(
-    engine: &Engine,
     args: &RunArgs,
+    entries: &[Entry],
     sink: TextSink<'_>,
 ) -> Result<RunOutput, RunError> {
-    let path = args.model.as_deref().ok_or_else(|| RunError::Model {
-        path: String::new(),
-        detail: "no --model given".into(),
-    })?;
-    let model = LlamaModel::open(path)?;
-    let tok = match &args.tokenizer {
-        Some(p) => Tokenizer::from_file(p, model.gguf.metadata())?,
-        None => Tokenizer::from_gguf(model.gguf.metadata())?,
-    };
-    let prompt_ids = if args.prompt_ids.is_empty() {
-        let text = if args.chat {
-            tok.chat_prompt(args.system.as_deref(), &args.prompt)?
-        } else {
-            args.prompt.clone()
-        };
-        tok.encode(&text)?
-    } else {
-        args.prompt_ids.clone()
-    };
-    if prompt_ids.is_empty() {
-        return Err(RunError::Tokenizer(
-            "the prompt is empty: give -p TEXT or --prompt-ids".into(),
-        ));
+    let source = args
+        .source()
+        .ok_or_else(|| RunError::Usage("give --model FILE or --artifact DIR".into()))?;
+    let mut opened = crate::open::open(&source, entries)?;
+    if let Some(line) = opened.origin.provenance() {
+        let _ = writeln!(std::io::stderr(), "{line}");
     }
-    let mode = if args.stream {
-        WeightMode::Streamed {
-            tile_bytes: args.tile_bytes,
-            ring: usize::from(args.ring_slots),
-        }
-    } else {
-        WeightMode::Resident
-    };
+    let prompt_ids = prompt_ids(args, &mut opened)?;
     let sampling = args.sampling()?;
-    check_context(
-        prompt_ids.len(),
-        args.n,
-        args.ctx_size,
-        model.config.context,
-    )?;
-    let capacity = prompt_ids.len() + args.n;
-    let mut runner = Runner::new(engine, &model, mode, capacity)?;
+    check_context(prompt_ids.len(), args.n, args.ctx_size, opened.context)?;
+    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
+    let mut model = opened.load(&args.model_options(&engine, prompt_ids.len() + args.n))?;
     let cache = match &args.prompt_cache {
-        Some(p) => Some(PromptCache::new(p, gguf_identity(path)?)),
+        Some(p) => Some(PromptCache::new(p, opened.prompt_cache_identity()?)),
         None => None,
     };
     let reused = match &cache {
-        Some(c) => c.load(&mut runner, &prompt_ids)?.map_or(0, |t| t.len()),
+        Some(c) => c.load(model.as_mut(), &prompt_ids)?.map_or(0, |t| t.len()),
         None => 0,
     };
     let mut sampler = Sampler::new(sampling);
     let (g, text, dropped) = generate_text(
-        &mut runner,
+        model.as_mut(),
         &prompt_ids[reused..],
         &args.gen_opts(),
         &mut sampler,
-        &tok,
+        &opened,
         sink,
         &|| true,
     )?;
     let mut prefill_s = g.prefill_s;
     if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
-        if reused + 1 < prompt_ids.len() {
-            if args.n == 0 {
-                // Nothing was generated, so the prompt was not fed: feed it for the cache.
-                let t0 = std::time::Instant::now();
-                runner.forward_argmax(&prompt_ids[reused..])?;
-                prefill_s = t0.elapsed().as_secs_f64();
-            }
-            c.save(&runner, &prompt_ids)?;
+        if args.n == 0 && reused + 1 < prompt_ids.len() {
+            // Nothing was generated, so the prompt was not fed: feed it for the cache.
+            let t0 = std::time::Instant::now();
+            model.argmax(&prompt_ids[reused..])?;
+            prefill_s = t0.elapsed().as_secs_f64();
+        }
+        // One rule for every model: the longest prefix of all but the last prompt token that
+        // the model can save (a run feeds its prompt's last token whatever the cache holds).
+        let keep = model.kv_savable(prompt_ids.len() - 1);
+        if keep > reused {
+            c.save(model.as_ref(), &prompt_ids[..keep])?;
         }
     }
     Ok(RunOutput {
@@ -348,13 +318,72 @@ pub fn run_streaming(
         logits: g.logits,
         prefill_s,
         decode_s: g.decode_s,
-        tile_reads: runner.tile_reads(),
+        tile_reads: model.tile_reads(),
         steps: g.steps,
         sampling,
         dropped_incomplete: dropped,
         prompt_cache_reused: reused,
-        expert_cache: None,
+        expert_cache: model.expert_cache(),
     })
+}
+
+/// As [`run_streaming`] with nothing streamed.
+pub fn run_with(args: &RunArgs, entries: &[Entry]) -> Result<RunOutput, RunError> {
+    run_streaming(args, entries, &mut |_| {})
+}
+
+/// The prompt's ids: `--prompt-ids`, or `-p` (with `--chat`, one user message after an optional
+/// `--system` in the model's chat format), refused when empty or past the vocabulary.
+fn prompt_ids(args: &RunArgs, opened: &mut Opened<'_>) -> Result<Vec<u32>, RunError> {
+    let ids = if !args.prompt_ids.is_empty() {
+        crate::tokenizer::check_vocab(&args.prompt_ids, opened.vocab)?;
+        args.prompt_ids.clone()
+    } else if args.chat {
+        let format = opened
+            .take_chat()
+            .map_err(|e| with_hint(e, "drop --chat"))?
+            .with_reasoning_effort(args.reasoning_effort.as_deref())?;
+        let mut messages = Vec::with_capacity(2);
+        if let Some(s) = &args.system {
+            messages.push(Message::new("system", s));
+        }
+        messages.push(Message::new("user", &args.prompt));
+        opened.encode(&format.render(&messages, true)?)?
+    } else {
+        opened.encode(&args.prompt)?
+    };
+    if ids.is_empty() {
+        return Err(RunError::Tokenizer(
+            "the prompt is empty: give -p TEXT or --prompt-ids".into(),
+        ));
+    }
+    Ok(ids)
+}
+
+/// `e` with what the user can do about it appended (the variant, and so the exit code, kept).
+pub(crate) fn with_hint(e: RunError, hint: &str) -> RunError {
+    match e {
+        RunError::Tokenizer(m) => RunError::Tokenizer(format!("{m}; {hint}")),
+        RunError::Usage(m) => RunError::Usage(format!("{m}; {hint}")),
+        e => e,
+    }
+}
+
+/// Greedy generation of `n` tokens after `prompt` from the verified artifact at `dir`, resident
+/// (what `minirun-demo` ends with): the same path as `minirun-run --artifact DIR -p PROMPT -n N`.
+pub fn generate(dir: &std::path::Path, prompt: &str, n: usize) -> Result<RunOutput, RunError> {
+    let args = RunArgs::try_parse_from([
+        "minirun-run".as_ref(),
+        "--artifact".as_ref(),
+        dir.as_os_str(),
+        "-p".as_ref(),
+        prompt.as_ref(),
+        "-n".as_ref(),
+        n.to_string().as_ref(),
+        "--ignore-eos".as_ref(),
+    ] as [&std::ffi::OsStr; 8])
+    .map_err(|e| RunError::Tokenizer(format!("building the run arguments: {e}")))?;
+    run_with(&args, crate::registry::ENTRIES)
 }
 
 /// The CLI: parse, run, print; returns the exit code.
@@ -419,12 +448,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     } else {
         &mut stdout_sink
     };
-    let result = if args.artifact.is_some() {
-        from_artifact::run_artifact_streaming(&args, crate::registry::ENTRIES, sink)
-    } else {
-        crate::open::engine(args.matvec_shape.map(Into::into))
-            .and_then(|engine| run_streaming(&engine, &args, sink))
-    };
+    let result = run_streaming(&args, crate::registry::ENTRIES, sink);
     let out = match result {
         Ok(r) => r,
         Err(e) => {

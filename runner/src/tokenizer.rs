@@ -154,7 +154,7 @@ impl Tokenizer {
     /// The file's `tokenizer.chat_template`, compiled, with the BOS/EOS texts it may print.
     pub fn template(&self) -> Result<ChatTemplate, RunError> {
         let t = self.chat_template.as_deref().ok_or_else(|| {
-            RunError::Tokenizer("the model has no `tokenizer.chat_template`; drop --chat".into())
+            RunError::Tokenizer("the model has no `tokenizer.chat_template`".into())
         })?;
         let text = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
         ChatTemplate::new(t, &text(self.bos), &text(self.eos), None)

@@ -128,7 +128,12 @@ fn every_recorded_answer_splits_into_content_reasoning_and_calls() {
         let text = c["text"].as_str().unwrap();
         let want = &c["parsed"];
         // as the server streams it: one character at a time
-        let (mut split, mut stage) = (Splitter::new(thinking), CallStage::new(offered));
+        // the syntax the served format reads its answers back with
+        let syntax = runner::deepseek::chat::format(Mode::Chat).answer_syntax();
+        let (mut split, mut stage) = (
+            Splitter::new(syntax.filter(|_| thinking).map(|s| s.reasoning_end)),
+            CallStage::new(syntax.filter(|_| offered)),
+        );
         let (mut reasoning, mut content) = (String::new(), String::new());
         for ch in text.chars() {
             let (r, t) = split.push(&ch.to_string());

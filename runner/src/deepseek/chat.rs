@@ -24,7 +24,7 @@
 //! Response formats and images are not rendered; a role other than these is refused, naming it.
 
 use super::tools;
-use crate::chat::{ChatEncoder, ChatFormat, Message, ToolDef};
+use crate::chat::{AnswerSyntax, ChatEncoder, ChatFormat, Message, ToolDef};
 use crate::error::RunError;
 
 /// The sequence's first token.
@@ -75,7 +75,18 @@ impl ChatEncoder for Encoder {
             Mode::Thinking(_) => "DeepSeek V4's chat encoding (deepseek-recipe, thinking mode)",
         }
     }
+
+    fn answer_syntax(&self) -> &'static AnswerSyntax {
+        &ANSWER
+    }
 }
+
+/// `</think>` ends the reasoning; a DSML `tool_calls` block holds the calls.
+static ANSWER: AnswerSyntax = AnswerSyntax {
+    reasoning_end: THINK_END,
+    calls_start: super::tools::CALLS_START,
+    parse_calls: super::tools::parse,
+};
 
 /// DeepSeek V4's conversation format in `mode`.
 pub fn format(mode: Mode) -> ChatFormat {

@@ -117,6 +117,20 @@ impl ArtifactModel for V4Artifact {
         self.model.position()
     }
 
+    /// The whole state when `n` covers it, else the latest snapshot at or before `n`.
+    fn savable(&self, n: usize) -> usize {
+        let now = self.model.position();
+        if n >= now {
+            return now;
+        }
+        self.snapshots
+            .iter()
+            .map(Snapshot::position)
+            .filter(|&p| p <= n)
+            .max()
+            .unwrap_or(0)
+    }
+
     fn state_layout(&self, positions: usize) -> Option<KvLayout> {
         Some(KvLayout::Sections(self.model.state_layout(positions)))
     }

@@ -24,7 +24,10 @@ pub fn run_interactive_with(args: &RunArgs, entries: &[Entry]) -> Result<(), Run
         .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
     let mut opened = crate::open::open(&source, entries)?;
     let template = opened
-        .take_chat()?
+        .take_chat()
+        .map_err(|e| {
+            crate::run::with_hint(e, "-i chats in the model's chat format: run without -i")
+        })?
         .with_reasoning_effort(args.reasoning_effort.as_deref())?;
     let ctx = session_ctx(args.ctx_size, opened.context)?;
     let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;

@@ -25,6 +25,7 @@ use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequ
 use super::reasoning::Splitter;
 use super::tools::{call_json, CallStage};
 use super::worker::{Event, Job, ServeStats, Slot};
+use crate::chat::AnswerSyntax;
 use crate::chat::ToolCall;
 use crate::sample::SamplingParams;
 
@@ -44,6 +45,9 @@ pub struct ModelInfo {
     pub chat_template: bool,
     /// Positions of the context.
     pub context: usize,
+    /// How the chat format's answers mark reasoning and tool calls (`None`: plain text).
+    #[serde(skip)]
+    pub answer: Option<&'static AnswerSyntax>,
 }
 
 /// Everything a handler needs.
@@ -225,8 +229,15 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let (tx, mut rx) = unbounded_channel();
     let stream = gen.stream;
     let include_usage = gen.include_usage;
-    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_), _));
-    let tools = matches!(&gen.prompt, api::Prompt::Chat(_, _, t) if !t.is_empty());
+    // thinking mode and tools are only accepted for a format that reads its answers back
+    let answer = state.info.answer;
+    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_), _))
+        .then_some(answer)
+        .flatten()
+        .map(|a| a.reasoning_end);
+    let tools = matches!(&gen.prompt, api::Prompt::Chat(_, _, t) if !t.is_empty())
+        .then_some(answer)
+        .flatten();
     jobs.try_send(Job {
         request: gen,
         events: tx,
@@ -277,10 +288,10 @@ struct Meta {
     model: String,
     kind: Kind,
     prompt_tokens: usize,
-    /// Thinking mode: the answer's reasoning goes out as `reasoning_content`.
-    thinking: bool,
+    /// Thinking mode: the answer's reasoning, up to this mark, goes out as `reasoning_content`.
+    thinking: Option<&'static str>,
     /// Tools were offered: a tool-call block in the answer goes out as `tool_calls`.
-    tools: bool,
+    tools: Option<&'static AnswerSyntax>,
 }
 
 /// The finish reason: `tool_calls` when the answer called tools.
@@ -320,7 +331,7 @@ impl Meta {
         match (self.kind, chunk) {
             (Kind::Chat, false) => {
                 let mut message = json!({"role": "assistant", "content": content});
-                if self.thinking {
+                if self.thinking.is_some() {
                     message["reasoning_content"] = json!(text.map_or("", |p| p.reasoning));
                 }
                 if !calls.is_empty() {
@@ -514,14 +525,15 @@ mod tests {
     use super::*;
 
     fn meta(tools: bool) -> Meta {
+        let syntax = crate::deepseek::chat::format(crate::chat::Mode::Chat).answer_syntax();
         Meta {
             id: "x".into(),
             created: 0,
             model: "m".into(),
             kind: Kind::Chat,
             prompt_tokens: 3,
-            thinking: false,
-            tools,
+            thinking: None,
+            tools: syntax.filter(|_| tools),
         }
     }
 

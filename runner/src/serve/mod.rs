@@ -21,18 +21,14 @@ use std::sync::Arc;
 use clap::Parser;
 use sha2::{Digest, Sha256};
 
-use crate::adapter::{ArtifactDecoder, ModelOptions};
-use crate::artifact::prompt_cache_identity;
-use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
+use crate::adapter::ModelOptions;
 use crate::error::RunError;
-use crate::llama::{Runner, WeightMode};
-use crate::model::LlamaModel;
-use crate::prompt_cache::{gguf_identity, PromptCache};
-use crate::registry::{self, Entry};
+use crate::open::{Opening, Origin, Source};
+use crate::prompt_cache::PromptCache;
+use crate::registry::Entry;
 use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
 use crate::session::session_ctx;
-use crate::tokenizer::Tokenizer;
 use http::{AppState, ModelInfo};
 use worker::{Backend, Job, ServeStats};
 
@@ -374,145 +370,76 @@ fn run_worker(
     jobs: Receiver<Job>,
     stats: &ServeStats,
 ) -> Result<(), RunError> {
-    match (&a.model, &a.artifact) {
-        (Some(path), _) => run_gguf(a, path, ready, jobs, stats),
-        (None, Some(dir)) => run_artifact(a, dir, entries, ready, jobs, stats),
-        (None, None) => Err(RunError::Usage(
-            "give --model FILE or --artifact DIR".into(),
-        )),
-    }
-}
-
-fn run_gguf(
-    a: &ServeArgs,
-    path: &std::path::Path,
-    ready: &Ready,
-    jobs: Receiver<Job>,
-    stats: &ServeStats,
-) -> Result<(), RunError> {
-    let model = LlamaModel::open(path)?;
-    let tok = Tokenizer::from_gguf(model.gguf.metadata())?;
-    let ctx = session_ctx(a.ctx_size, model.config.context)?;
-    let engine = crate::open::engine(a.matvec_shape.map(Into::into))?;
-    let mode = if a.stream {
-        WeightMode::Streamed {
-            tile_bytes: a.tile_bytes,
-            ring: usize::from(a.ring_slots),
+    let source = match (&a.model, &a.artifact) {
+        (Some(path), _) => Source::Gguf {
+            path: path.clone(),
+            tokenizer: None,
+        },
+        (None, Some(dir)) => Source::Artifact {
+            dir: dir.clone(),
+            revision: a.revision.clone(),
+        },
+        (None, None) => {
+            return Err(RunError::Usage(
+                "give --model FILE or --artifact DIR".into(),
+            ))
         }
-    } else {
-        WeightMode::Resident
     };
-    let mut runner = Runner::new(&engine, &model, mode, ctx)?;
-    let preloaded = match &a.prompt_cache {
-        Some(p) => PromptCache::new(p, gguf_identity(path)?)
-            .load_all(&mut runner)?
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let template = match &tok.chat_template {
-        Some(_) => tok
-            .template()
-            .map(|t| crate::chat::ChatFormat::Template(Box::new(t)))
-            .map_err(|e| e.to_string()),
-        None => Err("the GGUF has no `tokenizer.chat_template`".to_owned()),
-    };
-    let id = a.alias.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map_or_else(|| "model".to_owned(), |s| s.to_string_lossy().into_owned())
-    });
-    let info = ModelInfo {
-        id,
-        source: "gguf",
-        origin: path.display().to_string(),
-        chat_capable: true,
-        reason: None,
-        chat_template: template.is_ok(),
-        context: ctx,
-    };
-    let _ = ready.send(Ok((info, true)));
-    let encode = |t: &str| tok.encode(t);
-    let mut backend = Backend {
-        decoder: &mut runner,
-        encode: &encode,
-        detok: &tok,
-        template,
-        ctx,
-        preloaded,
-    };
-    worker::serve_jobs(&mut backend, jobs, stats);
-    Ok(())
-}
-
-fn run_artifact(
-    a: &ServeArgs,
-    dir: &std::path::Path,
-    entries: &[Entry],
-    ready: &Ready,
-    jobs: Receiver<Job>,
-    stats: &ServeStats,
-) -> Result<(), RunError> {
-    let artifact = VerifiedArtifact::open(dir, &OpenOptions::verified(a.revision.clone()))?;
-    let authority = artifact.authority();
-    let id = a
-        .alias
-        .clone()
-        .unwrap_or_else(|| authority.map_or_else(|| dir.display().to_string(), |x| x.repo.clone()));
-    let origin = authority.map_or_else(String::new, |x| format!("{}@{}", x.repo, x.commit));
-    let ctx = session_ctx(a.ctx_size, artifact.context())?;
-    let entry = match registry::entry_in(entries, &artifact) {
-        Ok(e) => e,
-        Err(e @ ArtifactError::UnknownFamily { .. }) => {
-            let info = ModelInfo {
-                id,
-                source: "artifact",
-                origin,
-                chat_capable: false,
-                reason: Some(e.to_string()),
-                chat_template: false,
-                context: ctx,
-            };
+    let mut opened = match crate::open::survey(&source, entries)? {
+        Opening::Ready(o) => *o,
+        Opening::Unregistered(u) => {
+            // Listed, never run with a guessed adapter.
+            let ctx = session_ctx(a.ctx_size, u.context)?;
+            let mut info = model_info(a, &u.origin, ctx, false);
+            info.reason = Some(u.refusal.to_string());
             let _ = ready.send(Ok((info, false)));
             return Ok(());
         }
-        Err(e) => return Err(e.into()),
     };
-    let tok = (entry.tokenizer)(&artifact)?;
+    let ctx = session_ctx(a.ctx_size, opened.context)?;
+    let template = opened.take_chat().map_err(|e| e.to_string());
     let engine = crate::open::engine(a.matvec_shape.map(Into::into))?;
-    let opts = ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib);
-    let mut decoder = ArtifactDecoder((entry.open)(&artifact, &opts)?, ctx);
+    let opts = ModelOptions {
+        tile_bytes: a.tile_bytes,
+        ring_slots: usize::from(a.ring_slots),
+        ..ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib)
+    };
+    let mut model = opened.load(&opts)?;
     let preloaded = match &a.prompt_cache {
-        Some(p) => PromptCache::new(p, prompt_cache_identity(&artifact)?)
-            .load_all(&mut decoder)?
+        Some(p) => PromptCache::new(p, opened.prompt_cache_identity()?)
+            .load_all(model.as_mut())?
             .unwrap_or_default(),
         None => Vec::new(),
     };
-    let template = (entry.chat)(&artifact).map_err(|e| e.to_string());
-    let info = ModelInfo {
-        id,
-        source: "artifact",
-        origin,
-        chat_capable: true,
-        reason: None,
-        chat_template: template.is_ok(),
-        context: ctx,
-    };
+    let mut info = model_info(a, &opened.origin, ctx, true);
+    info.chat_template = template.is_ok();
+    info.answer = template.as_ref().ok().and_then(|f| f.answer_syntax());
     let _ = ready.send(Ok((info, true)));
-    let vocab = artifact.vocab_size();
-    let encode = |t: &str| {
-        let ids = tok.encode(t)?;
-        crate::tokenizer::check_vocab(&ids, vocab)?;
-        Ok(ids)
-    };
+    let encode = |t: &str| opened.encode(t);
     let mut backend = Backend {
-        decoder: &mut decoder,
+        decoder: model.as_mut(),
         encode: &encode,
-        detok: &tok,
+        detok: &opened,
         template,
         ctx,
         preloaded,
     };
     worker::serve_jobs(&mut backend, jobs, stats);
     Ok(())
+}
+
+/// What `/v1/models` says of the model (its id is `--alias`, else the origin's name).
+fn model_info(a: &ServeArgs, origin: &Origin, ctx: usize, chat_capable: bool) -> ModelInfo {
+    ModelInfo {
+        id: a.alias.clone().unwrap_or_else(|| origin.name.clone()),
+        source: origin.source,
+        origin: origin.location.clone(),
+        chat_capable,
+        reason: None,
+        chat_template: false,
+        context: ctx,
+        answer: None,
+    }
 }
 
 /// What `--dry-run` says.
@@ -584,7 +511,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             Err(e) => fail(e),
         };
     }
-    let server = match start(&args, registry::ENTRIES, true) {
+    let server = match start(&args, crate::registry::ENTRIES, true) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };

@@ -1,47 +1,47 @@
-//! The reasoning of a thinking-mode answer (DeepSeek V4 with `reasoning_effort`), sent apart
-//! from its content as DeepSeek's API does: the model's text up to the first `</think>` is
-//! `reasoning_content`, what follows is `content`, and the tag itself is neither.
-
-/// Closes the reasoning.
-const END: &str = crate::deepseek::chat::THINK_END;
+//! The reasoning of a thinking-mode answer (a family encoder's thinking mode, with
+//! `reasoning_effort`), sent apart from its content as DeepSeek's API does: the model's text up
+//! to the first mark that closes it (the encoder's [`crate::chat::AnswerSyntax`], `</think>`) is
+//! `reasoning_content`, what follows is `content`, and the mark itself is neither.
 
 /// Splits the pieces of one answer as they arrive, holding back only what may be the start of
 /// `</think>` split across pieces.
 #[derive(Debug)]
 pub struct Splitter {
-    reasoning: bool,
+    /// The mark that closes the reasoning, while the answer is still in it.
+    reasoning: Option<&'static str>,
     held: String,
 }
 
 impl Splitter {
-    /// A splitter for an answer that starts in its reasoning (`thinking`) or not.
-    pub fn new(thinking: bool) -> Self {
+    /// A splitter for an answer that starts in its reasoning, closed by `end` (thinking mode),
+    /// or not (`None`).
+    pub fn new(end: Option<&'static str>) -> Self {
         Self {
-            reasoning: thinking,
+            reasoning: end,
             held: String::new(),
         }
     }
 
     /// The (reasoning, content) ready to send after `piece`.
     pub fn push(&mut self, piece: &str) -> (String, String) {
-        if !self.reasoning {
+        let Some(end) = self.reasoning else {
             return (String::new(), piece.to_string());
-        }
+        };
         self.held.push_str(piece);
-        if let Some(at) = self.held.find(END) {
+        if let Some(at) = self.held.find(end) {
             let reasoning = self.held[..at].to_string();
-            let content = self.held[at + END.len()..].to_string();
+            let content = self.held[at + end.len()..].to_string();
             self.held.clear();
-            self.reasoning = false;
+            self.reasoning = None;
             return (reasoning, content);
         }
         // keep back the longest tail that could begin the tag (`get` skips cuts inside a
         // character; a tail that matches starts with `<`)
         let held = &self.held;
-        let keep = (1..END.len())
+        let keep = (1..end.len())
             .rev()
             .filter_map(|n| held.len().checked_sub(n))
-            .find(|&at| held.get(at..).is_some_and(|tail| END.starts_with(tail)))
+            .find(|&at| held.get(at..).is_some_and(|tail| end.starts_with(tail)))
             .map_or(0, |at| held.len() - at);
         let send = self.held.len() - keep;
         let reasoning = self.held[..send].to_string();
@@ -59,8 +59,10 @@ impl Splitter {
 mod tests {
     use super::*;
 
+    const END: &str = "</think>";
+
     fn run(thinking: bool, pieces: &[&str]) -> (String, String) {
-        let mut s = Splitter::new(thinking);
+        let mut s = Splitter::new(thinking.then_some(END));
         let (mut r, mut c) = (String::new(), String::new());
         for p in pieces {
             let (a, b) = s.push(p);
@@ -97,7 +99,7 @@ mod tests {
 
     #[test]
     fn held_text_is_sent_as_soon_as_it_cannot_begin_the_tag() {
-        let mut s = Splitter::new(true);
+        let mut s = Splitter::new(Some(END));
         assert_eq!(s.push("abc</th"), ("abc".to_string(), String::new()));
         assert_eq!(s.push("x"), ("</thx".to_string(), String::new()));
     }

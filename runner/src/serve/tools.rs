@@ -1,13 +1,13 @@
 //! Function calling on `/v1/chat/completions` (docs/runner.md "minirun-serve"): the request's
 //! `tools`, `tool_choice`, assistant `tool_calls` and `tool` messages in OpenAI's shapes, turned
-//! into what the chat format renders (DeepSeek V4's DSML, [`crate::deepseek::tools`]).
+//! into what the chat format renders, and a tool-call block in the answer read back by the
+//! format's [`AnswerSyntax`] (DeepSeek V4's DSML).
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::api::ApiError;
-use crate::chat::{ToolCall, ToolDef};
-use crate::deepseek::tools::CALLS_START;
+use crate::chat::{AnswerSyntax, ToolCall, ToolDef};
 
 /// `tools[]`: `{"type": "function", "function": {name, description, parameters}}`.
 #[derive(Debug, Deserialize)]
@@ -107,20 +107,20 @@ pub fn call_json(c: &ToolCall, index: Option<usize>) -> Value {
 }
 
 /// The content of an answer to a request that offered tools, as it streams: what may begin a
-/// tool-call block (trailing white space, a prefix of `<｜DSML｜tool_calls>`) is held back, and
-/// the block itself is kept to the end, where [`CallStage::finish`] parses it into calls.
-#[derive(Debug)]
+/// tool-call block (trailing white space, a prefix of the syntax's `calls_start`) is held back,
+/// and the block itself is kept to the end, where [`CallStage::finish`] parses it into calls.
 pub struct CallStage {
-    on: bool,
+    syntax: Option<&'static AnswerSyntax>,
     in_block: bool,
     held: String,
 }
 
 impl CallStage {
-    /// A stage that parses tool calls (`on`: tools were offered) or passes content through.
-    pub fn new(on: bool) -> Self {
+    /// A stage that parses tool calls in `syntax` (tools were offered) or passes content
+    /// through (`None`).
+    pub fn new(syntax: Option<&'static AnswerSyntax>) -> Self {
         Self {
-            on,
+            syntax,
             in_block: false,
             held: String::new(),
         }
@@ -128,20 +128,20 @@ impl CallStage {
 
     /// The content ready to send after `piece`.
     pub fn push(&mut self, piece: &str) -> String {
-        if !self.on {
+        let Some(syntax) = self.syntax else {
             return piece.to_owned();
-        }
+        };
         self.held.push_str(piece);
         if self.in_block {
             return String::new();
         }
-        if let Some(at) = self.held.find(CALLS_START) {
+        if let Some(at) = self.held.find(syntax.calls_start) {
             let send = self.held[..at].trim_end().to_owned();
             self.held.drain(..at);
             self.in_block = true;
             return send;
         }
-        let cut = hold_from(&self.held);
+        let cut = hold_from(&self.held, syntax.calls_start);
         let send = self.held[..cut].to_owned();
         self.held.drain(..cut);
         send
@@ -150,21 +150,20 @@ impl CallStage {
     /// The content still held and the calls of the block, if one began.
     pub fn finish(&mut self) -> (String, Vec<ToolCall>) {
         let held = std::mem::take(&mut self.held);
-        if !self.in_block {
+        let Some(syntax) = self.syntax.filter(|_| self.in_block) else {
             return (held, Vec::new());
-        }
-        crate::deepseek::tools::parse(&held)
-            .map_or((held, Vec::new()), |(_, calls)| (String::new(), calls))
+        };
+        (syntax.parse_calls)(&held).map_or((held, Vec::new()), |(_, calls)| (String::new(), calls))
     }
 }
 
-/// Where the tail that may begin a block starts: a prefix of the marker at the very end, and the
-/// white space before it.
-fn hold_from(text: &str) -> usize {
-    let marker = (1..CALLS_START.len())
+/// Where the tail that may begin a block starts: a prefix of the `start` marker at the very end,
+/// and the white space before it.
+fn hold_from(text: &str, start: &str) -> usize {
+    let marker = (1..start.len())
         .rev()
         .filter_map(|n| text.len().checked_sub(n))
-        .find(|&at| text.get(at..).is_some_and(|t| CALLS_START.starts_with(t)))
+        .find(|&at| text.get(at..).is_some_and(|t| start.starts_with(t)))
         .unwrap_or(text.len());
     text[..marker].trim_end().len()
 }
@@ -173,11 +172,15 @@ fn hold_from(text: &str) -> usize {
 mod tests {
     use super::*;
 
+    fn dsml() -> Option<&'static AnswerSyntax> {
+        crate::deepseek::chat::format(crate::chat::Mode::Chat).answer_syntax()
+    }
+
     #[test]
     fn a_block_is_held_and_parsed_wherever_the_pieces_break() {
         let text = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"true\">a b</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
         for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
-            let mut s = CallStage::new(true);
+            let mut s = CallStage::new(dsml());
             let mut sent = s.push(&text[..cut]);
             sent.push_str(&s.push(&text[cut..]));
             let (rest, calls) = s.finish();
@@ -187,12 +190,12 @@ mod tests {
             assert_eq!(calls[0].arguments, r#"{"x": "a b"}"#);
         }
         // no block: everything is sent, white space included
-        let mut s = CallStage::new(true);
+        let mut s = CallStage::new(dsml());
         let mut sent = s.push("plain  \n");
         sent.push_str(&s.finish().0);
         assert_eq!(sent, "plain  \n");
         // not offered: passed through
-        let mut s = CallStage::new(false);
+        let mut s = CallStage::new(None);
         assert_eq!(s.push("<｜DSML｜tool_calls>"), "<｜DSML｜tool_calls>");
     }
 }

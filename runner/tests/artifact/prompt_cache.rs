@@ -63,9 +63,14 @@ fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
     let (header, _) = read_kv(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(header.tokens, prompt[..keep]);
     assert_eq!(header.model, id);
-    // a position the adapter holds no state of cannot be saved
+    // a prefix the adapter holds no state within cannot be saved (the file is kept)
     let err = cache.save(&d, &prompt[..5]).unwrap_err().to_string();
-    assert!(err.contains("not at 5"), "{err}");
+    assert!(
+        err.contains("no prefix of the 5 tokens can be saved"),
+        "{err}"
+    );
+    let (header, _) = read_kv(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(header.tokens, prompt[..keep]);
 
     // A fresh adapter: the file's state, then the last prompt token and the next one.
     let mut b = open(&a, &opts);

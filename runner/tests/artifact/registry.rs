@@ -1,6 +1,6 @@
 //! The registry API end to end with a test-local adapter: a "bigram" model over the artifact's
 //! plain BF16 `embed.weight` and `head.weight` (logits = head · embed[id], on the CPU), run
-//! through `minirun-run`'s artifact path (`run_artifact_with`) resident and streamed. It shows
+//! through `minirun-run`'s one open path (`run::run_with`) resident and streamed. It shows
 //! what a family adapter plugs into and that the greedy loop, EOS handling, logits dump and
 //! per-forward loads behave; the DeepSeek V4 adapter replaces it for `deepseek-v4`.
 
@@ -10,7 +10,7 @@ use runner::artifact::{tokenizer_of, OpenOptions, VerifiedArtifact};
 use runner::error::RunError;
 use runner::llama::Logits;
 use runner::registry::Entry;
-use runner::run::from_artifact::run_artifact_with;
+use runner::run::run_with;
 use runner::run::RunArgs;
 
 use super::{engine, fixture};
@@ -121,7 +121,7 @@ fn a_registered_adapter_runs_through_the_artifact_path() {
         .unwrap()
     };
     // A family with no registered runner: verified, reported as not chat-capable, never guessed.
-    let err = run_artifact_with(&args("--resident"), &[])
+    let err = run_with(&args("--resident"), &[])
         .err()
         .unwrap()
         .to_string();
@@ -129,8 +129,8 @@ fn a_registered_adapter_runs_through_the_artifact_path() {
         err.contains("is verified, not chat-capable: no runner is registered for its family"),
         "{err}"
     );
-    let resident = run_artifact_with(&args("--resident"), &TOY).unwrap();
-    let streamed = run_artifact_with(&args("--stream"), &TOY).unwrap();
+    let resident = run_with(&args("--resident"), &TOY).unwrap();
+    let streamed = run_with(&args("--stream"), &TOY).unwrap();
     // An independent greedy chain over the same bytes.
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
     let (e, h) = load(&a).unwrap();
@@ -179,7 +179,7 @@ fn chat_renders_the_family_format_with_one_bos() {
         "--ignore-eos",
     ])
     .unwrap();
-    let out = run_artifact_with(&args, &TOY).unwrap();
+    let out = run_with(&args, &TOY).unwrap();
     let a = VerifiedArtifact::open(&fx.consumer, &OpenOptions::default()).unwrap();
     let format = runner::deepseek::entry::chat(&a).unwrap();
     assert!(matches!(

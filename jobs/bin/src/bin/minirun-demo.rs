@@ -46,7 +46,7 @@ fn main() -> ExitCode {
                 args.prompt,
                 args.generate
             );
-            match runner::run::from_artifact::generate(&s.consumer, &args.prompt, args.generate) {
+            match runner::run::generate(&s.consumer, &args.prompt, args.generate) {
                 Ok(o) => {
                     cli::emit(&format!(
                         "demo: generated {} tokens {:?} from the verified artifact: {:?} + {:?}\n",
