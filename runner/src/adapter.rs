@@ -205,6 +205,20 @@ impl crate::prompt_cache::KvState for ArtifactDecoder<'_> {
     }
 }
 
+/// A GGUF file opened by the family its architecture's registry row names
+/// ([`crate::registry::GGUF_ENTRIES`]): what a front-end sizes a run by, and how it goes on the
+/// device.
+pub trait GgufWeights {
+    /// The file's metadata (its vocabulary and chat template).
+    fn metadata(&self) -> &artifact::gguf::Metadata;
+    /// Positions the model was trained for.
+    fn context(&self) -> usize;
+    /// Ids the model's embedding holds.
+    fn vocab(&self) -> usize;
+    /// The model on `opts.engine` with `opts.capacity` positions, resident or streamed.
+    fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError>;
+}
+
 /// What every front-end drives, whatever the family: the generation loop's [`Decoder`] whose
 /// decode state the prompt cache can hold ([`crate::prompt_cache::KvState`]).
 pub trait Model: Decoder + crate::prompt_cache::KvState {}

@@ -68,6 +68,24 @@ pub struct LlamaModel {
     pub output: MatrixRef,
 }
 
+/// The GGUF file at `path`, its header and tensor table read.
+pub fn open_gguf(path: &Path) -> Result<GgufModel, RunError> {
+    GgufModel::open(path).map_err(|source| RunError::Gguf {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// `general.architecture` of `gguf` (opened from `path`).
+pub fn architecture<'g>(gguf: &'g GgufModel, path: &Path) -> Result<&'g str, RunError> {
+    gguf.metadata()
+        .get_str("general.architecture")
+        .map_err(|source| RunError::Meta {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
 fn weight_format(name: &str, t: GgmlType) -> Result<WeightFormat, RunError> {
     Ok(match t {
         GgmlType::Q4_1 => WeightFormat::Q4_1,
@@ -95,11 +113,12 @@ fn weight_format(name: &str, t: GgmlType) -> Result<WeightFormat, RunError> {
 impl LlamaModel {
     /// Opens `path` and checks every tensor the adapter needs, with its shape.
     pub fn open(path: &Path) -> Result<Self, RunError> {
+        Self::from_gguf(open_gguf(path)?, path)
+    }
+
+    /// The model of `gguf` (opened from `path`), every tensor the adapter needs checked.
+    pub fn from_gguf(gguf: GgufModel, path: &Path) -> Result<Self, RunError> {
         let label = path.display().to_string();
-        let gguf = GgufModel::open(path).map_err(|source| RunError::Gguf {
-            path: label.clone(),
-            source,
-        })?;
         let config = read_config(&gguf, &label)?;
         let c = &config;
         let matrix = |name: String, rows: usize, k: usize| -> Result<MatrixRef, RunError> {

@@ -11,13 +11,11 @@ use std::path::{Path, PathBuf};
 use artifact::mega::kv::KvModel;
 use kernels::gpu::MatvecShape;
 
-use crate::adapter::{ArtifactDecoder, Model, ModelOptions, Residency};
+use crate::adapter::{ArtifactDecoder, GgufWeights, Model, ModelOptions};
 use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
 use crate::chat::ChatFormat;
 use crate::engine::Engine;
 use crate::error::RunError;
-use crate::llama::{Runner, WeightMode};
-use crate::model::LlamaModel;
 use crate::registry::Entry;
 use crate::tokenizer::{Detokenize, TextPipeline, Tokenizer};
 
@@ -118,7 +116,7 @@ pub struct Opened<'e> {
 
 enum Kind<'e> {
     Gguf {
-        model: Box<LlamaModel>,
+        model: Box<dyn GgufWeights>,
         path: PathBuf,
     },
     Artifact {
@@ -143,8 +141,10 @@ pub fn survey<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opening<'e>, 
 }
 
 fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, RunError> {
-    let model = LlamaModel::open(path)?;
-    let meta = model.gguf.metadata();
+    let gguf = crate::model::open_gguf(path)?;
+    let entry = crate::registry::gguf_entry(crate::model::architecture(&gguf, path)?, path)?;
+    let model = (entry.open)(gguf, path)?;
+    let meta = model.metadata();
     let tok = match tokenizer {
         Some(p) => Tokenizer::from_file(p, meta)?,
         None => Tokenizer::from_gguf(meta)?,
@@ -163,10 +163,10 @@ fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, R
         origin,
         tokenizer: tok,
         chat,
-        context: model.config.context,
-        vocab: model.config.vocab as u64,
+        context: model.context(),
+        vocab: model.vocab() as u64,
         kind: Kind::Gguf {
-            model: Box::new(model),
+            model,
             path: path.to_owned(),
         },
     })))
@@ -214,21 +214,7 @@ impl Opened<'_> {
     /// The model on `opts.engine` with `opts.capacity` positions, resident or streamed.
     pub fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError> {
         match &self.kind {
-            Kind::Gguf { model, .. } => {
-                let mode = match opts.residency {
-                    Residency::Resident => WeightMode::Resident,
-                    Residency::Streamed => WeightMode::Streamed {
-                        tile_bytes: opts.tile_bytes,
-                        ring: opts.ring_slots,
-                    },
-                };
-                Ok(Box::new(Runner::new(
-                    opts.engine,
-                    model,
-                    mode,
-                    opts.capacity,
-                )?))
-            }
+            Kind::Gguf { model, .. } => model.load(opts),
             Kind::Artifact { artifact, entry } => Ok(Box::new(ArtifactDecoder(
                 (entry.open)(artifact, opts)?,
                 opts.capacity,

@@ -1,5 +1,6 @@
-//! The product registry (docs/runner.md "Registry"): one [`Entry`] per model family, pairing the
-//! family's model adapter with its text pipeline. `minirun-run --artifact DIR` opens the
+//! The product registry (docs/runner.md "Registry"): one [`Entry`] per artifact family, pairing
+//! the family's model adapter with its text pipeline, and one [`GgufEntry`] per GGUF
+//! architecture, naming the family that opens it. `minirun-run --artifact DIR` opens the
 //! [`VerifiedArtifact`] first, then looks its family up here; a family without an entry is
 //! refused after verification, with a message naming it.
 //!
@@ -13,7 +14,11 @@
 //! [`VerifiedArtifact::load_container`] / [`VerifiedArtifact::load_plain`], which apply the load
 //! policy) on the engine of [`ModelOptions`].
 
-use crate::adapter::{ArtifactModel, ModelOptions};
+use std::path::Path;
+
+use artifact::gguf::GgufModel;
+
+use crate::adapter::{ArtifactModel, GgufWeights, ModelOptions};
 use crate::artifact::{ArtifactError, VerifiedArtifact};
 use crate::error::RunError;
 use crate::tokenizer::Tokenizer;
@@ -47,6 +52,57 @@ pub static ENTRIES: &[Entry] = &[Entry {
     tokenizer: crate::deepseek::entry::tokenizer,
     chat: crate::deepseek::entry::chat,
 }];
+
+/// Opens a GGUF file of a registered architecture as its family's weights.
+pub type GgufOpenFn = fn(GgufModel, &Path) -> Result<Box<dyn GgufWeights>, RunError>;
+
+/// One GGUF architecture (`general.architecture`) and the family that runs it.
+#[derive(Clone, Copy)]
+pub struct GgufEntry {
+    pub architecture: &'static str,
+    /// The family's module, in words (`minirun-run --json`, the refusal's list).
+    pub family: &'static str,
+    pub open: GgufOpenFn,
+}
+
+/// The registered GGUF architectures: the Llama family's three (their RoPE pairing and
+/// metadata keys are the family's, in `model.rs`).
+pub static GGUF_ENTRIES: &[GgufEntry] = &[
+    GgufEntry {
+        architecture: "llama",
+        family: "llama",
+        open: crate::llama::open_gguf,
+    },
+    GgufEntry {
+        architecture: "qwen2",
+        family: "llama",
+        open: crate::llama::open_gguf,
+    },
+    GgufEntry {
+        architecture: "qwen3",
+        family: "llama",
+        open: crate::llama::open_gguf,
+    },
+];
+
+/// The row of the GGUF file's `architecture` in [`GGUF_ENTRIES`], or the refusal naming it and
+/// the registered ones.
+pub fn gguf_entry(architecture: &str, path: &Path) -> Result<&'static GgufEntry, RunError> {
+    GGUF_ENTRIES
+        .iter()
+        .find(|e| e.architecture == architecture)
+        .ok_or_else(|| RunError::Model {
+            path: path.display().to_string(),
+            detail: format!(
+                "architecture `{architecture}` has no runner (registered: {}); minirun runs only what its registry names",
+                GGUF_ENTRIES
+                    .iter()
+                    .map(|e| e.architecture)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
 
 /// The entry for `family`, if one is registered.
 pub fn lookup(family: &str) -> Option<&'static Entry> {

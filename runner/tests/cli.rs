@@ -289,3 +289,52 @@ fn serve_cli_contract() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`/nonexistent/m.gguf`"));
 }
+
+/// A GGUF file whose `general.architecture` has no registry row is refused by name, with the
+/// registered ones, before any device is opened (exit 1); one without the key names the key.
+#[test]
+fn an_unregistered_gguf_architecture_is_refused_by_the_registry() {
+    use artifact::gguf::writer::write_file;
+    use artifact::gguf::{Metadata, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, arch: Option<&str>| {
+        let mut meta = Metadata::default();
+        if let Some(a) = arch {
+            meta.set("general.architecture", Value::String(a.as_bytes().to_vec()));
+        }
+        meta.set("general.name", Value::String(b"toy".to_vec()));
+        let path = dir.path().join(name);
+        write_file(&path, &meta, &[], 32, |_| unreachable!("no tensors")).unwrap();
+        path
+    };
+    let run = |path: &std::path::Path| {
+        let out = bin()
+            .arg("--model")
+            .arg(path)
+            .args(["-p", "x"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&write("gpt2.gguf", Some("gpt2")));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("architecture `gpt2` has no runner (registered: llama, qwen2, qwen3)"),
+        "{err}"
+    );
+    let (code, err) = run(&write("none.gguf", None));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("general.architecture"), "{err}");
+    // the rows the registry holds
+    let archs: Vec<_> = runner::registry::GGUF_ENTRIES
+        .iter()
+        .map(|e| (e.architecture, e.family))
+        .collect();
+    assert_eq!(
+        archs,
+        [("llama", "llama"), ("qwen2", "llama"), ("qwen3", "llama")]
+    );
+}

@@ -47,6 +47,49 @@ pub enum WeightMode {
 
 pub use crate::generate::Logits;
 
+impl crate::adapter::GgufWeights for crate::model::LlamaModel {
+    fn metadata(&self) -> &artifact::gguf::Metadata {
+        self.gguf.metadata()
+    }
+
+    fn context(&self) -> usize {
+        self.config.context
+    }
+
+    fn vocab(&self) -> usize {
+        self.config.vocab
+    }
+
+    /// Streamed with the options' tile and ring, or resident.
+    fn load<'s>(
+        &'s self,
+        opts: &crate::adapter::ModelOptions<'s>,
+    ) -> Result<Box<dyn crate::adapter::Model + 's>, RunError> {
+        let mode = match opts.residency {
+            crate::adapter::Residency::Resident => WeightMode::Resident,
+            crate::adapter::Residency::Streamed => WeightMode::Streamed {
+                tile_bytes: opts.tile_bytes,
+                ring: opts.ring_slots,
+            },
+        };
+        Ok(Box::new(Runner::new(
+            opts.engine,
+            self,
+            mode,
+            opts.capacity,
+        )?))
+    }
+}
+
+/// The registry's `open` of a Llama-family GGUF architecture (llama, qwen2, qwen3): every tensor
+/// the adapter needs checked.
+pub fn open_gguf(
+    gguf: artifact::gguf::GgufModel,
+    path: &std::path::Path,
+) -> Result<Box<dyn crate::adapter::GgufWeights>, RunError> {
+    Ok(Box::new(crate::model::LlamaModel::from_gguf(gguf, path)?))
+}
+
 /// The activation buffers of the plan.
 pub(crate) struct Activations {
     chunk: usize,
