@@ -13,14 +13,14 @@
 #
 # Needs the release binaries (cargo build --release -p runner -p minirun-bins --bin minirun-run --bin minirun-demo). About a minute a round.
 # BASELINE=/path/to/an/older/minirun-run adds its resident run to every round (before/after in
-# one round-robin run).
+# one round-robin run); OUT=PAGE writes the table there instead of docs/bench/runner-v4.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CARGO_TARGET_DIR:=$PWD/target}"
 bin=$CARGO_TARGET_DIR/release
 rounds=${1:-5}
 decode=${2:-16}
-out=docs/bench/runner-v4.md
+out=${OUT:-docs/bench/runner-v4.md}
 tmp=$(mktemp -d /tmp/minirun-runner-v4.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$tmp}
