@@ -69,7 +69,7 @@ pub struct LlamaModel {
 }
 
 /// The GGUF file at `path`, its header and tensor table read.
-pub fn open_gguf(path: &Path) -> Result<GgufModel, RunError> {
+pub fn read_gguf(path: &Path) -> Result<GgufModel, RunError> {
     GgufModel::open(path).map_err(|source| RunError::Gguf {
         path: path.display().to_string(),
         source,
@@ -113,7 +113,7 @@ fn weight_format(name: &str, t: GgmlType) -> Result<WeightFormat, RunError> {
 impl LlamaModel {
     /// Opens `path` and checks every tensor the adapter needs, with its shape.
     pub fn open(path: &Path) -> Result<Self, RunError> {
-        Self::from_gguf(open_gguf(path)?, path)
+        Self::from_gguf(read_gguf(path)?, path)
     }
 
     /// The model of `gguf` (opened from `path`), every tensor the adapter needs checked.

@@ -57,18 +57,19 @@ pub struct Origin {
     pub location: String,
     /// The artifact's family (`None` for a GGUF file).
     pub family: Option<String>,
-    /// The repository and commit the artifact's evidence names (`None`: a GGUF file, or an
-    /// artifact with no authority).
-    pub evidence: Option<(String, String)>,
+    /// The commit the artifact's evidence names (its repository is `name`; `None`: a GGUF file,
+    /// or an artifact with no authority).
+    pub commit: Option<String>,
 }
 
 impl Origin {
     /// The line a front-end prints once an artifact is verified (`None` for a GGUF file).
     pub fn provenance(&self) -> Option<String> {
         let family = self.family.as_deref()?;
-        let (repo, commit) = self.evidence.as_ref()?;
+        let commit = self.commit.as_deref()?;
         Some(format!(
-            "verified `{repo}` at {commit} (evidence holds for every file); family `{family}`"
+            "verified `{}` at {commit} (evidence holds for every file); family `{family}`",
+            self.name
         ))
     }
 }
@@ -96,6 +97,29 @@ impl<'e> Opening<'e> {
         match self {
             Opening::Ready(o) => Ok(*o),
             Opening::Unregistered(u) => Err(u.refusal),
+        }
+    }
+}
+
+impl Source {
+    /// What a front-end's flags name: `--artifact` (with `--revision`), else `--model` (with
+    /// `--tokenizer`); `None` when neither is given.
+    pub fn from_flags(
+        model: Option<&Path>,
+        tokenizer: Option<&Path>,
+        artifact: Option<&Path>,
+        revision: Option<&str>,
+    ) -> Option<Self> {
+        match (artifact, model) {
+            (Some(dir), _) => Some(Source::Artifact {
+                dir: dir.to_owned(),
+                revision: revision.map(str::to_owned),
+            }),
+            (None, Some(path)) => Some(Source::Gguf {
+                path: path.to_owned(),
+                tokenizer: tokenizer.map(Path::to_owned),
+            }),
+            (None, None) => None,
         }
     }
 }
@@ -135,13 +159,13 @@ pub fn open<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opened<'e>, Run
 /// As [`open`], with an artifact of an unregistered family told apart from a failure.
 pub fn survey<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opening<'e>, RunError> {
     match source {
-        Source::Gguf { path, tokenizer } => open_gguf(path, tokenizer.as_deref()),
-        Source::Artifact { dir, revision } => open_artifact(dir, revision.clone(), entries),
+        Source::Gguf { path, tokenizer } => survey_gguf(path, tokenizer.as_deref()),
+        Source::Artifact { dir, revision } => survey_artifact(dir, revision.clone(), entries),
     }
 }
 
-fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, RunError> {
-    let gguf = crate::model::open_gguf(path)?;
+fn survey_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, RunError> {
+    let gguf = crate::model::read_gguf(path)?;
     let entry = crate::registry::gguf_entry(crate::model::architecture(&gguf, path)?, path)?;
     let model = (entry.open)(gguf, path)?;
     let meta = model.metadata();
@@ -157,7 +181,7 @@ fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, R
             .map_or_else(|| "model".to_owned(), |s| s.to_string_lossy().into_owned()),
         location: path.display().to_string(),
         family: None,
-        evidence: None,
+        commit: None,
     };
     Ok(Opening::Ready(Box::new(Opened {
         origin,
@@ -172,7 +196,7 @@ fn open_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, R
     })))
 }
 
-fn open_artifact<'e>(
+fn survey_artifact<'e>(
     dir: &Path,
     revision: Option<String>,
     entries: &'e [Entry],
@@ -184,7 +208,7 @@ fn open_artifact<'e>(
         name: authority.map_or_else(|| dir.display().to_string(), |a| a.repo.clone()),
         location: authority.map_or_else(String::new, |a| format!("{}@{}", a.repo, a.commit)),
         family: Some(artifact.family().to_owned()),
-        evidence: authority.map(|a| (a.repo.clone(), a.commit.clone())),
+        commit: authority.map(|a| a.commit.clone()),
     };
     let entry = match crate::registry::entry_in(entries, &artifact) {
         Ok(e) => e,

@@ -169,8 +169,8 @@ impl PromptCache {
 
     /// Writes the state of the longest prefix of `tokens` the model can save
     /// ([`KvState::kv_savable`]) atomically: a temporary file in the same directory, renamed over
-    /// the target. Returns the positions written.
-    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<usize, RunError> {
+    /// the target.
+    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<(), RunError> {
         let n = state.kv_savable(tokens.len());
         if n == 0 {
             return Err(cache_err(
@@ -205,7 +205,7 @@ impl PromptCache {
         std::io::Write::write_all(&mut tmp, &bytes).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(n)
+        Ok(())
     }
 }
 

@@ -60,7 +60,7 @@ pub type GgufOpenFn = fn(GgufModel, &Path) -> Result<Box<dyn GgufWeights>, RunEr
 #[derive(Clone, Copy)]
 pub struct GgufEntry {
     pub architecture: &'static str,
-    /// The family's module, in words (`minirun-run --json`, the refusal's list).
+    /// The family module that runs it (`llama`).
     pub family: &'static str,
     pub open: GgufOpenFn,
 }

@@ -191,17 +191,12 @@ impl RunArgs {
 
     /// What `--model` (with `--tokenizer`) or `--artifact` (with `--revision`) names.
     pub fn source(&self) -> Option<crate::open::Source> {
-        match (&self.artifact, &self.model) {
-            (Some(dir), _) => Some(crate::open::Source::Artifact {
-                dir: dir.clone(),
-                revision: self.revision.clone(),
-            }),
-            (None, Some(path)) => Some(crate::open::Source::Gguf {
-                path: path.clone(),
-                tokenizer: self.tokenizer.clone(),
-            }),
-            (None, None) => None,
-        }
+        crate::open::Source::from_flags(
+            self.model.as_deref(),
+            self.tokenizer.as_deref(),
+            self.artifact.as_deref(),
+            self.revision.as_deref(),
+        )
     }
 
     /// How the model goes on `engine` with `capacity` positions: `--stream` (with

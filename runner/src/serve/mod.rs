@@ -370,21 +370,13 @@ fn run_worker(
     jobs: Receiver<Job>,
     stats: &ServeStats,
 ) -> Result<(), RunError> {
-    let source = match (&a.model, &a.artifact) {
-        (Some(path), _) => Source::Gguf {
-            path: path.clone(),
-            tokenizer: None,
-        },
-        (None, Some(dir)) => Source::Artifact {
-            dir: dir.clone(),
-            revision: a.revision.clone(),
-        },
-        (None, None) => {
-            return Err(RunError::Usage(
-                "give --model FILE or --artifact DIR".into(),
-            ))
-        }
-    };
+    let source = Source::from_flags(
+        a.model.as_deref(),
+        None,
+        a.artifact.as_deref(),
+        a.revision.as_deref(),
+    )
+    .ok_or_else(|| RunError::Usage("give --model FILE or --artifact DIR".into()))?;
     let mut opened = match crate::open::survey(&source, entries)? {
         Opening::Ready(o) => *o,
         Opening::Unregistered(u) => {
