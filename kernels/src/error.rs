@@ -40,8 +40,17 @@ pub enum KernelError {
         position: usize,
         vocab: usize,
     },
-    #[error("no wgpu adapter found (install `mesa-vulkan-drivers` for the CPU adapter lavapipe)")]
-    NoAdapter,
+    #[error("no usable wgpu adapter on {backends} ({}): {hint}", asked_note(*.asked))]
+    NoAdapter {
+        backends: String,
+        asked: crate::device::Asked,
+        hint: &'static str,
+    },
+    #[error("{source_name} names the backend `{name}`, which wgpu does not have (vulkan, metal, dx12, gl; comma-separated)")]
+    UnknownBackend {
+        source_name: &'static str,
+        name: String,
+    },
     #[error("subgroup reductions were asked for, but the adapter `{0}` has no subgroup operations (wgpu::Features::SUBGROUP)")]
     NoSubgroups(String),
     #[error("wgpu device request failed")]
@@ -62,4 +71,12 @@ pub enum KernelError {
     },
     #[error("gpu readback failed: {0}")]
     Readback(String),
+}
+
+fn asked_note(asked: crate::device::Asked) -> &'static str {
+    match asked {
+        crate::device::Asked::Flag => "asked for with --backend",
+        crate::device::Asked::Env => "asked for with WGPU_BACKEND",
+        crate::device::Asked::Default => "the default backends",
+    }
 }

@@ -16,12 +16,17 @@ use std::sync::{mpsc, Arc, Mutex};
 use bytemuck::Pod;
 use wgpu::util::DeviceExt;
 
+mod stats;
+
+pub use crate::device::{Adapter, Backends, DeviceRequest, ShaderStats};
 use crate::error::KernelError;
 use crate::generated::BindingKind;
 use crate::kernel::{Access, Kernel};
 pub use crate::launch::{
     elementwise_groups, entry_point, matmul_groups, matmul_launch, MatvecShape,
 };
+use stats::{bump, Counters, DEVICES_OPENED};
+pub use stats::{devices_opened, GpuStats};
 
 /// Usage of every storage buffer: also bindable as a uniform block (the uniform-x matvec) and
 /// copyable both ways.
@@ -34,75 +39,6 @@ const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 pub struct Compiled {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::ComputePipeline,
-}
-
-/// Counts of everything that crossed the wgpu API through [`Gpu`] (monotonic; subtract two
-/// snapshots for one step's work).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct GpuStats {
-    /// `Queue::submit` calls.
-    pub submits: u64,
-    /// Compute dispatches recorded.
-    pub dispatches: u64,
-    /// Bytes written from the host (`Queue::write_buffer` and initialised buffers).
-    pub bytes_uploaded: u64,
-    /// Bytes mapped back to the host.
-    pub bytes_read_back: u64,
-    /// Buffer maps (blocking read-backs).
-    pub maps: u64,
-    /// Buffers created.
-    pub buffers_created: u64,
-    /// Bind groups created.
-    pub bind_groups_created: u64,
-    /// Bytes of every buffer created so far (the engines free nothing while a model is open, so
-    /// for them this is the peak of their device memory).
-    pub device_bytes_allocated: u64,
-}
-
-impl std::ops::Sub for GpuStats {
-    type Output = GpuStats;
-    fn sub(self, o: GpuStats) -> GpuStats {
-        GpuStats {
-            submits: self.submits.saturating_sub(o.submits),
-            dispatches: self.dispatches.saturating_sub(o.dispatches),
-            bytes_uploaded: self.bytes_uploaded.saturating_sub(o.bytes_uploaded),
-            bytes_read_back: self.bytes_read_back.saturating_sub(o.bytes_read_back),
-            maps: self.maps.saturating_sub(o.maps),
-            buffers_created: self.buffers_created.saturating_sub(o.buffers_created),
-            bind_groups_created: self
-                .bind_groups_created
-                .saturating_sub(o.bind_groups_created),
-            device_bytes_allocated: self
-                .device_bytes_allocated
-                .saturating_sub(o.device_bytes_allocated),
-        }
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    submits: AtomicU64,
-    dispatches: AtomicU64,
-    bytes_uploaded: AtomicU64,
-    bytes_read_back: AtomicU64,
-    maps: AtomicU64,
-    buffers_created: AtomicU64,
-    bind_groups_created: AtomicU64,
-    device_bytes_allocated: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
-}
-
-/// Devices this process has requested from an adapter ([`Gpu::new_with`], the only place one is
-/// requested).
-static DEVICES_OPENED: AtomicU64 = AtomicU64::new(0);
-
-/// How many wgpu devices this process has opened so far (`minirun-run --json` reports it: a
-/// front-end opens exactly one, whatever the model family).
-pub fn devices_opened() -> u64 {
-    DEVICES_OPENED.load(Ordering::Relaxed)
 }
 
 /// Which module of a kernel a pipeline runs.
@@ -185,18 +121,24 @@ impl Gpu {
         shape: Option<MatvecShape>,
         subgroups: Option<bool>,
     ) -> Result<Self, KernelError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let options = wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        };
-        let adapter = pollster::block_on(instance.request_adapter(&options))
-            .map_err(|_| KernelError::NoAdapter)?;
+        Self::open(DeviceRequest {
+            backends: Backends::choose(None)?,
+            shape,
+            subgroups,
+        })
+    }
+
+    /// Opens a device as `request` says: the adapter on its backends
+    /// ([`crate::device::request`]), the adapter's own limits, the row mapping and subgroup
+    /// choice above. The one place a device is requested.
+    pub fn open(request: DeviceRequest) -> Result<Self, KernelError> {
+        let adapter = crate::device::request(&request.backends)?;
         let info = adapter.get_info();
-        let shape = shape.unwrap_or(MatvecShape::for_device_type(info.device_type));
+        let shape = request
+            .shape
+            .unwrap_or(MatvecShape::for_device_type(info.device_type));
         let has = adapter.features().contains(wgpu::Features::SUBGROUP);
-        let subgroups = match subgroups {
+        let subgroups = match request.subgroups {
             Some(true) if !has => return Err(KernelError::NoSubgroups(info.name.clone())),
             Some(on) => on,
             None => has && info.device_type != wgpu::DeviceType::Cpu,
@@ -223,6 +165,19 @@ impl Gpu {
             info: Some(info),
             ..gpu
         })
+    }
+
+    /// The adapter this device was opened on (`None` for a device the caller set up).
+    pub fn adapter(&self) -> Option<Adapter> {
+        self.info.as_ref().map(Adapter::from_info)
+    }
+
+    /// Pipelines compiled on this device so far and the time their compilation took.
+    pub fn shader_stats(&self) -> ShaderStats {
+        ShaderStats {
+            pipelines: self.counters.pipelines.load(Ordering::Relaxed),
+            seconds: self.counters.compile_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        }
     }
 
     /// Wraps a device the caller set up (tests, or an engine sharing one device).
@@ -319,6 +274,13 @@ impl Gpu {
     pub fn write(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
         bump(&self.counters.bytes_uploaded, bytes.len() as u64);
         self.queue.write_buffer(buffer, offset, bytes);
+    }
+
+    /// Counts one compiled pipeline and the time it took.
+    fn count_compile(&self, took: std::time::Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        bump(&self.counters.compile_ns, ns);
+        bump(&self.counters.pipelines, 1);
     }
 
     fn count_buffer(&self, size: u64) {
@@ -485,6 +447,7 @@ impl Gpu {
         entry: &str,
         entries: &[wgpu::BindGroupLayoutEntry],
     ) -> Compiled {
+        let t0 = std::time::Instant::now();
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -514,6 +477,7 @@ impl Gpu {
                 compilation_options: wgpu::PipelineCompilationOptions::default(),
                 cache: None,
             });
+        self.count_compile(t0.elapsed());
         Compiled { layout, pipeline }
     }
 

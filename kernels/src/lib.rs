@@ -10,6 +10,7 @@
 //! (row-tiled) run and a resident run produce bit-identical results.
 
 pub mod attention;
+pub mod device;
 mod error;
 mod format;
 pub mod generated;

@@ -47,8 +47,8 @@ pub enum EngineError {
         bytes: u64,
         actual: u64,
     },
-    #[error("no wgpu adapter (install `mesa-vulkan-drivers` for the CPU adapter lavapipe)")]
-    NoAdapter(#[source] KernelError),
+    #[error("cannot open a wgpu device")]
+    Open(#[source] KernelError),
 }
 
 fn kernel_err(kernel: Kernel) -> impl FnOnce(KernelError) -> EngineError {
@@ -151,7 +151,14 @@ impl Engine {
     pub fn new_with_shape(shape: Option<kernels::gpu::MatvecShape>) -> Result<Self, EngineError> {
         Gpu::new_with_shape(shape)
             .map(Self::from_gpu)
-            .map_err(EngineError::NoAdapter)
+            .map_err(EngineError::Open)
+    }
+
+    /// Opens the device `request` names ([`Gpu::open`]).
+    pub fn open(request: kernels::gpu::DeviceRequest) -> Result<Self, EngineError> {
+        Gpu::open(request)
+            .map(Self::from_gpu)
+            .map_err(EngineError::Open)
     }
 
     /// Uses a device the caller set up (a forced mapping or subgroup reduction:

@@ -6,23 +6,63 @@
 //! its own (`runner/tests/engine_counters.rs` scans the sources for it, `minirun-run --json`
 //! reports the count).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use artifact::mega::kv::KvModel;
-use kernels::gpu::MatvecShape;
+use kernels::gpu::{Backends, DeviceRequest, MatvecShape};
 
 use crate::adapter::{ArtifactDecoder, GgufWeights, Model, ModelOptions};
 use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
 use crate::chat::ChatFormat;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::error::RunError;
 use crate::registry::Entry;
 use crate::tokenizer::{Detokenize, TextPipeline, Tokenizer};
 
-/// Opens the default adapter's device (Mesa lavapipe on a machine without a GPU), its matvec
-/// row mapping forced to `shape` where given (`--matvec-shape`; `None`: the adapter's).
-pub fn engine(shape: Option<MatvecShape>) -> Result<Engine, RunError> {
-    Ok(Engine::new_with_shape(shape)?)
+pub use kernels::device::{quiet_headless, Adapter};
+
+/// What a front-end's flags ask of the device: `--backend` (`None`: `WGPU_BACKEND`, else
+/// Vulkan, Metal and DX12) and `--matvec-shape` (`None`: by the adapter's type).
+#[derive(Debug, Clone, Default)]
+pub struct DeviceFlags {
+    pub backend: Option<String>,
+    pub shape: Option<MatvecShape>,
+}
+
+/// Opens the process's one device as `flags` ask and says on stderr which adapter, type and
+/// backend it runs on (with a warning where that is OpenGL). No usable adapter is an error
+/// naming what to install (docs/runner.md "Device and backend").
+pub fn engine(flags: &DeviceFlags) -> Result<Engine, RunError> {
+    let backends = Backends::choose(flags.backend.as_deref()).map_err(EngineError::Open)?;
+    let engine = Engine::open(DeviceRequest {
+        backends,
+        shape: flags.shape,
+        subgroups: None,
+    })?;
+    if let Some(adapter) = engine.gpu().adapter() {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{adapter}");
+        if let Some(w) = adapter.warning() {
+            let _ = writeln!(err, "{w}");
+        }
+    }
+    Ok(engine)
+}
+
+/// `--backend LIST` checked when the flags are parsed (a name wgpu does not have is a usage
+/// error, exit 64).
+pub fn parse_backend(list: &str) -> Result<String, String> {
+    Backends::choose_from(Some(list), None)
+        .map(|_| list.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// The adapter [`engine`] would open for `backend`, without opening a device (the demo checks
+/// it before publishing anything).
+pub fn probe(backend: Option<&str>) -> Result<Adapter, RunError> {
+    let backends = Backends::choose(backend).map_err(EngineError::Open)?;
+    Ok(kernels::device::probe(&backends).map_err(EngineError::Open)?)
 }
 
 /// Devices this process has opened (1 once a front-end has opened its engine).

@@ -5,6 +5,7 @@
 //! logits as a float32 `.npy` [steps, vocab].
 
 pub mod interactive;
+mod waiting;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,8 +35,10 @@ pub use crate::adapter::DEFAULT_TILE_BYTES;
     name = "minirun-run",
     version,
     about = "run a GGUF Llama-family model or a verified Minirun artifact on the wgpu engine",
-    after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
-                  the graphics backend, read by wgpu; nothing else is read."
+    after_help = "Environment: WGPU_BACKEND (the backends, when --backend is not given; default \
+                  Vulkan, Metal, DX12), wgpu's other WGPU_* instance variables; XDG_RUNTIME_DIR \
+                  (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer \
+                  quiet); nothing else is read."
 )]
 pub struct RunArgs {
     /// The GGUF file (or the first part of a split).
@@ -144,6 +147,11 @@ pub struct RunArgs {
     /// bits. Default: by the adapter's type.
     #[arg(long, value_enum)]
     pub matvec_shape: Option<ShapeArg>,
+    /// The graphics backends to look for an adapter on, comma-separated (`vulkan`, `metal`,
+    /// `dx12`, `gl`). Default: WGPU_BACKEND, else Vulkan, Metal and DX12 (OpenGL only when
+    /// asked: it is much slower; docs/runner.md "Device and backend").
+    #[arg(long, value_name = "LIST", value_parser = crate::open::parse_backend)]
+    pub backend: Option<String>,
     /// Print one JSON report (schema `minirun-run/1`) on stdout instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -190,6 +198,14 @@ impl RunArgs {
     }
 
     /// What `--model` (with `--tokenizer`) or `--artifact` (with `--revision`) names.
+    /// What `--backend` and `--matvec-shape` ask of the device.
+    pub fn device_flags(&self) -> crate::open::DeviceFlags {
+        crate::open::DeviceFlags {
+            backend: self.backend.clone(),
+            shape: self.matvec_shape.map(Into::into),
+        }
+    }
+
     pub fn source(&self) -> Option<crate::open::Source> {
         crate::open::Source::from_flags(
             self.model.as_deref(),
@@ -247,6 +263,10 @@ pub struct RunOutput {
     pub prompt_cache_reused: usize,
     /// The streamed-expert cache's counters (an artifact streamed with such a cache).
     pub expert_cache: Option<ExpertCacheStats>,
+    /// The adapter the run's device was opened on.
+    pub adapter: Option<kernels::gpu::Adapter>,
+    /// Pipelines compiled for the run and the time it took.
+    pub shaders: kernels::gpu::ShaderStats,
 }
 
 /// Default `--expert-cache-mib`: a whole token's routed experts of DeepSeek V4 Flash (43 layers ×
@@ -264,6 +284,9 @@ pub fn run_streaming(
     let source = args
         .source()
         .ok_or_else(|| RunError::Usage("give --model FILE or --artifact DIR".into()))?;
+    // The device first: a machine without a usable adapter is told so in seconds, before a
+    // large artifact is verified.
+    let engine = crate::open::engine(&args.device_flags())?;
     let mut opened = crate::open::open(&source, entries)?;
     if let Some(line) = opened.origin.provenance() {
         let _ = writeln!(std::io::stderr(), "{line}");
@@ -271,7 +294,7 @@ pub fn run_streaming(
     let prompt_ids = prompt_ids(args, &mut opened)?;
     let sampling = args.sampling()?;
     check_context(prompt_ids.len(), args.n, args.ctx_size, opened.context)?;
-    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
+    let waiting = waiting::FirstToken::watch(prompt_ids.len());
     let mut model = opened.load(&args.model_options(&engine, prompt_ids.len() + args.n))?;
     let cache = match &args.prompt_cache {
         Some(p) => Some(PromptCache::new(p, opened.prompt_cache_identity()?)),
@@ -289,8 +312,12 @@ pub fn run_streaming(
         &mut sampler,
         &opened,
         sink,
-        &|| true,
+        &|| {
+            waiting.arrived();
+            true
+        },
     )?;
+    drop(waiting);
     let mut prefill_s = g.prefill_s;
     if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
         if args.n == 0 && reused + 1 < prompt_ids.len() {
@@ -319,6 +346,8 @@ pub fn run_streaming(
         dropped_incomplete: dropped,
         prompt_cache_reused: reused,
         expert_cache: model.expert_cache(),
+        adapter: engine.gpu().adapter(),
+        shaders: engine.gpu().shader_stats(),
     })
 }
 
@@ -366,8 +395,13 @@ pub(crate) fn with_hint(e: RunError, hint: &str) -> RunError {
 
 /// Greedy generation of `n` tokens after `prompt` from the verified artifact at `dir`, resident
 /// (what `minirun-demo` ends with): the same path as `minirun-run --artifact DIR -p PROMPT -n N`.
-pub fn generate(dir: &std::path::Path, prompt: &str, n: usize) -> Result<RunOutput, RunError> {
-    let args = RunArgs::try_parse_from([
+pub fn generate(
+    dir: &std::path::Path,
+    prompt: &str,
+    n: usize,
+    backend: Option<&str>,
+) -> Result<RunOutput, RunError> {
+    let mut args = RunArgs::try_parse_from([
         "minirun-run".as_ref(),
         "--artifact".as_ref(),
         dir.as_os_str(),
@@ -378,6 +412,7 @@ pub fn generate(dir: &std::path::Path, prompt: &str, n: usize) -> Result<RunOutp
         "--ignore-eos".as_ref(),
     ] as [&std::ffi::OsStr; 8])
     .map_err(|e| RunError::Tokenizer(format!("building the run arguments: {e}")))?;
+    args.backend = backend.map(str::to_owned);
     run_with(&args, crate::registry::ENTRIES)
 }
 
@@ -482,6 +517,8 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             "prompt_cache_reused": out.prompt_cache_reused,
             "expert_cache": out.expert_cache,
             "devices": crate::open::devices_opened(),
+            "adapter": out.adapter,
+            "shaders": out.shaders,
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {

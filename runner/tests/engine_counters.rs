@@ -228,7 +228,9 @@ fn only_the_open_function_opens_a_device() {
     let opens = [
         "Engine::new(",
         "Engine::new_with_shape(",
+        "Engine::open(",
         "Gpu::new(",
+        "Gpu::open(",
         "Gpu::new_with_shape(",
         "Gpu::new_with(",
         "request_device(",

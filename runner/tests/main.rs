@@ -12,6 +12,7 @@ mod deepseek_common;
 mod deepseek_gpu;
 mod deepseek_reference;
 mod deepseek_stream;
+mod device;
 mod engine;
 mod engine_counters;
 mod kquant_run_gate;

@@ -2,6 +2,7 @@
 //! Run one suite with `cargo test -p minirun-bins --test integration <suite>::`.
 //! The publication suite is its own binary: `--test publish` (see Cargo.toml).
 
+mod demo_cli;
 #[path = "shared/fixture_dir.rs"]
 mod fixture_dir;
 mod gguf_cli;

@@ -162,7 +162,7 @@ pub const ENV_HUB: &str = "Environment:
   HF_HOME         defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface (where `hf auth login` saves the token)";
 
 /// `--help`'s environment section of the demo (its hub is its own, on loopback).
-pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); nothing else.";
+pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); WGPU_BACKEND (the run step's backends when --backend is not given; default Vulkan, Metal, DX12) and wgpu's other WGPU_* variables; XDG_RUNTIME_DIR (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer quiet); nothing else.";
 
 /// The report as JSON with its versioned schema name first-class: `"schema": "minirun.<stage>/1"`
 /// (docs/cli.md). A report that is not a JSON object is wrapped as `{"schema", "report"}`.

@@ -24,7 +24,7 @@ pub fn adapter() -> Option<&'static Gpu> {
             }
             Some(g)
         }
-        Err(KernelError::NoAdapter) => None,
+        Err(KernelError::NoAdapter { .. }) => None,
         Err(e) => panic!("gpu set-up failed: {e}"),
     })
     .as_ref()

@@ -22,6 +22,7 @@ pub fn run_interactive_with(args: &RunArgs, entries: &[Entry]) -> Result<(), Run
     let source = args
         .source()
         .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
+    let engine = crate::open::engine(&args.device_flags())?;
     let mut opened = crate::open::open(&source, entries)?;
     let template = opened
         .take_chat()
@@ -30,7 +31,6 @@ pub fn run_interactive_with(args: &RunArgs, entries: &[Entry]) -> Result<(), Run
         })?
         .with_reasoning_effort(args.reasoning_effort.as_deref())?;
     let ctx = session_ctx(args.ctx_size, opened.context)?;
-    let engine = crate::open::engine(args.matvec_shape.map(Into::into))?;
     let mut model = opened.load(&args.model_options(&engine, ctx))?;
     let loaded = match &args.prompt_cache {
         Some(p) => crate::prompt_cache::PromptCache::new(p, opened.prompt_cache_identity()?)

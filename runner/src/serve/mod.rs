@@ -40,9 +40,10 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
     name = "minirun-serve",
     version,
     about = "an OpenAI-compatible HTTP API over a GGUF model or a verified Minirun artifact",
-    after_help = "Environment: WGPU_BACKEND (and wgpu's other WGPU_* instance variables) choose \
-                  the graphics backend, read by wgpu; nothing else is read (the API key \
-                  comes only from --api-key-file).\n\
+    after_help = "Environment: WGPU_BACKEND (the backends, when --backend is not given; default \
+                  Vulkan, Metal, DX12), wgpu's other WGPU_* instance variables; XDG_RUNTIME_DIR \
+                  (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer \
+                  quiet); nothing else is read (the API key comes only from --api-key-file).\n\
                   Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, \
                   POST /v1/completions (docs/runner.md \"minirun-serve\")."
 )]
@@ -118,6 +119,10 @@ pub struct ServeArgs {
     /// Row mapping of the matmul kernels (default: by the adapter's type).
     #[arg(long, value_enum)]
     pub matvec_shape: Option<ShapeArg>,
+    /// The graphics backends to look for an adapter on, comma-separated (`vulkan`, `metal`,
+    /// `dx12`, `gl`). Default: WGPU_BACKEND, else Vulkan, Metal and DX12.
+    #[arg(long, value_name = "LIST", value_parser = crate::open::parse_backend)]
+    pub backend: Option<String>,
     /// A `.megakv` prompt cache to load at start (read, never written; made by `minirun-run
     /// --prompt-cache` for the same model): requests whose prompt starts like its tokens do not
     /// feed them again.
@@ -390,7 +395,10 @@ fn run_worker(
     };
     let ctx = session_ctx(a.ctx_size, opened.context)?;
     let template = opened.take_chat().map_err(|e| e.to_string());
-    let engine = crate::open::engine(a.matvec_shape.map(Into::into))?;
+    let engine = crate::open::engine(&crate::open::DeviceFlags {
+        backend: a.backend.clone(),
+        shape: a.matvec_shape.map(Into::into),
+    })?;
     let opts = ModelOptions {
         tile_bytes: a.tile_bytes,
         ring_slots: usize::from(a.ring_slots),

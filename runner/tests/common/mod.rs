@@ -28,7 +28,7 @@ pub fn engine(test: &str) -> Option<&'static Engine> {
     let e = ENGINE
         .get_or_init(|| match Engine::new() {
             Ok(e) => Some(e),
-            Err(EngineError::NoAdapter(_)) => None,
+            Err(EngineError::Open(kernels::KernelError::NoAdapter { .. })) => None,
             Err(e) => panic!("engine set-up failed: {e}"),
         })
         .as_ref();

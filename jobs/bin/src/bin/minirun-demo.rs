@@ -23,14 +23,37 @@ struct Args {
     /// The prompt for that generation.
     #[arg(long, value_name = "TEXT", default_value = "The model")]
     prompt: String,
+    /// The graphics backends the generation may run on, comma-separated (`vulkan`, `metal`,
+    /// `dx12`, `gl`; default WGPU_BACKEND, else Vulkan, Metal and DX12).
+    #[arg(long, value_name = "LIST", value_parser = runner::open::parse_backend)]
+    backend: Option<String>,
 }
 
 fn main() -> ExitCode {
+    // First, before any thread exists (it may set an environment variable).
+    runner::open::quiet_headless();
     let args = match cli::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
     };
     let mut progress = |line: &str| eprintln!("[demo] {line}");
+    // The device is checked before anything is published: a machine without one learns it in
+    // seconds, not after the pipeline ran.
+    if args.generate > 0 {
+        match runner::open::probe(args.backend.as_deref()) {
+            Ok(adapter) => progress(&format!(
+                "{adapter}; the run step compiles the kernels' shaders first ({})",
+                first_compile(&adapter)
+            )),
+            Err(e) => {
+                cli::print_error(
+                    &e,
+                    Some("or run `minirun-demo --generate 0` to publish and verify without running the model".into()),
+                );
+                return Exit::Failure.into();
+            }
+        }
+    }
     match demo::run(&args.plan, &args.work_dir, &mut progress) {
         Ok(s) => {
             cli::emit(&format!(
@@ -46,7 +69,12 @@ fn main() -> ExitCode {
                 args.prompt,
                 args.generate
             );
-            match runner::run::generate(&s.consumer, &args.prompt, args.generate) {
+            match runner::run::generate(
+                &s.consumer,
+                &args.prompt,
+                args.generate,
+                args.backend.as_deref(),
+            ) {
                 Ok(o) => {
                     cli::emit(&format!(
                         "demo: generated {} tokens {:?} from the verified artifact: {:?} + {:?}\n",
@@ -67,5 +95,15 @@ fn main() -> ExitCode {
             cli::print_error(&e, e.hint());
             Exit::Failure.into()
         }
+    }
+}
+
+/// What a first run's shader compilation costs on `adapter`'s kind (measured on the demo's
+/// artifact, docs/runner.md "Device and backend").
+fn first_compile(adapter: &runner::open::Adapter) -> &'static str {
+    match (adapter.backend, adapter.device_type) {
+        ("gl", _) => "about 3 minutes on OpenGL, told every 5 s",
+        (_, "cpu") => "about 2 s on a CPU adapter",
+        _ => "about a second or less on a GPU",
     }
 }
