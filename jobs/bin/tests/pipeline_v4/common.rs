@@ -30,6 +30,10 @@ pub fn cmd(bin: &str) -> Command {
         "minirun-hub" => env!("CARGO_BIN_EXE_minirun-hub"),
         "minirun-synth" => env!("CARGO_BIN_EXE_minirun-synth"),
         "minirun-plan" => env!("CARGO_BIN_EXE_minirun-plan"),
+        "minirun-stage" => env!("CARGO_BIN_EXE_minirun-stage"),
+        "minirun-candidate-upload" => env!("CARGO_BIN_EXE_minirun-candidate-upload"),
+        "minirun-promote" => env!("CARGO_BIN_EXE_minirun-promote"),
+        "minirun-verify" => env!("CARGO_BIN_EXE_minirun-verify"),
         other => panic!("unknown binary {other}"),
     };
     let mut c = Command::new(path);

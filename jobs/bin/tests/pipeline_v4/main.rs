@@ -10,6 +10,7 @@ mod copied;
 use crate::fixture_dir;
 mod flips;
 mod gate;
+mod next_step;
 mod resume;
 
 use common::*;

@@ -140,6 +140,9 @@ pub enum CandidateError {
     /// Staging is not done or moved since.
     #[error("the staging tree is not reconciled (no finished stage journal, or a staged file changed since)")]
     NotStaged,
+    /// The work directory was fetched for another pin of the plan's upstream.
+    #[error(transparent)]
+    OtherPin(#[from] crate::fetch::discover::OtherPin),
     /// Stage error while reading the stage journal.
     #[error(transparent)]
     Stage(#[from] crate::stage::StageError),
@@ -214,6 +217,7 @@ impl crate::cli::Hint for CandidateError {
     fn hint(&self) -> Option<String> {
         match self {
             CandidateError::NotStaged => Some("run `minirun-stage --plan P` first".into()),
+            CandidateError::OtherPin(e) => Some(e.hint()),
             CandidateError::Hub(_) => Some(
                 "check `--endpoint`/`HF_ENDPOINT` and `HF_TOKEN`; re-run to resume (what is on the branch is not sent again)".into(),
             ),

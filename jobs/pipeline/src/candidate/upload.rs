@@ -61,6 +61,7 @@ pub struct Item {
 /// Run the candidate upload: the staged tree, plus with `--records` the workers' unit records.
 pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, CandidateError> {
     let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
+    crate::fetch::discover::check_pins(plan, &work)?;
     let staged = stage::staged_release(&work)?.ok_or(CandidateError::NotStaged)?;
     let repo = super::target_repo(plan).map_err(CandidateError::Repo)?;
     let mut items: BTreeMap<String, Item> = staged

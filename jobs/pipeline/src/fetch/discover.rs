@@ -431,6 +431,55 @@ pub struct Discovery {
     pub sources: BTreeMap<String, SourceRecord>,
 }
 
+/// A work directory fetched for another pin of one of the plan's sources: every stage refuses
+/// it (its journals would call units done that were never fetched at this pin, and a release
+/// record would name a revision its bytes do not come from).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "work directory `{work_dir}` holds upstream source `{source_name}` as `{recorded}`, but the plan pins `{planned}`: a work directory belongs to one pin"
+)]
+pub struct OtherPin {
+    pub work_dir: std::path::PathBuf,
+    pub source_name: String,
+    /// `repo@commit` as the work directory's discovery record has it.
+    pub recorded: String,
+    /// `repo@revision` as the plan pins it.
+    pub planned: String,
+}
+
+impl OtherPin {
+    /// The next step.
+    pub fn hint(&self) -> String {
+        format!(
+            "give this plan a work directory of its own (`--work-dir DIR` or `[run] work_dir`), or remove `{}` to start this plan over; the plan that made it still runs on it",
+            self.work_dir.display()
+        )
+    }
+}
+
+/// Refuses a work directory whose discovery record names another repository or commit for
+/// one of `plan`'s sources. A missing or unreadable record passes (the stages' own checks
+/// say "run minirun-fetch first").
+pub fn check_pins(plan: &Plan, work: &WorkDir) -> Result<(), OtherPin> {
+    let Ok(Some(discovery)) = Discovery::load(work) else {
+        return Ok(());
+    };
+    for src in &plan.sources {
+        let Some(rec) = discovery.sources.get(&src.name) else {
+            continue;
+        };
+        if rec.commit != src.revision.as_str() || rec.repo != src.repo.as_str() {
+            return Err(OtherPin {
+                work_dir: work.root().to_owned(),
+                source_name: src.name.clone(),
+                recorded: format!("{}@{}", rec.repo, rec.commit),
+                planned: format!("{}@{}", src.repo.as_str(), src.revision.as_str()),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Discovery {
     /// Read `upstream/_discovery.json`; `None` when fetch has not run.
     pub fn load(work: &WorkDir) -> Result<Option<Discovery>, FetchError> {
@@ -460,6 +509,7 @@ impl Discovery {
 /// Every cached header must be the bytes the record proves: a cache that differs, or a record
 /// without the proof, is refused (run fetch again), never trusted.
 pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
+    check_pins(plan, work)?;
     let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::NoDiscovery {
         plan: plan.name.clone(),
         path: work.discovery(),

@@ -61,6 +61,9 @@ pub enum FetchError {
     /// The plan was refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The work directory was fetched for another pin of the plan's upstream.
+    #[error(transparent)]
+    OtherPin(#[from] crate::fetch::discover::OtherPin),
     /// A journal, chunk log or lock failed.
     #[error(transparent)]
     Ledger(#[from] ledger::LedgerError),
@@ -216,6 +219,7 @@ pub enum FetchError {
 impl crate::cli::Hint for FetchError {
     fn hint(&self) -> Option<String> {
         match self {
+            FetchError::OtherPin(e) => Some(e.hint()),
             FetchError::Hub { .. } => Some(
                 "check `--endpoint`/`HF_ENDPOINT` and `HF_TOKEN`; re-run fetch to resume from the journals"
                     .into(),
@@ -349,7 +353,9 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
 
     let mut reports = Vec::new();
     let mut pending = Vec::new();
-    // A done unit also needs its journaled headers to be the ones the discovery record proves.
+    // A done unit also needs its journaled headers to be the ones the discovery record proves,
+    // and the record to be of this plan's pins.
+    discover::check_pins(plan, &work)?;
     let discovery = discover::Discovery::load(&work).ok().flatten();
     for unit in &selected {
         let name = unit.as_str();

@@ -127,7 +127,7 @@ impl<'a> Gate<'a> {
                     Some(unit),
                     None,
                     Verdict::Fail,
-                    "no repack journal: the unit's output is missing",
+                    format!("no repack journal: the unit's output is missing: run `minirun-repack --units {unit}`"),
                 )
             }
             Err(e) => return self.push("journal", Some(unit), None, Verdict::Fail, e.to_string()),

@@ -150,9 +150,20 @@ pub enum GateError {
     /// The report could not be written.
     #[error("failed to write the gate report")]
     Report(#[from] ledger::LedgerError),
+    /// The work directory was fetched for another pin of the plan's upstream (no verdict: the
+    /// gate would compare this plan's release with bytes of another revision).
+    #[error(transparent)]
+    OtherPin(#[from] crate::fetch::discover::OtherPin),
 }
 
-impl crate::cli::Hint for GateError {}
+impl crate::cli::Hint for GateError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            GateError::OtherPin(e) => Some(e.hint()),
+            _ => None,
+        }
+    }
+}
 
 impl crate::cli::Report for GateReport {
     fn text(&self) -> String {
@@ -246,6 +257,7 @@ pub fn aggregate(checks: &[Check]) -> Verdict {
 pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     plan.ensure_runnable()?;
     let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
+    crate::fetch::discover::check_pins(plan, &work)?;
     let units: Vec<String> = match opts.units.as_deref() {
         Some(s) if s.trim().is_empty() => Vec::new(),
         sel => plan

@@ -142,6 +142,10 @@ pub enum PromoteError {
     /// No candidate branch matches the plan.
     #[error("no candidate branch of `{0}` carries a release record matching this plan")]
     NoCandidate(String),
+    /// The target repository does not exist (or this token cannot see it): nothing was uploaded
+    /// for this plan.
+    #[error("the target repository `{repo}` does not exist on {endpoint} (or the token cannot see it): no candidate of this plan was uploaded there")]
+    NoRepository { repo: String, endpoint: String },
     /// Several do.
     #[error("several candidate branches match this plan: {0}")]
     Ambiguous(String),
@@ -194,6 +198,9 @@ impl crate::cli::Hint for PromoteError {
             ),
             PromoteError::Ambiguous(_) => Some("name one with `--candidate NAME`".into()),
             PromoteError::NoCandidate(_) => Some("run `minirun-candidate-upload --plan P` first".into()),
+            PromoteError::NoRepository { .. } => Some(
+                "upload a candidate first: `minirun-candidate-upload --plan P` (after fetch, repack, gate and stage); check `--endpoint`/`HF_ENDPOINT`, the token and the plan's `[target] repo` if it was uploaded".into(),
+            ),
             _ => None,
         }
     }
@@ -326,7 +333,16 @@ async fn promote(
 ) -> Result<PromoteReport, PromoteError> {
     let branch = plan.target.branch.as_str();
     let steps = Counter::new("promote", "steps", 0, opts.progress);
-    let refs = client.list_refs(repo, false).await?;
+    let refs = client.list_refs(repo, false).await.map_err(|e| {
+        if e.is_not_found() || e.error_code() == Some("RepoNotFound") {
+            PromoteError::NoRepository {
+                repo: repo.id(),
+                endpoint: client.endpoint().to_owned(),
+            }
+        } else {
+            e.into()
+        }
+    })?;
     let cand = choose_candidate(plan, opts, own, client, repo, &refs).await?;
     steps.note(&format!(
         "candidate {} resolved to {}: {} files, inventory checked",

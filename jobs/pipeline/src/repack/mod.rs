@@ -236,6 +236,7 @@ fn repack_after_wait(
 pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError> {
     plan.ensure_runnable()?;
     let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
+    fetch::discover::check_pins(plan, &work).map_err(FetchError::from)?;
     if opts.finalize_only {
         let written = match &opts.records {
             Some(dir) if !opts.dry_run => {

@@ -163,6 +163,9 @@ pub enum StageError {
     /// The gate has not passed on the whole release.
     #[error("the release is not validated: {0}")]
     NotGated(String),
+    /// The work directory was fetched for another pin of the plan's upstream.
+    #[error(transparent)]
+    OtherPin(#[from] crate::fetch::discover::OtherPin),
     /// The distributed join's unit records are missing, malformed, not this plan's, or carry a
     /// gate other than PASS.
     #[error(transparent)]
@@ -206,6 +209,7 @@ pub enum StageError {
 impl crate::cli::Hint for StageError {
     fn hint(&self) -> Option<String> {
         match self {
+            StageError::OtherPin(e) => Some(e.hint()),
             StageError::NotGated(_) => {
                 Some("run `minirun-gate --plan P` on the whole release first".into())
             }
@@ -259,6 +263,7 @@ pub(crate) fn require_gate(work: &WorkDir, units: &[String]) -> Result<(), Stage
 /// Run the stage.
 pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
     let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
+    crate::fetch::discover::check_pins(plan, &work)?;
     let scope = scope(plan, opts)?;
     match &scope {
         Scope::Release(units) | Scope::Slice(units) => require_gate(&work, units)?,

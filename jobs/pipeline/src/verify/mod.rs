@@ -169,9 +169,26 @@ pub enum VerifyError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// No cache directory can be named.
+    #[error(
+        "no Hugging Face cache: none of HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME is set"
+    )]
+    NoCache,
 }
 
-impl crate::cli::Hint for VerifyError {}
+impl crate::cli::Hint for VerifyError {
+    fn hint(&self) -> Option<String> {
+        let VerifyError::Hub(e) = self else {
+            return None;
+        };
+        if e.error_code() == Some("RevisionNotFound") {
+            return Some("the repository has no such revision: leave `--revision` out for its `main` branch, or name a branch or full commit it has".into());
+        }
+        (e.is_not_found() || e.error_code() == Some("RepoNotFound")).then(|| {
+            "nothing is published under that id here: check the id and `--endpoint`/`HF_ENDPOINT` (`minirun-verify --list OWNER` lists an owner's `-minirun` repositories); a release appears once `minirun-promote --plan P` has run".into()
+        })
+    }
+}
 
 /// A pinned remote tree: the commit, its files, and whether the tree equals the siblings.
 pub struct Pinned {
