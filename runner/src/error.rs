@@ -49,4 +49,22 @@ pub enum RunError {
     Usage(String),
     #[error("context of {capacity} positions is full (prompt + new tokens must fit)")]
     ContextFull { capacity: usize },
+    /// `--repo`: the pull into the Hugging Face cache failed (`hint`: the next step, where the
+    /// failure has one).
+    #[error("pulling `{repo}`{}", .hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Pull {
+        repo: String,
+        #[source]
+        source: Box<pipeline::verify::VerifyError>,
+        hint: Option<String>,
+    },
+    /// `--repo`: the pulled copy did not verify; nothing is run.
+    #[error("`{repo}` at {commit} in `{dir}` is not verified ({verdict}): {problems}; the runner executes verified artifacts only (`minirun-verify check {repo} --revision {commit} --dir {dir} --repair` repairs it)")]
+    NotVerified {
+        repo: String,
+        commit: String,
+        dir: String,
+        verdict: &'static str,
+        problems: String,
+    },
 }

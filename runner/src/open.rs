@@ -70,6 +70,17 @@ pub fn devices_opened() -> u64 {
     kernels::gpu::devices_opened()
 }
 
+/// The flags that name what a front-end runs (`--model`, `--tokenizer`, `--artifact`, `--repo`,
+/// `--revision`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SourceFlags<'a> {
+    pub model: Option<&'a Path>,
+    pub tokenizer: Option<&'a Path>,
+    pub artifact: Option<&'a Path>,
+    pub repo: Option<&'a str>,
+    pub revision: Option<&'a str>,
+}
+
 /// What a front-end runs: a GGUF file (its own vocabulary, or a `tokenizer.json` given with
 /// `--tokenizer`), or a verified artifact at a revision (`None`: the one its evidence names).
 #[derive(Debug, Clone)]
@@ -80,6 +91,12 @@ pub enum Source {
     },
     Artifact {
         dir: PathBuf,
+        revision: Option<String>,
+    },
+    /// A published repository (`--repo OWNER/NAME`) at a revision (`None`: `main`), pulled and
+    /// verified into the Hugging Face cache first ([`pipeline::verify::cache`]).
+    Repo {
+        repo: String,
         revision: Option<String>,
     },
 }
@@ -100,6 +117,21 @@ pub struct Origin {
     /// The commit the artifact's evidence names (its repository is `name`; `None`: a GGUF file,
     /// or an artifact with no authority).
     pub commit: Option<String>,
+    /// With `--repo`: what the pull into the cache did.
+    pub pulled: Option<Pulled>,
+}
+
+/// What a `--repo` pull did (`minirun-run --json`: `pulled`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pulled {
+    /// The snapshot directory in the Hugging Face cache.
+    pub dir: String,
+    pub files_downloaded: usize,
+    pub bytes_downloaded: u64,
+    /// Files kept from before (their evidence still held, or their bytes hashed again).
+    pub files_kept: usize,
+    /// Symbolic links (another tool's snapshot) replaced by regular copies first.
+    pub links_rematerialised: usize,
 }
 
 impl Origin {
@@ -142,24 +174,24 @@ impl<'e> Opening<'e> {
 }
 
 impl Source {
-    /// What a front-end's flags name: `--artifact` (with `--revision`), else `--model` (with
-    /// `--tokenizer`); `None` when neither is given.
-    pub fn from_flags(
-        model: Option<&Path>,
-        tokenizer: Option<&Path>,
-        artifact: Option<&Path>,
-        revision: Option<&str>,
-    ) -> Option<Self> {
-        match (artifact, model) {
-            (Some(dir), _) => Some(Source::Artifact {
+    /// What a front-end's flags name: `--repo` or `--artifact` (with `--revision`), else
+    /// `--model` (with `--tokenizer`); `None` when none is given.
+    pub fn from_flags(flags: SourceFlags<'_>) -> Option<Self> {
+        let revision = flags.revision.map(str::to_owned);
+        match (flags.repo, flags.artifact, flags.model) {
+            (Some(repo), _, _) => Some(Source::Repo {
+                repo: repo.to_owned(),
+                revision,
+            }),
+            (None, Some(dir), _) => Some(Source::Artifact {
                 dir: dir.to_owned(),
-                revision: revision.map(str::to_owned),
+                revision,
             }),
-            (None, Some(path)) => Some(Source::Gguf {
+            (None, None, Some(path)) => Some(Source::Gguf {
                 path: path.to_owned(),
-                tokenizer: tokenizer.map(Path::to_owned),
+                tokenizer: flags.tokenizer.map(Path::to_owned),
             }),
-            (None, None) => None,
+            (None, None, None) => None,
         }
     }
 }
@@ -201,7 +233,67 @@ pub fn survey<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opening<'e>, 
     match source {
         Source::Gguf { path, tokenizer } => survey_gguf(path, tokenizer.as_deref()),
         Source::Artifact { dir, revision } => survey_artifact(dir, revision.clone(), entries),
+        Source::Repo { repo, revision } => survey_repo(repo, revision.as_deref(), entries),
     }
+}
+
+/// `--repo`: pulls the repository at `revision` into the Hugging Face cache (what is there and
+/// still verifies is kept: a second call downloads nothing), refuses it unless verified, then
+/// opens the snapshot as an artifact at that commit.
+fn survey_repo<'e>(
+    repo: &str,
+    revision: Option<&str>,
+    entries: &'e [Entry],
+) -> Result<Opening<'e>, RunError> {
+    let opts = pipeline::verify::PullOpts {
+        progress: pipeline::cli::progress_mode(false),
+        ..Default::default()
+    };
+    let pull_err = |source: pipeline::verify::VerifyError| {
+        let hint = pipeline::cli::Hint::hint(&source);
+        RunError::Pull {
+            repo: repo.to_owned(),
+            source: Box::new(source),
+            hint,
+        }
+    };
+    let cached =
+        pipeline::verify::cache::pull_cached(None, repo, revision.unwrap_or("main"), &opts)
+            .map_err(pull_err)?;
+    let r = &cached.report;
+    let dir = cached.dir.display().to_string();
+    if r.verdict != pipeline::verify::Verdict::Verified {
+        return Err(RunError::NotVerified {
+            repo: repo.to_owned(),
+            commit: cached.commit,
+            dir,
+            verdict: r.verdict.name(),
+            problems: r.problems.join("; "),
+        });
+    }
+    let pulled = Pulled {
+        dir,
+        files_downloaded: r.downloaded,
+        bytes_downloaded: r.bytes_downloaded,
+        files_kept: (r.sha256_checked + r.git_sha1_checked + r.evidence_reused)
+            .saturating_sub(r.downloaded),
+        links_rematerialised: cached.rematerialised,
+    };
+    let _ = writeln!(
+        std::io::stderr(),
+        "pulled `{repo}` at {} into `{}`: {} files downloaded ({} bytes), {} kept",
+        cached.commit,
+        pulled.dir,
+        pulled.files_downloaded,
+        pulled.bytes_downloaded,
+        pulled.files_kept
+    );
+    let mut opening = survey_artifact(&cached.dir, Some(cached.commit), entries)?;
+    match &mut opening {
+        Opening::Ready(o) => o.origin.pulled = Some(pulled),
+        Opening::Unregistered(u) => u.origin.pulled = Some(pulled),
+    }
+    Ok(opening)
 }
 
 fn survey_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>, RunError> {
@@ -222,6 +314,7 @@ fn survey_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>,
         location: path.display().to_string(),
         family: None,
         commit: None,
+        pulled: None,
     };
     Ok(Opening::Ready(Box::new(Opened {
         origin,
@@ -249,6 +342,7 @@ fn survey_artifact<'e>(
         location: authority.map_or_else(String::new, |a| format!("{}@{}", a.repo, a.commit)),
         family: Some(artifact.family().to_owned()),
         commit: authority.map(|a| a.commit.clone()),
+        pulled: None,
     };
     let entry = match crate::registry::entry_in(entries, &artifact) {
         Ok(e) => e,

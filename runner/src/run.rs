@@ -31,11 +31,14 @@ pub const EXIT_USAGE: u8 = contract::Exit::Usage.code();
 pub use crate::adapter::DEFAULT_TILE_BYTES;
 
 #[derive(Debug, Parser)]
+#[command(group(clap::ArgGroup::new("pinned").args(["artifact", "repo"])))]
 #[command(
     name = "minirun-run",
     version,
     about = "run a GGUF Llama-family model or a verified Minirun artifact on the wgpu engine",
-    after_help = "Environment: WGPU_BACKEND (the backends, when --backend is not given; default \
+    after_help = "Environment: with --repo, HF_ENDPOINT (the hub), HF_TOKEN, HF_TOKEN_PATH, \
+                  HF_HOME, HF_HUB_CACHE, XDG_CACHE_HOME (the token and the cache, as \
+                  huggingface_hub); WGPU_BACKEND (the backends, when --backend is not given; default \
                   Vulkan, Metal, DX12), wgpu's other WGPU_* instance variables; XDG_RUNTIME_DIR \
                   (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer \
                   quiet); nothing else is read."
@@ -44,15 +47,21 @@ pub struct RunArgs {
     /// The GGUF file (or the first part of a split).
     #[arg(
         long,
-        required_unless_present = "artifact",
-        conflicts_with = "artifact"
+        required_unless_present_any = ["artifact", "repo"],
+        conflicts_with_all = ["artifact", "repo"]
     )]
     pub model: Option<PathBuf>,
     /// A verified Minirun artifact directory (docs/runner.md "Verified-only execution").
-    #[arg(long)]
+    #[arg(long, conflicts_with = "repo")]
     pub artifact: Option<PathBuf>,
-    /// With --artifact: the commit to run (default: the only one with evidence).
-    #[arg(long, requires = "artifact")]
+    /// A published Minirun repository, OWNER/NAME: pulled into the Hugging Face cache
+    /// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`) and verified first; what is there and still
+    /// verifies is not downloaded again (docs/runner.md "From a repo id").
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// With --artifact: the commit to run (default: the only one with evidence); with --repo:
+    /// the branch, tag or commit to pull (default `main`).
+    #[arg(long, requires = "pinned")]
     pub revision: Option<String>,
     /// The prompt text.
     #[arg(short = 'p', long = "prompt", default_value = "")]
@@ -207,12 +216,13 @@ impl RunArgs {
     }
 
     pub fn source(&self) -> Option<crate::open::Source> {
-        crate::open::Source::from_flags(
-            self.model.as_deref(),
-            self.tokenizer.as_deref(),
-            self.artifact.as_deref(),
-            self.revision.as_deref(),
-        )
+        crate::open::Source::from_flags(crate::open::SourceFlags {
+            model: self.model.as_deref(),
+            tokenizer: self.tokenizer.as_deref(),
+            artifact: self.artifact.as_deref(),
+            repo: self.repo.as_deref(),
+            revision: self.revision.as_deref(),
+        })
     }
 
     /// How the model goes on `engine` with `capacity` positions: `--stream` (with
@@ -267,6 +277,8 @@ pub struct RunOutput {
     pub adapter: Option<kernels::gpu::Adapter>,
     /// Pipelines compiled for the run and the time it took.
     pub shaders: kernels::gpu::ShaderStats,
+    /// With `--repo`: what the pull into the cache did.
+    pub pulled: Option<crate::open::Pulled>,
 }
 
 /// Default `--expert-cache-mib`: a whole token's routed experts of DeepSeek V4 Flash (43 layers ×
@@ -281,9 +293,9 @@ pub fn run_streaming(
     entries: &[Entry],
     sink: TextSink<'_>,
 ) -> Result<RunOutput, RunError> {
-    let source = args
-        .source()
-        .ok_or_else(|| RunError::Usage("give --model FILE or --artifact DIR".into()))?;
+    let source = args.source().ok_or_else(|| {
+        RunError::Usage("give --model FILE, --artifact DIR or --repo OWNER/NAME".into())
+    })?;
     // The device first: a machine without a usable adapter is told so in seconds, before a
     // large artifact is verified.
     let engine = crate::open::engine(&args.device_flags())?;
@@ -348,6 +360,7 @@ pub fn run_streaming(
         expert_cache: model.expert_cache(),
         adapter: engine.gpu().adapter(),
         shaders: engine.gpu().shader_stats(),
+        pulled: opened.origin.pulled.clone(),
     })
 }
 
@@ -430,7 +443,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         return EXIT_USAGE;
     }
     if args.reasoning_effort.is_some()
-        && (args.artifact.is_none() || !(args.chat || args.interactive))
+        && ((args.artifact.is_none() && args.repo.is_none()) || !(args.chat || args.interactive))
     {
         let _ = writeln!(
             std::io::stderr(),
@@ -519,6 +532,7 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             "devices": crate::open::devices_opened(),
             "adapter": out.adapter,
             "shaders": out.shaders,
+            "pulled": out.pulled,
         });
         let _ = writeln!(std::io::stdout(), "{report}");
     } else {

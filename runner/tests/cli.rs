@@ -243,7 +243,16 @@ fn serve_cli_contract() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("minirun-run "));
     let out = bin().arg("--help").output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Environment: WGPU_BACKEND"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for var in [
+        "Environment:",
+        "WGPU_BACKEND",
+        "HF_ENDPOINT",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+    ] {
+        assert!(help.contains(var), "{var}: {help}");
+    }
     let out = serve().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(

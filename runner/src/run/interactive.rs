@@ -19,9 +19,9 @@ pub fn run_interactive(args: &RunArgs) -> Result<(), RunError> {
 
 /// `minirun-run -i` with the families of `entries` (tests register their own).
 pub fn run_interactive_with(args: &RunArgs, entries: &[Entry]) -> Result<(), RunError> {
-    let source = args
-        .source()
-        .ok_or_else(|| RunError::Usage("-i needs --model FILE or --artifact DIR".into()))?;
+    let source = args.source().ok_or_else(|| {
+        RunError::Usage("-i needs --model FILE, --artifact DIR or --repo OWNER/NAME".into())
+    })?;
     let engine = crate::open::engine(&args.device_flags())?;
     let mut opened = crate::open::open(&source, entries)?;
     let template = opened

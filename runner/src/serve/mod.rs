@@ -36,11 +36,13 @@ use worker::{Backend, Job, ServeStats};
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 
 #[derive(Debug, Clone, Parser)]
+#[command(group(clap::ArgGroup::new("pinned").args(["artifact", "repo"])))]
 #[command(
     name = "minirun-serve",
     version,
     about = "an OpenAI-compatible HTTP API over a GGUF model or a verified Minirun artifact",
-    after_help = "Environment: WGPU_BACKEND (the backends, when --backend is not given; default \
+    after_help = "Environment: with --repo, HF_ENDPOINT, HF_TOKEN, HF_TOKEN_PATH, HF_HOME, \
+                  HF_HUB_CACHE, XDG_CACHE_HOME (as huggingface_hub); WGPU_BACKEND (the backends, when --backend is not given; default \
                   Vulkan, Metal, DX12), wgpu's other WGPU_* instance variables; XDG_RUNTIME_DIR \
                   (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer \
                   quiet); nothing else is read (the API key comes only from --api-key-file).\n\
@@ -51,15 +53,20 @@ pub struct ServeArgs {
     /// The GGUF file (or the first part of a split).
     #[arg(
         long,
-        required_unless_present = "artifact",
-        conflicts_with = "artifact"
+        required_unless_present_any = ["artifact", "repo"],
+        conflicts_with_all = ["artifact", "repo"]
     )]
     pub model: Option<PathBuf>,
     /// A verified Minirun artifact directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "repo")]
     pub artifact: Option<PathBuf>,
-    /// With --artifact: the commit to serve (default: the only one with evidence).
-    #[arg(long, requires = "artifact")]
+    /// A published Minirun repository, OWNER/NAME, pulled into the Hugging Face cache and
+    /// verified before it is served (as `minirun-run --repo`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// With --artifact: the commit to serve (default: the only one with evidence); with
+    /// --repo: the branch, tag or commit to pull (default `main`).
+    #[arg(long, requires = "pinned")]
     pub revision: Option<String>,
     /// The model id clients name (default: the GGUF file's stem, or the artifact's repository).
     #[arg(long)]
@@ -375,13 +382,16 @@ fn run_worker(
     jobs: Receiver<Job>,
     stats: &ServeStats,
 ) -> Result<(), RunError> {
-    let source = Source::from_flags(
-        a.model.as_deref(),
-        None,
-        a.artifact.as_deref(),
-        a.revision.as_deref(),
-    )
-    .ok_or_else(|| RunError::Usage("give --model FILE or --artifact DIR".into()))?;
+    let source = Source::from_flags(crate::open::SourceFlags {
+        model: a.model.as_deref(),
+        artifact: a.artifact.as_deref(),
+        repo: a.repo.as_deref(),
+        revision: a.revision.as_deref(),
+        tokenizer: None,
+    })
+    .ok_or_else(|| {
+        RunError::Usage("give --model FILE, --artifact DIR or --repo OWNER/NAME".into())
+    })?;
     let mut opened = match crate::open::survey(&source, entries)? {
         Opening::Ready(o) => *o,
         Opening::Unregistered(u) => {
@@ -444,12 +454,15 @@ fn model_info(a: &ServeArgs, origin: &Origin, ctx: usize, chat_capable: bool) ->
 
 /// What `--dry-run` says.
 fn dry_run(args: &ServeArgs, addr: SocketAddr, json: bool) -> Result<String, RunError> {
+    if let Some(repo) = &args.repo {
+        return Ok(dry_run_repo(args, repo, addr, json));
+    }
     let (source, path) = match (&args.model, &args.artifact) {
         (Some(p), _) => ("gguf", p),
         (None, Some(d)) => ("artifact", d),
         (None, None) => {
             return Err(RunError::Usage(
-                "give --model FILE or --artifact DIR".into(),
+                "give --model FILE, --artifact DIR or --repo OWNER/NAME".into(),
             ))
         }
     };
@@ -483,6 +496,25 @@ fn dry_run(args: &ServeArgs, addr: SocketAddr, json: bool) -> Result<String, Run
         args.queue,
         args.max_body_bytes
     ))
+}
+
+/// `--dry-run --repo`: what would be pulled (nothing is asked of the hub).
+fn dry_run_repo(args: &ServeArgs, repo: &str, addr: SocketAddr, json: bool) -> String {
+    let rev = args.revision.as_deref().unwrap_or("main");
+    if json {
+        return serde_json::json!({
+            "schema": "minirun-serve/1",
+            "dry_run": true,
+            "would_listen": format!("http://{addr}"),
+            "source": "repo",
+            "repo": repo,
+            "revision": rev,
+        })
+        .to_string();
+    }
+    format!(
+        "would pull `{repo}` at `{rev}` into the Hugging Face cache, verify it, and serve it (verified-only) on http://{addr}"
+    )
 }
 
 /// The CLI: parse, start, print the `listening on` line, serve until a signal; the exit code.

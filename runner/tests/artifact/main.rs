@@ -15,6 +15,7 @@ use crate::deepseek_common;
 mod experts256;
 mod prompt_cache;
 mod registry;
+mod repo;
 mod serve;
 mod stream;
 mod verify;

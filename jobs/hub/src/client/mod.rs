@@ -64,6 +64,18 @@ impl std::fmt::Debug for Token {
 /// `~/.cache/huggingface`), as text for help and hints.
 pub const TOKEN_LOOKUP: &str = "HF_TOKEN, else the file HF_TOKEN_PATH names, else $HF_HOME/token (HF_HOME defaults to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface — where `hf auth login` saves it)";
 
+/// `HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface` (as
+/// huggingface_hub), over any variable source; `None` without any of them and without `HOME`.
+pub fn hf_home(var: impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    let set = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+    set("HF_HOME").map(std::path::PathBuf::from).or_else(|| {
+        set("XDG_CACHE_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| set("HOME").map(|h| std::path::Path::new(&h).join(".cache")))
+            .map(|c| c.join("huggingface"))
+    })
+}
+
 impl Token {
     /// Wrap a token string (surrounding whitespace trimmed).
     pub fn new(s: &str) -> Token {
@@ -86,13 +98,7 @@ impl Token {
         if let Some(p) = set("HF_TOKEN_PATH") {
             return Token::from_file(std::path::Path::new(&p)).map(Some);
         }
-        let home = set("HF_HOME").map(std::path::PathBuf::from).or_else(|| {
-            set("XDG_CACHE_HOME")
-                .map(std::path::PathBuf::from)
-                .or_else(|| set("HOME").map(|h| std::path::Path::new(&h).join(".cache")))
-                .map(|c| c.join("huggingface"))
-        });
-        match home.map(|h| h.join("token")) {
+        match hf_home(&var).map(|h| h.join("token")) {
             Some(p) if p.is_file() => Token::from_file(&p).map(Some),
             _ => Ok(None),
         }

@@ -6,6 +6,7 @@
 //! Verdicts follow the gate table: 0 verified, 1 contradicted, 2 no evidence (or incomplete),
 //! 77 unsupported here. Evidence is bound to filesystem objects ([`artifact::fsid`]) and to one commit.
 
+pub mod cache;
 pub mod cli;
 mod local;
 mod pull;
