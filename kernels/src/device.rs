@@ -79,7 +79,7 @@ impl Backends {
 
     /// The set as a list of names (`vulkan, metal, dx12`).
     pub fn names(&self) -> String {
-        self.names_of(self.set)
+        names_of(self.set)
     }
 
     /// The names of the asked backends this build of wgpu has (`vulkan` on Linux by default).
@@ -88,24 +88,22 @@ impl Backends {
         if built.is_empty() {
             format!("{} (not built into this program)", self.names())
         } else {
-            self.names_of(built)
+            names_of(built)
         }
     }
+}
 
-    fn names_of(&self, set: wgpu::Backends) -> String {
-        let mut out = Vec::new();
-        for (name, b) in [
-            ("vulkan", wgpu::Backends::VULKAN),
-            ("metal", wgpu::Backends::METAL),
-            ("dx12", wgpu::Backends::DX12),
-            ("gl", wgpu::Backends::GL),
-        ] {
-            if set.contains(b) {
-                out.push(name);
-            }
+/// `set` as wgpu's first spelling of each backend in [`NAMES`], comma-separated.
+fn names_of(set: wgpu::Backends) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut seen = wgpu::Backends::empty();
+    for (name, b) in NAMES {
+        if set.contains(b) && !seen.contains(b) {
+            seen |= b;
+            out.push(name);
         }
-        out.join(", ")
     }
+    out.join(", ")
 }
 
 /// Pipelines compiled on a device and the time it took (`minirun-run --json`: `shaders`).

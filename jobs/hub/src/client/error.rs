@@ -151,6 +151,14 @@ impl HubError {
     pub fn is_not_found(&self) -> bool {
         self.status() == Some(404)
     }
+    /// The repository itself is not there (or not visible to this token): `RepoNotFound` (the
+    /// Hub answers it with 401 to an anonymous request), or a 404 naming no other code.
+    pub fn is_repo_not_found(&self) -> bool {
+        match self.error_code() {
+            Some(code) => code == "RepoNotFound",
+            None => self.is_not_found(),
+        }
+    }
     /// Worth another attempt of an idempotent request (transport and body-level failures).
     pub(crate) fn is_transient_body(&self) -> bool {
         matches!(

@@ -334,7 +334,7 @@ async fn promote(
     let branch = plan.target.branch.as_str();
     let steps = Counter::new("promote", "steps", 0, opts.progress);
     let refs = client.list_refs(repo, false).await.map_err(|e| {
-        if e.is_not_found() || e.error_code() == Some("RepoNotFound") {
+        if e.is_repo_not_found() {
             PromoteError::NoRepository {
                 repo: repo.id(),
                 endpoint: client.endpoint().to_owned(),

@@ -185,7 +185,7 @@ impl crate::cli::Hint for VerifyError {
         if e.error_code() == Some("RevisionNotFound") {
             return Some("the repository has no such revision: leave `--revision` out for its `main` branch, or name a branch or full commit it has".into());
         }
-        (e.is_not_found() || e.error_code() == Some("RepoNotFound")).then(|| {
+        e.is_repo_not_found().then(|| {
             "nothing is published under that id here: check the id and `--endpoint`/`HF_ENDPOINT` (`minirun-verify --list OWNER` lists an owner's `-minirun` repositories); a release appears once `minirun-promote --plan P` has run".into()
         })
     }
