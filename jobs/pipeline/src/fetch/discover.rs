@@ -461,26 +461,31 @@ impl OtherPin {
 /// one of `plan`'s sources. A missing or unreadable record passes (the stages' own checks
 /// say "run minirun-fetch first").
 pub fn check_pins(plan: &Plan, work: &WorkDir) -> Result<(), OtherPin> {
-    let Ok(Some(discovery)) = Discovery::load(work) else {
-        return Ok(());
-    };
-    for src in &plan.sources {
-        let Some(rec) = discovery.sources.get(&src.name) else {
-            continue;
-        };
-        if rec.commit != src.revision.as_str() || rec.repo != src.repo.as_str() {
-            return Err(OtherPin {
-                work_dir: work.root().to_owned(),
-                source_name: src.name.clone(),
-                recorded: format!("{}@{}", rec.repo, rec.commit),
-                planned: format!("{}@{}", src.repo.as_str(), src.revision.as_str()),
-            });
-        }
+    match Discovery::load(work) {
+        Ok(Some(discovery)) => discovery.check_pins(plan, work),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 impl Discovery {
+    /// [`check_pins`] of a record already read.
+    pub fn check_pins(&self, plan: &Plan, work: &WorkDir) -> Result<(), OtherPin> {
+        for src in &plan.sources {
+            let Some(rec) = self.sources.get(&src.name) else {
+                continue;
+            };
+            if rec.commit != src.revision.as_str() || rec.repo != src.repo.as_str() {
+                return Err(OtherPin {
+                    work_dir: work.root().to_owned(),
+                    source_name: src.name.clone(),
+                    recorded: format!("{}@{}", rec.repo, rec.commit),
+                    planned: format!("{}@{}", src.repo.as_str(), src.revision.as_str()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Read `upstream/_discovery.json`; `None` when fetch has not run.
     pub fn load(work: &WorkDir) -> Result<Option<Discovery>, FetchError> {
         let path = work.discovery();
@@ -509,11 +514,11 @@ impl Discovery {
 /// Every cached header must be the bytes the record proves: a cache that differs, or a record
 /// without the proof, is refused (run fetch again), never trusted.
 pub fn load_offline(plan: &Plan, work: &WorkDir) -> Result<Upstream, FetchError> {
-    check_pins(plan, work)?;
     let discovery = Discovery::load(work)?.ok_or_else(|| FetchError::NoDiscovery {
         plan: plan.name.clone(),
         path: work.discovery(),
     })?;
+    discovery.check_pins(plan, work)?;
     let mut up = Upstream {
         files: BTreeMap::new(),
         tensors: Vec::new(),

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use hub::client::HubClient;
 use hub::protocol::RepoId;
 
-use super::{pin, pull, PullOpts, VerifyError, VerifyReport};
+use super::pull::pull_pinned;
+use super::{pin, PullOpts, VerifyError, VerifyReport};
 
 /// The cache root: `HF_HUB_CACHE`, else `HF_HOME/hub` (with `HF_HOME` defaulting as the token
 /// lookup does); `None` without any of them and without `HOME`.
@@ -39,8 +40,8 @@ pub struct Cached {
     pub report: VerifyReport,
 }
 
-/// Pins `rev` of `repo`, then pulls into the snapshot folder of its commit (kept files verified,
-/// the rest downloaded, resumable; [`pull`]) and records `refs/REV`. The verdict is the caller's
+/// Pins `rev` of `repo` once, then pulls that pin into the snapshot folder of its commit (kept
+/// files verified, the rest downloaded, resumable; [`super::pull`]) and records `refs/REV`. The verdict is the caller's
 /// to act on (the runner runs `Verified` only).
 pub fn pull_cached(
     endpoint: Option<&str>,
@@ -50,19 +51,19 @@ pub fn pull_cached(
 ) -> Result<Cached, VerifyError> {
     let id = RepoId::model(repo).map_err(VerifyError::Repo)?;
     let cache = hub_cache(|k| std::env::var(k).ok()).ok_or_else(|| VerifyError::NoCache)?;
-    let client = HubClient::from_env(endpoint)?;
+    let client = HubClient::from_env(endpoint)?.with_workers(opts.workers);
     let rt = crate::runtime().map_err(VerifyError::Runtime)?;
-    let commit = rt.block_on(pin(&client, &id, rev))?.commit;
+    let pinned = rt.block_on(pin(&client, &id, rev))?;
     let folder = repo_folder(&cache, &id);
-    let dir = folder.join("snapshots").join(&commit);
+    let dir = folder.join("snapshots").join(&pinned.commit);
     let rematerialised = rematerialise(&dir)?;
-    let report = pull(endpoint, repo, &commit, &dir, true, opts)?;
-    if rev != commit {
-        write_ref(&folder, rev, &commit)?;
+    let report = pull_pinned(&client, &pinned, &dir, true, opts)?;
+    if rev != pinned.commit {
+        write_ref(&folder, rev, &pinned.commit)?;
     }
     Ok(Cached {
         dir,
-        commit,
+        commit: pinned.commit,
         rematerialised,
         report,
     })

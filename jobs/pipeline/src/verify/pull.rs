@@ -79,8 +79,21 @@ pub fn pull(
     let client = HubClient::from_env(endpoint)?.with_workers(opts.workers);
     let rt = crate::runtime().map_err(VerifyError::Runtime)?;
     let pinned = rt.block_on(pin(&client, &repo, rev))?;
+    pull_pinned(&client, &pinned, dir, download, opts)
+}
+
+/// [`pull`] of a tree already pinned with `client` (the cache layout names its directory after
+/// the commit, so it pins first and pulls that pin).
+pub(super) fn pull_pinned(
+    client: &HubClient,
+    pinned: &Pinned,
+    dir: &Path,
+    download: bool,
+    opts: &PullOpts,
+) -> Result<VerifyReport, VerifyError> {
+    let rt = crate::runtime().map_err(VerifyError::Runtime)?;
     if !download {
-        return Ok(verify_local(dir, &pinned, true, &Known::new())?.report);
+        return Ok(verify_local(dir, pinned, true, &Known::new())?.report);
     }
     std::fs::create_dir_all(dir).map_err(|source| VerifyError::Io {
         what: "create",
@@ -89,16 +102,16 @@ pub fn pull(
     })?;
     // First pass: what already verifies is kept (evidence, the pull journal, or its digest), and
     // journaled so that a killed pull does not read it again.
-    let first = verify_local(dir, &pinned, true, &Known::new())?;
+    let first = verify_local(dir, pinned, true, &Known::new())?;
     if first.failing.is_empty() {
         return Ok(first.report);
     }
     let mut known = first.verified;
-    write_journal(dir, &pinned, &known)?;
+    write_journal(dir, pinned, &known)?;
     let progress = Progress::new("pull", "files", opts.progress);
     let fetched = rt.block_on(fetch_all(
-        &client,
-        &pinned,
+        client,
+        pinned,
         dir,
         &first.failing,
         &mut known,
@@ -106,7 +119,7 @@ pub fn pull(
     ));
     progress.finish();
     let (downloaded, bytes) = fetched?;
-    let mut report = verify_local(dir, &pinned, true, &known)?.report;
+    let mut report = verify_local(dir, pinned, true, &known)?.report;
     report.downloaded = downloaded;
     report.bytes_downloaded = bytes;
     Ok(report)
