@@ -237,6 +237,22 @@ pub fn survey<'e>(source: &Source, entries: &'e [Entry]) -> Result<Opening<'e>, 
     }
 }
 
+/// `minirun-verify --list`'s chat check ([`pipeline::verify::list::ChatProbe`]): the verified
+/// copy in `dir` at `commit` surveyed through the one open path — the family a registered runner
+/// runs it as, or why it cannot be used for chat here (no runner for its family in this build, or
+/// the copy does not open as verified).
+pub fn chat_here(dir: &Path, commit: &str) -> Result<String, String> {
+    let source = Source::Artifact {
+        dir: dir.to_path_buf(),
+        revision: Some(commit.to_owned()),
+    };
+    match survey(&source, crate::registry::ENTRIES) {
+        Ok(Opening::Ready(o)) => Ok(o.origin.family.clone().unwrap_or_default()),
+        Ok(Opening::Unregistered(u)) => Err(u.refusal.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `--repo`: pulls the repository at `revision` into the Hugging Face cache (what is there and
 /// still verifies is kept: a second call downloads nothing), refuses it unless verified, then
 /// opens the snapshot as an artifact at that commit.

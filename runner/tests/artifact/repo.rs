@@ -70,6 +70,36 @@ fn a_repo_id_runs_from_the_cache_and_a_second_call_downloads_nothing() {
     assert_eq!(second["pulled"]["files_downloaded"], 0);
     assert_eq!(second["tokens"], first["tokens"]);
 
+    // `minirun-verify --list`: discoverable, verified here (this snapshot, at the commit `main`
+    // names now) and chat-capable here (the runner's registry has its family).
+    let listed = |home: &std::path::Path| {
+        let cache = home.join("hub");
+        let rows = pipeline::verify::list::list_here(
+            Some(&fx.url),
+            "minirun",
+            Some(&cache),
+            &runner::open::chat_here,
+        )
+        .unwrap();
+        rows.into_iter().find(|r| r.repo == TARGET).unwrap()
+    };
+    let row = listed(&home);
+    assert!(row.discoverable.ok && row.verified_here.ok, "{row:?}");
+    assert_eq!(row.verified_here.detail, fx.commit);
+    assert_eq!(
+        (row.chat_here.ok, row.chat_here.detail.as_str()),
+        (true, "deepseek-v4")
+    );
+    let elsewhere = listed(&fx.scratch.join("hf-home-empty"));
+    assert!(
+        !elsewhere.verified_here.ok && !elsewhere.chat_here.ok,
+        "{elsewhere:?}"
+    );
+    assert!(
+        elsewhere.verified_here.detail.contains("no copy of"),
+        "{elsewhere:?}"
+    );
+
     // huggingface_hub's own layout links snapshot entries to blobs/: such a snapshot is made
     // regular again (the copy hashed like any kept file), not refused, and nothing is fetched.
     let blobs = folder.join("blobs");
@@ -77,6 +107,16 @@ fn a_repo_id_runs_from_the_cache_and_a_second_call_downloads_nothing() {
     let entry = snap.join("config.json");
     std::fs::rename(&entry, blobs.join("config-blob")).unwrap();
     std::os::unix::fs::symlink(blobs.join("config-blob"), &entry).unwrap();
+    // a link is not a verified entry: the copy is listed, but neither verified nor chat-capable
+    let linked = listed(&home);
+    assert!(
+        !linked.verified_here.ok && !linked.chat_here.ok,
+        "{linked:?}"
+    );
+    assert!(
+        linked.verified_here.detail.contains("CONTRADICTED"),
+        "{linked:?}"
+    );
     let (third, _) = run_repo(&home, &["--revision", &fx.commit]);
     assert_eq!(
         third["pulled"]["links_rematerialised"], 1,

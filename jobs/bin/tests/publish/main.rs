@@ -551,14 +551,20 @@ fn discovery_lists_every_minirun_repo_of_the_owner_across_pages() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "minirun.verify-list/1");
+    assert_eq!(v["schema"], "minirun.verify-list/2");
     let mut repos: Vec<&str> = v["repos"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|r| r.as_str())
+        .filter_map(|r| r["repo"].as_str())
         .collect();
     repos.sort_unstable();
+    for r in v["repos"].as_array().unwrap() {
+        // listed, so discoverable; never pulled (and empty), so neither verified nor chat-capable
+        assert_eq!(r["discoverable"]["ok"], true, "{r}");
+        assert_eq!(r["verified_here"]["ok"], false, "{r}");
+        assert_eq!(r["chat_here"]["ok"], false, "{r}");
+    }
     assert_eq!(repos, ["minirun/a-minirun", "minirun/c-minirun"]);
 }
 

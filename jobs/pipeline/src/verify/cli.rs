@@ -5,13 +5,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use super::list::ChatProbe;
 use crate::cli::{self, Exit, Hint};
 
 /// Verify a published Minirun artifact as a consumer.
 #[derive(Debug, Parser)]
 #[command(name = "minirun-verify", version, after_help = crate::cli::ENV_HUB)]
 pub struct Args {
-    /// List OWNER's repositories whose name ends in `-minirun` (all pages).
+    /// List OWNER's repositories whose name ends in `-minirun` (all pages), each with whether it
+    /// is verified here (in the Hugging Face cache, at the commit `main` names now) and
+    /// chat-capable here (a runner for its family in this build). Reads; downloads nothing.
     #[arg(long, value_name = "OWNER")]
     pub list: Option<String>,
     /// Hub endpoint; else `HF_ENDPOINT`.
@@ -66,18 +69,20 @@ pub enum Cmd {
     },
 }
 
-/// Run `minirun-verify` with parsed arguments; the exit code follows `docs/verify.md` §1.
-pub fn main_with(args: &Args) -> ExitCode {
+/// Run `minirun-verify` with parsed arguments; the exit code follows `docs/verify.md` §1. `chat`
+/// answers `--list`'s chat-capable column (the binary passes the runner's registry check).
+pub fn main_with(args: &Args, chat: ChatProbe<'_>) -> ExitCode {
     let ep = args.endpoint.as_deref();
     if let Some(owner) = &args.list {
-        return match super::list(ep, owner) {
+        let cache = super::cache::hub_cache(|k| std::env::var(k).ok());
+        return match super::list::list_here(ep, owner, cache.as_deref(), chat) {
             Ok(repos) if args.json => {
-                let v = serde_json::json!({"schema": "minirun.verify-list/1", "owner": owner, "repos": repos});
+                let v = serde_json::json!({"schema": "minirun.verify-list/2", "owner": owner, "repos": repos});
                 cli::emit(&(serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"));
                 Exit::Ok.into()
             }
             Ok(repos) => {
-                cli::emit(&repos.iter().map(|r| format!("{r}\n")).collect::<String>());
+                cli::emit(&super::list::render(owner, &repos));
                 Exit::Ok.into()
             }
             Err(e) => {

@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod list;
 mod local;
 mod pull;
 
