@@ -14,4 +14,5 @@ pub mod mega;
 pub mod names;
 pub mod release_record;
 pub mod safetensors;
+pub mod sniff;
 pub mod tensor_map;

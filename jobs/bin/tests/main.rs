@@ -3,6 +3,7 @@
 //! The publication suite is its own binary: `--test publish` (see Cargo.toml).
 
 mod demo_cli;
+mod first_mistakes;
 #[path = "shared/fixture_dir.rs"]
 mod fixture_dir;
 mod gguf_cli;

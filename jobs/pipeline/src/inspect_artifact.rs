@@ -70,6 +70,10 @@ impl crate::cli::Hint for InspectError {
     fn hint(&self) -> Option<String> {
         match self {
             InspectError::Plan(e) => e.hint(),
+            InspectError::Unknown { path } => Some(match artifact::sniff::sniff(path) {
+                Some(kind) => kind.hint(path),
+                None => "minirun-inspect reads a plan, a tile container, a manifest.json, an index.json or a unit or artifact directory; a GGUF file is read by `minirun-gguf info`, a MEGA release by `minirun-mega inspect`".into(),
+            }),
             _ => None,
         }
     }

@@ -186,6 +186,14 @@ pub enum MegaError {
 impl MegaError {
     /// A fix the user can apply, for the binaries' `hint:` line.
     pub fn hint(&self) -> Option<String> {
+        // A file of another format given to the MEGA tools: name the tool that reads it.
+        if let MegaError::BadMagic { file } | MegaError::NotMega { path: file, .. } = self {
+            let path = std::path::Path::new(file);
+            match crate::sniff::sniff(path) {
+                Some(kind) if kind != crate::sniff::Kind::Mega => return Some(kind.hint(path)),
+                _ => {}
+            }
+        }
         Some(match self {
             MegaError::Truncated { .. }
             | MegaError::HeaderCrc { .. }

@@ -255,7 +255,18 @@ pub fn verify_local(
 /// manifest's size and SHA-256 (every path opened without following links).
 pub fn verify_offline(dir: &Path) -> Result<VerifyReport, VerifyError> {
     let mut report = VerifyReport::new(None, None);
-    let doc = IndexDocument::read_file(&dir.join(INDEX_FILE_NAME));
+    let index = dir.join(INDEX_FILE_NAME);
+    if !index.is_file() {
+        report.problems.push(format!(
+            "`{}` is missing: `{}` is not a copy of a publication; `minirun-verify pull OWNER/NAME-minirun --dir {}` makes one",
+            index.display(),
+            dir.display(),
+            dir.display()
+        ));
+        report.verdict = Verdict::NoEvidence;
+        return Ok(report);
+    }
+    let doc = IndexDocument::read_file(&index);
     let units: Vec<String> = match &doc.shape {
         Shape::SingleSourceUnits(s) => s.units.iter().map(|u| u.name.clone()).collect(),
         Shape::MultiSourceUnits(m) => m.units.iter().map(|u| u.name.clone()).collect(),

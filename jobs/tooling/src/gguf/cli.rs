@@ -3,7 +3,7 @@
 //! calls required (`--type`, `--max-size`) are optional here on purpose, so their refusal text
 //! and exit code 1 come from the library, not from clap (seed 003 §3; docs/gguf.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::convert::{run_convert, ConvertOpts};
@@ -105,12 +105,36 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let input = cli.cmd.gguf_input().map(Path::to_path_buf);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            contract::print_error(&e, None);
+            contract::print_error(&e, wrong_tool(&e, input.as_deref()));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+impl Cmd {
+    /// The GGUF file the subcommand reads, if it reads one.
+    fn gguf_input(&self) -> Option<&Path> {
+        match self {
+            Cmd::Split { input, .. } | Cmd::Quantize { input, .. } | Cmd::Info { input, .. } => {
+                Some(input)
+            }
+            Cmd::Synth { like, .. } => Some(like),
+            Cmd::Convert { .. } => None,
+        }
+    }
+}
+
+/// When the GGUF reader refused `input` and it is a file of another format another tool reads,
+/// the hint naming that tool (docs/cli.md "First mistakes").
+fn wrong_tool(e: &ToolError, input: Option<&Path>) -> Option<String> {
+    let input = input.filter(|_| matches!(e, ToolError::Gguf { .. }))?;
+    match artifact::sniff::sniff(input)? {
+        artifact::sniff::Kind::Gguf => None,
+        kind => Some(kind.hint(input)),
     }
 }
 
