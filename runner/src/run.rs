@@ -431,12 +431,9 @@ pub fn generate(
 
 /// The CLI: parse, run, print; returns the exit code.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
-    let mut args = match RunArgs::try_parse_from(argv) {
+    let mut args = match contract::parse_exit::<RunArgs, _, _>(argv) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-        }
+        Err(exit) => return exit.code(),
     };
     if args.system.is_some() && !args.chat && !args.interactive {
         let _ = writeln!(std::io::stderr(), "error: --system needs --chat or -i");

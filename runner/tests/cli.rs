@@ -242,6 +242,18 @@ fn serve_cli_contract() {
     let out = bin().arg("--version").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("minirun-run "));
+    // the man page and completions come from the same clap definitions (contract::generate)
+    for (name, mut cmd) in [("minirun-run", bin()), ("minirun-serve", serve())] {
+        let out = cmd.arg("--man").output().unwrap();
+        let page = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name} --man");
+        assert!(
+            page.contains(&format!(".TH {name} 1")) && page.contains("HF_HOME"),
+            "{page}"
+        );
+    }
+    let out = serve().args(["--completions", "zsh"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("#compdef minirun-serve"));
     let out = bin().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     for var in [

@@ -114,6 +114,39 @@ fn import_serve_and_refusals() {
     assert!(err.contains("is not a directory"), "{err}");
 }
 
+/// `--man` is a man page of the binary, `--completions bash` a script bash loads that completes
+/// it, and an unknown shell is a usage error (docs/install.md).
+fn generated_docs_hold(name: &str, bin: &str) {
+    let gen = |args: &[&str]| Command::new(bin).args(args).output().unwrap();
+    let man = gen(&["--man"]);
+    assert_eq!(man.status.code(), Some(0), "{name} --man");
+    let page = String::from_utf8_lossy(&man.stdout);
+    assert!(page.contains(&format!(".TH {name} 1")), "{name}: {page}");
+    assert!(
+        page.contains("Environment"),
+        "{name}: the man page lists no environment"
+    );
+    let bash = gen(&["--completions", "bash"]);
+    assert_eq!(bash.status.code(), Some(0), "{name} --completions bash");
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &bash.stdout).unwrap();
+    let check = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            ". '{}' && complete -p {name}",
+            script.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success() && String::from_utf8_lossy(&check.stdout).contains(name),
+        "{name}: the bash completion does not load: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let tcsh = gen(&["--completions", "tcsh"]);
+    assert_eq!(tcsh.status.code(), Some(64), "{name} --completions tcsh");
+}
+
 /// The one CLI contract, walked over every binary of this package (minirun-run and -serve are
 /// checked by the runner's own CLI tests): `--version` prints the name and exits 0, `--help`
 /// exits 0 and lists the environment variables read, an unknown flag is a usage error (64).
@@ -158,6 +191,7 @@ fn every_binary_follows_the_cli_contract() {
             String::from_utf8_lossy(&o.stderr).starts_with("error: "),
             "{name}: errors start with `error: `"
         );
+        generated_docs_hold(name, bin);
     }
     let fetch = Command::new(env!("CARGO_BIN_EXE_minirun-fetch"))
         .arg("--help")

@@ -67,8 +67,10 @@ pub fn print_error(err: &dyn StdError, hint: Option<String>) {
     eprintln!("{}", render_error(err, hint));
 }
 
+pub mod generate;
+
 /// Parse `T` from the process arguments, mapping clap's failures to exit 64 (help and version
-/// requests print and exit 0).
+/// requests print and exit 0; `--man` and `--completions SHELL` print the man page or a completion script).
 pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
     parse_from(std::env::args_os())
 }
@@ -80,6 +82,22 @@ where
     I: IntoIterator<Item = S>,
     S: Into<std::ffi::OsString> + Clone,
 {
+    parse_exit(args).map_err(ExitCode::from)
+}
+
+/// [`parse_from`] with the exit as the table's [`Exit`] (for a `main` that returns a number).
+/// `Err` means the request is answered: help, the version, `--man` or `--completions` printed (`Exit::Ok`),
+/// or a usage error shown (`Exit::Usage`).
+pub fn parse_exit<T, I, S>(args: I) -> Result<T, Exit>
+where
+    T: clap::Parser,
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(req) = generate::request(&args) {
+        return Err(generate::write::<T>(&req, &mut std::io::stdout().lock()));
+    }
     match T::try_parse_from(args) {
         Ok(t) => Ok(t),
         Err(e) => {
@@ -92,7 +110,7 @@ where
             };
             // Printing can only fail on a closed stdout/stderr; nothing useful to do then.
             let _ = e.print();
-            Err(code.into())
+            Err(code)
         }
     }
 }

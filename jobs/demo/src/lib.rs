@@ -59,6 +59,24 @@ fn step<T, E: std::error::Error>(name: &'static str, r: Result<T, E>) -> Result<
     })
 }
 
+/// The default plan, `plans/deepseek-v4.toml`, compiled in: the demo runs from an installed
+/// binary (the wheel, `cargo install`) with no checkout.
+pub const DEFAULT_PLAN: &str = include_str!("../../../plans/deepseek-v4.toml");
+
+/// Writes [`DEFAULT_PLAN`] to `WORK/demo/plan.toml` (where `--plan` finds it to re-run a stage on
+/// the work directory) and returns that path.
+pub fn write_default_plan(work: &Path) -> Result<PathBuf, DemoError> {
+    let path = work.join(DEMO_SUBDIR).join("plan.toml");
+    let io = |e: std::io::Error| DemoError {
+        step: "plan",
+        detail: format!("cannot write `{}`: {e}", path.display()),
+    };
+    std::fs::create_dir_all(work.join(DEMO_SUBDIR)).map_err(io)?;
+    ledger::write_atomic(&path, DEFAULT_PLAN.as_bytes())
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    Ok(path)
+}
+
 /// Run the demo in `work` with the plan at `plan_path`; `progress` receives one line per step.
 pub fn run(
     plan_path: &Path,

@@ -519,12 +519,9 @@ fn dry_run_repo(args: &ServeArgs, repo: &str, addr: SocketAddr, json: bool) -> S
 
 /// The CLI: parse, start, print the `listening on` line, serve until a signal; the exit code.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
-    let args = match ServeArgs::try_parse_from(argv) {
+    let args = match contract::parse_exit::<ServeArgs, _, _>(argv) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-        }
+        Err(exit) => return exit.code(),
     };
     let fail = |e: RunError| {
         contract::print_error(&e, None);

@@ -14,9 +14,10 @@ struct Args {
     /// Work directory (kept); default `work/demo`.
     #[arg(long, value_name = "DIR", default_value = "work/demo")]
     work_dir: PathBuf,
-    /// The plan.
-    #[arg(long, value_name = "PLAN", default_value = "plans/deepseek-v4.toml")]
-    plan: PathBuf,
+    /// The plan (default: `plans/deepseek-v4.toml` as compiled in, written to
+    /// `DIR/demo/plan.toml` for re-running a stage with `--plan`).
+    #[arg(long, value_name = "PLAN")]
+    plan: Option<PathBuf>,
     /// Tokens to generate from the verified artifact at the end (0: none).
     #[arg(long, value_name = "N", default_value_t = 4)]
     generate: usize,
@@ -54,7 +55,18 @@ fn main() -> ExitCode {
             }
         }
     }
-    match demo::run(&args.plan, &args.work_dir, &mut progress) {
+    let plan = match args
+        .plan
+        .clone()
+        .map_or_else(|| demo::write_default_plan(&args.work_dir), Ok)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            cli::print_error(&e, None);
+            return Exit::Failure.into();
+        }
+    };
+    match demo::run(&plan, &args.work_dir, &mut progress) {
         Ok(s) => {
             cli::emit(&format!(
                 "demo: published {} files as {} (candidate {}); consumer verdict {:?}\nwork dir kept: {} (re-run any stage with --work-dir; serve the hub again with `minirun-hub serve --root {}`)\n",
