@@ -158,3 +158,54 @@ fn killed_pull_resumes_byte_identical_and_never_downloads_a_verified_file_again(
     assert_eq!(r.verdict, Verdict::Verified);
     assert_eq!(r.evidence_reused, n_files);
 }
+
+/// `minirun-verify pull R` without `--dir` pulls into the Hugging Face cache, where
+/// `minirun-run --repo` and `--list` look: `$HF_HOME/hub/models--O--N/snapshots/COMMIT`, as regular
+/// files with evidence, and `refs/main`; `--list` then says verified and chat-capable here.
+#[test]
+fn pull_without_a_dir_fills_the_hugging_face_cache() {
+    let (_w, h, _root, p) = published();
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_minirun-verify"))
+        .args(["--endpoint", &h.url(), "pull", TARGET])
+        .env("HF_HOME", home.path())
+        .env_remove("HF_HUB_CACHE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let folder = home
+        .path()
+        .join("hub")
+        .join(format!("models--{}", TARGET.replace('/', "--")));
+    let snap = folder.join("snapshots").join(&p.commit);
+    assert!(
+        err.contains(&format!("pulled into `{}`", snap.display())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(folder.join("refs/main")).unwrap(),
+        p.commit
+    );
+    assert!(snap.join(".minirun-evidence").is_dir());
+    assert!(!files_under(&snap).is_empty());
+    let owner = TARGET.split('/').next().unwrap();
+    let listed = Command::new(env!("CARGO_BIN_EXE_minirun-verify"))
+        .args(["--endpoint", &h.url(), "--list", owner, "--json"])
+        .env("HF_HOME", home.path())
+        .env_remove("HF_HUB_CACHE")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let row = v["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["repo"] == TARGET)
+        .unwrap();
+    assert_eq!(row["verified_here"]["ok"], true, "{row}");
+    assert_eq!(row["verified_here"]["detail"], p.commit.as_str(), "{row}");
+    // the binary asks the runner's registry: the V4 family is registered
+    assert_eq!(row["chat_here"]["ok"], true, "{row}");
+    assert_eq!(row["chat_here"]["detail"], "deepseek-v4", "{row}");
+}

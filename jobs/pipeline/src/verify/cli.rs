@@ -37,9 +37,10 @@ pub enum Cmd {
         /// Branch, tag or commit (default `main`).
         #[arg(long, default_value = "main")]
         revision: String,
-        /// The local copy.
+        /// The local copy (default: the Hugging Face cache, `$HF_HOME/hub/models--OWNER--NAME/
+        /// snapshots/COMMIT`, where `minirun-run --repo` and `--list` look).
         #[arg(long)]
-        dir: PathBuf,
+        dir: Option<PathBuf>,
         /// Downloads at once.
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
         workers: u16,
@@ -99,9 +100,18 @@ pub fn main_with(args: &Args, chat: ChatProbe<'_>) -> ExitCode {
         Some(Cmd::Pull {
             repo,
             revision,
-            dir,
+            dir: Some(dir),
             workers,
         }) => super::pull(ep, repo, revision, dir, true, &opts(*workers)),
+        Some(Cmd::Pull {
+            repo,
+            revision,
+            dir: None,
+            workers,
+        }) => super::cache::pull_cached(ep, repo, revision, &opts(*workers)).map(|c| {
+            eprintln!("pulled into `{}`", c.dir.display());
+            c.report
+        }),
         Some(Cmd::Check {
             repo,
             revision,

@@ -146,9 +146,10 @@ fn verified_here(dir: &Path, pinned: &Pinned) -> Result<Capability, VerifyError>
     Ok(match outcome.report.verdict {
         Verdict::Verified => Capability::yes(pinned.commit.clone()),
         v => Capability::no(format!(
-            "{}: {}; `minirun-verify check {id} --repair` mends it",
+            "{}: {}; `minirun-verify check {id} --dir {} --repair` mends it",
             v.name(),
-            outcome.report.problems.join("; ")
+            outcome.report.problems.join("; "),
+            dir.display()
         )),
     })
 }
