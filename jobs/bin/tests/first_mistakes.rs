@@ -4,6 +4,8 @@
 //! to run instead. (The stages' mistakes are `pipeline_v4::next_step`; `minirun-hub serve` on a
 //! missing root is `hub_cli::import_serve_and_refusals`.)
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 use std::process::Command;
 
