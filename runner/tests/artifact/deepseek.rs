@@ -49,6 +49,14 @@ fn minirun_run_artifact_matches_transformers_and_streams_bit_identically() {
     let report = deepseek_common::compare(&rows, refx);
     eprintln!("minirun-run --artifact vs transformers: {report}");
     report.assert_within();
+    // and against transformers' f64 logits, the same bound (the device placement's long run:
+    // tests/deepseek_gpu.rs runs the host placement's)
+    let vs64 = deepseek_common::max_abs_vs_f64(&rows, refx);
+    assert!(
+        vs64 <= report.tolerance,
+        "max |Δ| vs transformers f64 {vs64:e} > tolerance {:e}",
+        report.tolerance
+    );
     assert!(
         err.contains(&format!("verified `{}` at {}", super::TARGET, fx.commit)),
         "{err}"
