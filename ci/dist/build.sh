@@ -15,6 +15,8 @@
 #    completions under `.data/data/share/` (the venv's share/). `wheel pack` writes RECORD;
 #    auditwheel finds the manylinux tag the binaries are consistent with (the highest glibc symbol
 #    version they use, no shared library outside the policy) and `wheel tags` sets it.
+# With MINIRUN_DIST_BUILT=DIR, step 1 is skipped and the binaries already in DIR are packed
+# (the CI check packs the build the tests made; see ci/checks.d/65-wheel.sh).
 # Needs $CI_CACHE/venv-dist (ci/install.d/10-python.sh: wheel, auditwheel, pinned).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,10 +27,18 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 prefix=$out/root
 rm -rf "$prefix" "$out/wheel"
-for pkg in jobs/bin runner; do
-    echo "dist: cargo install --locked --path $pkg" >&2
-    cargo install --quiet --locked --profile dist --no-track --path "$root/$pkg" --root "$prefix" >&2
-done
+if [ -n "${MINIRUN_DIST_BUILT:-}" ]; then
+    # Pack binaries already built there (ci/checks.d/65-wheel.sh: the tests' own build).
+    echo "dist: packing the binaries in $MINIRUN_DIST_BUILT" >&2
+    mkdir -p "$prefix/bin"
+    cp -p "$MINIRUN_DIST_BUILT"/minirun-* "$prefix/bin/"
+    rm -f "$prefix"/bin/minirun-*.d
+else
+    for pkg in jobs/bin runner; do
+        echo "dist: cargo install --locked --profile dist --path $pkg" >&2
+        cargo install --quiet --locked --profile dist --no-track --path "$root/$pkg" --root "$prefix" >&2
+    done
+fi
 mkdir -p "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
 for bin in "$prefix"/bin/minirun-*; do
