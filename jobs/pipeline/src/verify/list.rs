@@ -74,8 +74,8 @@ pub fn list_here(
     cache: Option<&Path>,
     chat: ChatProbe<'_>,
 ) -> Result<Vec<Listed>, VerifyError> {
-    let ids = super::list(endpoint, owner)?;
     let client = HubClient::from_env(endpoint)?;
+    let ids = super::list_with(&client, owner)?;
     let rt = crate::runtime().map_err(VerifyError::Runtime)?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {

@@ -237,7 +237,11 @@ pub async fn pin(client: &HubClient, repo: &RepoId, rev: &str) -> Result<Pinned,
 
 /// `--list OWNER`: the owner's repositories whose name ends in `-minirun`, all pages.
 pub fn list(endpoint: Option<&str>, owner: &str) -> Result<Vec<String>, VerifyError> {
-    let client = HubClient::from_env(endpoint)?;
+    list_with(&HubClient::from_env(endpoint)?, owner)
+}
+
+/// [`list`] with a client the caller already has (`list::list_here` pins each repository with it).
+fn list_with(client: &HubClient, owner: &str) -> Result<Vec<String>, VerifyError> {
     let rt = runtime()?;
     let all = rt.block_on(client.list_models(Some(owner), Some("-minirun")))?;
     Ok(all
