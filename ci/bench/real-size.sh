@@ -13,15 +13,16 @@
 # experts of 17,547,264 B at hidden 7168; E = 252 makes that shard 5.26 GB, past 4 GiB and past
 # K3's largest file, 5,240,799,232 B). One case at a time; each is removed before the next.
 #
-# Needs the release binaries (cargo build --release --workspace) and ~6× the checkpoint in free
-# disk under TMPDIR (upstream hub, fetched bytes, release, target hub, consumer copy).
+# Needs the release binaries (cargo build --release --workspace) and ~5× the checkpoint in free
+# disk under TMPDIR (upstream hub, fetched bytes, release, target hub, consumer copy; staging is
+# hard links).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CARGO_TARGET_DIR:=$PWD/target}"
 bin=$CARGO_TARGET_DIR/release
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(v4:256 k3:16 k3:252)
-out=docs/bench/real-size.md
+out=${OUT:-docs/bench/real-size.md}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minirun-real-size.XXXXXX")
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -35,15 +36,34 @@ serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
     grep -o 'http://[0-9.:]*' "$1.out" | head -1
 }
 
-# One stage: "wall cpu rss_kib"; its output in $tmp/log.STEP, a failure stops the run.
+# The work directory's disk use (allocated bytes, hard links once; the consumer's copy that
+# `verify` pulls into it left out), sampled every 0.2 s until killed; the largest in $tmp/peak.
+sample() {
+    local peak=0 n
+    while :; do
+        n=$(du -s -B1 --exclude=consumer "$tmp/w" 2> /dev/null | cut -f1)
+        if [ "${n:-0}" -gt "$peak" ]; then peak=$n; echo "$peak" > "$tmp/peak"; fi
+        sleep 0.2
+    done
+}
+
+# One stage: "wall cpu rss_kib peak_disk_bytes read_bytes written_bytes"; its output in
+# $tmp/log.STEP, a failure stops the run. Read and written are getrusage's block counts (512 B
+# units, GNU time's %I and %O) with the page cache dropped before the stage.
 measure() {
     local step=$1; shift
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    env "$@" /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" \
+    echo 0 > "$tmp/peak"
+    sample & local sampler=$!
+    env "$@" /usr/bin/time -f "%e %U %S %M %I %O" -o "$tmp/time" \
         ci/publish/step.sh "$plan" "$step" > "$tmp/log.$step" 2>&1 ||
-        { echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
-    read -r wall user sys rss < <(tail -n 1 "$tmp/time")
-    echo "$wall $(echo "$user + $sys" | bc) $rss"
+        { kill $sampler; echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
+    sync
+    kill $sampler; wait $sampler 2> /dev/null || true
+    local after; after=$(du -s -B1 --exclude=consumer "$tmp/w" | cut -f1)
+    local peak; peak=$(cat "$tmp/peak"); [ "$after" -gt "$peak" ] && peak=$after
+    read -r wall user sys rss rd wr < <(tail -n 1 "$tmp/time")
+    echo "$wall $(echo "$user + $sys" | bc) $rss $peak $((rd * 512)) $((wr * 512))"
 }
 
 rows=()
@@ -72,10 +92,12 @@ for c in "${cases[@]}"; do
         fetch | repack | gate | stage) ep=$up ;;
         *) ep=$tgt ;;
         esac
-        read -r wall cpu rss < <(measure "$s" HF_ENDPOINT="$ep" HF_TOKEN=bench \
+        read -r wall cpu rss disk rd wr < <(measure "$s" HF_ENDPOINT="$ep" HF_TOKEN=bench \
             MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w")
         per_gb=$(echo "scale=2; $wall / $gb" | bc)
-        rows+=("| $c | $gb | $largest | $s | $wall | $per_gb | $cpu | $((rss / 1024)) |")
+        g() { echo "scale=2; $1 / 1000000000" | bc; }
+        x=$(echo "scale=2; $disk / $bytes" | bc)
+        rows+=("| $c | $gb | $largest | $s | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
     done
     # The consumer's copy is the checkpoint's bytes, republished: every upstream payload byte is
     # in it (containers re-tile them; the plain streams are verbatim).
@@ -83,7 +105,7 @@ for c in "${cases[@]}"; do
     # The distributed shape's hand-off at this size (docs/publish.md §9): one worker, in a fresh
     # work dir, runs every unit as its slice and writes the unit records (its LFS objects are
     # already on the target hub, so none is re-sent). The records are all a join receives.
-    peak_disk=$(du -sb "$tmp" | cut -f1)
+    peak_disk=$(du -s -B1 "$tmp" | cut -f1)
     rm -rf "$tmp/w"
     t0=$(date +%s.%N)
     for s in fetch repack gate stage candidate-upload; do
@@ -95,7 +117,7 @@ for c in "${cases[@]}"; do
     worker_s=$(echo "$(date +%s.%N) - $t0" | bc)
     records=$(find "$tmp/records" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
     share=$(echo "scale=4; 100 * $records / $pulled" | bc)
-    rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify)* | | | | |")
+    rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify, hubs and consumer copy included)* | | | | | | | | |")
     kill "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
     pids=()
@@ -103,10 +125,10 @@ done
 {
     echo "# Real-size run"
     echo
-    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size. \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release."
+    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size, *peak work dir* the largest allocated size of the work directory (\`du -B1\`, hard links once, the consumer's copy left out) sampled every 0.2 s during the stage, *× checkpoint* that over the checkpoint's bytes, *read/written* the stage's block I/O (getrusage, GNU time's %I/%O × 512 B; what the page cache absorbed is not counted). \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release."
     echo
-    echo "| case | GB | largest file B | stage | wall s | s/GB | CPU s | peak RSS MiB |"
-    echo "|---|---:|---:|---|---:|---:|---:|---:|"
+    echo "| case | GB | largest file B | stage | wall s | s/GB | CPU s | peak RSS MiB | peak work dir GB | × checkpoint | read GB | written GB |"
+    echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${rows[@]}"
 } > "$out"
 cat "$out"

@@ -52,6 +52,15 @@ pub struct FileRecord {
     pub identity: Option<FileIdentity>,
 }
 
+impl FileRecord {
+    /// Size, SHA-256 and identity of the file at `path`, hashed through one descriptor whose
+    /// identity is captured before and after ([`LedgerError::ChangedWhileHashing`] when they
+    /// differ: something wrote the file meanwhile).
+    pub fn hash(path: &Path) -> Result<Self> {
+        hash_with_identity(path)
+    }
+}
+
 /// One stage's journal for one unit (schema: `docs/ledger.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -521,6 +530,26 @@ impl Journal {
         }
         rec.identity = found.identity;
         Ok(None)
+    }
+
+    /// Refreshes the identity of output `rel` to `found`'s when `found` (hashed by the caller
+    /// through [`FileRecord::hash`]) has the recorded size and SHA-256 — the same proof
+    /// [`Journal::rehash_output`] makes, done by a reader that has just hashed the file anyway
+    /// (staging hashes each release file it links, and the link moves the file's ctime). Returns
+    /// whether the record changed (store the journal, under the unit's lock).
+    pub fn refresh_identity(&mut self, rel: &str, found: &FileRecord) -> bool {
+        match self.outputs.get_mut(rel) {
+            Some(rec)
+                if rec.size == found.size
+                    && rec.sha256 == found.sha256
+                    && found.identity.is_some()
+                    && rec.identity != found.identity =>
+            {
+                rec.identity = found.identity;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The first recorded input whose size or digest differs from `expected` (or that is missing

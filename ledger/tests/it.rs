@@ -7,8 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use ledger::{
-    ChunkLog, DoneCheck, FileIdentity, Journal, LedgerError, NotDone, Status, CHUNK_LOG_HEADER,
-    TEMP_MARKER,
+    ChunkLog, DoneCheck, FileIdentity, FileRecord, Journal, LedgerError, NotDone, Status,
+    CHUNK_LOG_HEADER, TEMP_MARKER,
 };
 use sha2::{Digest, Sha256};
 
@@ -263,6 +263,37 @@ fn done_requires_status_and_matching_files() {
         matches!(&r, DoneCheck::NotDone(v) if v.contains(&NotDone::NotRegularFile { path: "layers00/b.bin".into() })),
         "{r:?}"
     );
+}
+
+/// A hard link moves the inode's ctime: a reader that hashed the file since (staging) may hand
+/// the journal the identity it proved; other bytes or another size are never accepted.
+#[test]
+fn refresh_identity_takes_only_a_proven_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger_dir, root) = (dir.path().join("ledger"), dir.path().join("release"));
+    let mut j = done_journal(&ledger_dir, &root);
+    let a = root.join("layers00/a.bin");
+    fs::hard_link(&a, dir.path().join("staged-a.bin")).unwrap();
+    let reasons = match j.is_done(&root, false).unwrap() {
+        DoneCheck::NotDone(r) => r,
+        DoneCheck::Done => panic!("a link must move the identity (ctime)"),
+    };
+    assert!(
+        matches!(&reasons[..], [NotDone::IdentityChanged { path, field: "ctime_ns" }] if path == "layers00/a.bin"),
+        "{reasons:?}"
+    );
+    let proven = FileRecord::hash(&a).unwrap();
+    let mut other = proven.clone();
+    other.sha256 = ledger::sha256_hex(b"other");
+    assert!(!j.refresh_identity("layers00/a.bin", &other));
+    assert!(!j.refresh_identity("layers00/missing.bin", &proven));
+    assert!(!j.is_done(&root, false).unwrap().is_done());
+    assert!(j.refresh_identity("layers00/a.bin", &proven));
+    assert!(
+        !j.refresh_identity("layers00/a.bin", &proven),
+        "already current"
+    );
+    assert_eq!(j.is_done(&root, false).unwrap(), DoneCheck::Done);
 }
 
 #[test]

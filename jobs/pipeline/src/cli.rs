@@ -107,8 +107,9 @@ pub fn emit(text: &str) {
 /// End a stage binary: print its outcome (`--json`: the summary as JSON, else its readable
 /// form) and return the exit code `exit` maps it to; or print the error chain with its hint and
 /// return 1.
-pub fn finish<T: serde::Serialize, E: StdError + Hint>(
+pub fn finish<T: serde::Serialize, E: StdError + Hint + 'static>(
     stage: &str,
+    version: u32,
     result: Result<T, E>,
     json: bool,
     render: impl Fn(&T) -> String,
@@ -118,7 +119,8 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
         Ok(out) => {
             if json {
                 emit(
-                    &(serde_json::to_string_pretty(&with_schema(stage, &out)).unwrap_or_default()
+                    &(serde_json::to_string_pretty(&with_schema(stage, version, &out))
+                        .unwrap_or_default()
                         + "\n"),
                 );
             } else {
@@ -127,7 +129,11 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
             exit(&out).into()
         }
         Err(e) => {
-            print_error(&e, e.hint());
+            let hint = match crate::space::is_full(&e) {
+                true => Some(crate::space::full_hint()),
+                false => e.hint(),
+            };
+            print_error(&e, hint);
             Exit::Failure.into()
         }
     }
@@ -137,6 +143,9 @@ pub fn finish<T: serde::Serialize, E: StdError + Hint>(
 /// text, and the exit code it maps to (0 unless the stage has an exit contract of its own, as
 /// the gate's 0/1/2/77).
 pub trait Report: serde::Serialize {
+    /// The number in its `--json` schema name `minirun.<stage>/<VERSION>`: raised when a field
+    /// changes meaning or disappears (docs/cli.md).
+    const VERSION: u32 = 1;
     /// The readable form (without `--json`).
     fn text(&self) -> String;
     /// The exit code.
@@ -146,12 +155,12 @@ pub trait Report: serde::Serialize {
 }
 
 /// [`finish`] for a [`Report`].
-pub fn finish_report<T: Report, E: StdError + Hint>(
+pub fn finish_report<T: Report, E: StdError + Hint + 'static>(
     stage: &str,
     result: Result<T, E>,
     json: bool,
 ) -> ExitCode {
-    finish(stage, result, json, T::text, T::exit_code)
+    finish(stage, T::VERSION, result, json, T::text, T::exit_code)
 }
 
 /// `--help`'s environment section of a binary that talks to a hub (docs/cli.md).
@@ -164,10 +173,11 @@ pub const ENV_HUB: &str = "Environment:
 /// `--help`'s environment section of the demo (its hub is its own, on loopback).
 pub const ENV_DEMO: &str = "Environment: HF_TOKEN, HF_TOKEN_PATH, HF_HOME (as huggingface_hub: a token found there is sent to the demo's own loopback hub, which ignores it); WGPU_BACKEND (the run step's backends when --backend is not given; default Vulkan, Metal, DX12) and wgpu's other WGPU_* variables; XDG_RUNTIME_DIR (when unset, NODEVICE_SELECT=1 is set to keep Mesa's device-select layer quiet); nothing else.";
 
-/// The report as JSON with its versioned schema name first-class: `"schema": "minirun.<stage>/1"`
-/// (docs/cli.md). A report that is not a JSON object is wrapped as `{"schema", "report"}`.
-pub fn with_schema<T: serde::Serialize>(stage: &str, out: &T) -> serde_json::Value {
-    let schema = serde_json::Value::String(format!("minirun.{stage}/1"));
+/// The report as JSON with its versioned schema name first-class:
+/// `"schema": "minirun.<stage>/<version>"` (docs/cli.md). A report that is not a JSON object is
+/// wrapped as `{"schema", "report"}`.
+pub fn with_schema<T: serde::Serialize>(stage: &str, version: u32, out: &T) -> serde_json::Value {
+    let schema = serde_json::Value::String(format!("minirun.{stage}/{version}"));
     match serde_json::to_value(out) {
         Ok(serde_json::Value::Object(mut m)) => {
             m.insert("schema".into(), schema);

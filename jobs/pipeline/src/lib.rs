@@ -15,6 +15,7 @@ pub mod plan_tool;
 pub mod progress;
 pub mod promote;
 pub mod repack;
+pub mod space;
 pub mod stage;
 pub mod units;
 pub mod verify;

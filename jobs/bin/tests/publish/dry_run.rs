@@ -25,7 +25,7 @@ fn dry_runs_change_nothing_and_say_what_they_would_do() {
     .unwrap();
     assert_eq!(snapshot(w.path()), before, "stage --dry-run wrote");
     assert!(
-        s.dry_run && s.files > 0 && s.copied.len() == s.files,
+        s.dry_run && s.files > 0 && s.linked.len() == s.files && s.copied.is_empty(),
         "{s:?}"
     );
     let text = s.render();

@@ -8,6 +8,8 @@ mod dry_run;
 #[path = "../shared/fixture_dir.rs"]
 mod fixture_dir;
 mod flips;
+mod full_disk;
+mod linked;
 mod lossy;
 mod pull;
 mod quirks;
@@ -92,7 +94,7 @@ fn full_publish_then_every_rerun_writes_nothing_and_only_reads_the_hub() {
     let log = h.request_log().len();
     let s2 = stage::run(&plan, &stage_opts(w.path())).unwrap();
     assert_eq!(s2.bytes_written, 0);
-    assert!(!s2.journal_written && s2.copied.is_empty() && s2.rehashed.is_empty());
+    assert!(!s2.journal_written && s2.linked.is_empty() && s2.rehashed.is_empty());
     assert!(s2.release_hashed.is_empty());
     assert_eq!(h.request_log().len(), log, "stage never talks to the hub");
     let c2 = candidate::run(&plan, &cand_opts(w.path(), &url)).unwrap();
@@ -352,8 +354,10 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
     replace_same_size(&staged);
     let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
     assert_eq!(s.rehashed, vec![payload.to_string()]);
-    assert_eq!(s.copied, vec![payload.to_string()]);
-    assert!(s.release_hashed.is_empty());
+    assert_eq!(s.linked, vec![payload.to_string()]);
+    // the release file lost a link (one inode, staged and released): its ctime moved, so it is
+    // re-hashed too — it alone
+    assert_eq!(s.release_hashed, vec![payload.to_string()]);
     assert_eq!(s.kept, s.files - 1);
     assert_eq!(
         std::fs::read(&staged).unwrap(),
@@ -369,7 +373,7 @@ fn same_size_touch_r_replacement_is_noticed_and_changes_the_candidate() {
         "global00/plain.bin".to_string(),
     ];
     assert_eq!(s.release_hashed, both);
-    assert_eq!(s.copied, both);
+    assert_eq!(s.linked, both);
     let mut dry = cand_opts(w.path(), &url);
     dry.dry_run = true;
     let c2 = candidate::run(&plan, &dry).unwrap();
@@ -585,13 +589,15 @@ fn stage_bin(bin: &str, work: &std::path::Path, url: Option<&str>, json: bool) -
     );
     assert!(out.status.success(), "{bin}: {o}\n{e}");
     if json {
-        // every --json report names its versioned schema: minirun.<stage>/1
+        // every --json report names its versioned schema: minirun.<stage>/<n> (stage/2: links)
         let v: serde_json::Value = serde_json::from_str(&o).unwrap();
         let stage = std::path::Path::new(bin)
             .file_name()
             .unwrap()
             .to_string_lossy();
-        let want = format!("minirun.{}/1", stage.trim_start_matches("minirun-"));
+        let stage = stage.trim_start_matches("minirun-");
+        let n = if stage == "stage" { 2 } else { 1 };
+        let want = format!("minirun.{stage}/{n}");
         assert_eq!(v["schema"], want.as_str(), "{bin}: {o}");
     }
     (o, e)
@@ -623,7 +629,7 @@ fn stage_candidate_upload_and_promote_show_progress_in_a_log_and_none_with_json(
         k == n && n > 500,
         "the last file line counts them all: {err}"
     );
-    assert!(err.contains(" copied ("), "{err}");
+    assert!(err.contains(" linked ("), "{err}");
     for u in &plan.units {
         assert!(
             err.contains(&format!("stage: {} read back: ", u.name)),

@@ -395,6 +395,12 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     rt.block_on(async {
         let upstream = discover::discover(&client, plan, &work).await?;
         let resolution = plan.resolve(&upstream.tensors)?;
+        let need = pending_bytes(&upstream, &resolution, &work, &pending);
+        crate::space::expect(
+            &work.root().join("upstream"),
+            need,
+            format!("fetch of {} pending unit(s)", pending.len()),
+        );
         // Units run concurrently, their chunk transfers drawn from one pool of `concurrency`
         // permits, so small units (one chunk each) still keep several transfers in flight and
         // one unit's checks overlap the others' transfers.
@@ -579,4 +585,33 @@ fn unit_done(
         }
         ledger::DoneCheck::NotDone(why) => UnitState::Pending(units::not_done_reason(&why)),
     })
+}
+
+/// What the pending units still have to write under `upstream/`: each of their files' header and
+/// tensors, less what their directories already hold (a resumed unit keeps its proven chunks).
+fn pending_bytes(
+    upstream: &discover::Upstream,
+    resolution: &crate::plan::Resolution,
+    work: &WorkDir,
+    pending: &[String],
+) -> u64 {
+    let mut total = 0u64;
+    for name in pending {
+        let Some(ru) = resolution.unit(name) else {
+            continue;
+        };
+        let mut files = std::collections::BTreeSet::new();
+        let mut unit = 0u64;
+        for t in ru.tensors() {
+            let Some(uf) = upstream.file(&t.source, &t.file) else {
+                continue;
+            };
+            if files.insert((&t.source, &t.file)) {
+                unit += uf.header.data_start;
+            }
+            unit += uf.header.file_range(&t.name).map_or(0, |r| r.end - r.start);
+        }
+        total += unit.saturating_sub(crate::space::allocated(&work.upstream_unit(name)));
+    }
+    total
 }

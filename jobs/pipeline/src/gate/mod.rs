@@ -258,6 +258,7 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     plan.ensure_runnable()?;
     let work = WorkDir::of_plan(plan, opts.work_dir.as_deref());
     crate::fetch::discover::check_pins(plan, &work)?;
+    crate::space::expect(&work.reports(), 0, "gate");
     let units: Vec<String> = match opts.units.as_deref() {
         Some(s) if s.trim().is_empty() => Vec::new(),
         sel => plan

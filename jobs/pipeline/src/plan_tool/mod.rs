@@ -112,7 +112,7 @@ pub fn finish<T: serde::Serialize>(
             crate::cli::print_error(&e, e.hint());
             crate::cli::Exit::Usage.into()
         }
-        other => crate::cli::finish(name, other, json, render, exit),
+        other => crate::cli::finish(name, 1, other, json, render, exit),
     }
 }
 

@@ -277,6 +277,17 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         });
     }
     if !pending.is_empty() {
+        // A release is the fetched tensors re-tiled byte for byte (plus containers' alignment
+        // padding), less what a killed run left.
+        let need: u64 = pending
+            .iter()
+            .map(|u| {
+                let fetched = crate::space::allocated(&work.upstream_unit(u));
+                fetched.saturating_sub(crate::space::allocated(&work.release().join(u)))
+            })
+            .sum();
+        let what = format!("repack of {} pending unit(s)", pending.len());
+        crate::space::expect_at_least(&work.release(), need, what);
         let upstream = fetch::discover::load_offline(plan, &work)?;
         let resolution = plan.resolve(&upstream.tensors)?;
         let mut jobs = Vec::new();

@@ -3,6 +3,10 @@
 //! tree through the production reader (seed 001, "The Hub protocol", first paragraph;
 //! `docs/publish.md` §1).
 //!
+//! Links, not copies: where the release and staging share a filesystem each staged file is a hard
+//! link to its release file, hashed once against the journaled digest (`place`); a copy only
+//! across filesystems, with the reason in the report.
+//!
 //! Identity, not re-reading: the stage journal (`ledger/stage/release.json`) records, for every
 //! release file, the release file's size/SHA-256/filesystem identity (inputs) and the staged
 //! copy's (outputs). A staged file whose identity (device, inode, size, ns mtime, ns ctime) still
@@ -10,6 +14,7 @@
 //! re-hashed alone (a same-size replacement with `touch -r` keeps the mtime but not the inode or
 //! ctime). A re-run that changes nothing writes nothing, the journal included.
 
+mod place;
 mod reconcile;
 mod roundtrip;
 
@@ -82,8 +87,16 @@ pub struct StageReport {
     pub rehashed: Vec<String>,
     /// Release files hashed because their identity no longer matched any journal.
     pub release_hashed: Vec<String>,
-    /// Files (re)copied from the release.
+    /// Files (re)placed as hard links to their release files (no bytes written).
+    pub linked: Vec<String>,
+    /// Files (re)copied from the release (release and staging on different filesystems).
     pub copied: Vec<String>,
+    /// Why files were copied instead of linked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_reason: Option<String>,
+    /// Repack journal records whose identity this run refreshed (a link moves the shared
+    /// inode's ctime; the file was hashed and matched the recorded digest).
+    pub repack_refreshed: usize,
     /// Paths removed from staging (not in the release).
     pub removed: Vec<String>,
     /// Bytes written into staging.
@@ -103,6 +116,9 @@ pub struct StageReport {
 }
 
 impl crate::cli::Report for StageReport {
+    /// 2: `copied` lists only copies; links are `linked` (in /1 every placed file was `copied`).
+    const VERSION: u32 = 2;
+
     fn text(&self) -> String {
         self.render()
     }
@@ -118,14 +134,20 @@ impl StageReport {
                 format!("{what}: {}\n", crate::cli::join_limited(v, 8))
             }
         };
-        let [removed, rehashed, copied] = if self.dry_run {
+        let [removed, rehashed, linked, copied] = if self.dry_run {
             [
                 "would remove",
                 "would re-hash (identity changed)",
+                "would link",
                 "would copy",
             ]
         } else {
-            ["removed", "re-hashed (identity changed)", "copied"]
+            [
+                "removed",
+                "re-hashed (identity changed)",
+                "linked",
+                "copied",
+            ]
         };
         let mut s = list(removed, &self.removed);
         s.push_str(&list(rehashed, &self.rehashed));
@@ -133,18 +155,23 @@ impl StageReport {
             "release files hashed (no journal vouched)",
             &self.release_hashed,
         ));
+        s.push_str(&list(linked, &self.linked));
         s.push_str(&list(copied, &self.copied));
+        if let Some(why) = &self.copy_reason {
+            s.push_str(&format!("copies, not links: {why}\n"));
+        }
         if self.dry_run {
             s.push_str(&format!(
-                "stage (dry run) {}: would stage {} files ({} bytes): {} kept unread, {} to re-hash, {} to copy, {} to remove; nothing changed, no round trip run\n",
+                "stage (dry run) {}: would stage {} files ({} bytes): {} kept unread, {} to re-hash, {} to link, {} to copy, {} to remove; nothing changed, no round trip run\n",
                 self.plan, self.files, self.bytes, self.kept, self.rehashed.len(),
-                self.copied.len(), self.removed.len()
+                self.linked.len(), self.copied.len(), self.removed.len()
             ));
         } else {
             s.push_str(&format!(
-                "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
-                self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.copied.len(),
-                self.bytes_written, self.removed.len(), self.manifests, self.containers, self.tiles, self.plain
+                "stage {}: {} files ({} bytes) staged; {} kept unread, {} re-hashed, {} linked, {} copied ({} bytes written), {} removed; round trip: {} manifests, {} containers ({} tiles), {} plain streams\n",
+                self.plan, self.files, self.bytes, self.kept, self.rehashed.len(), self.linked.len(),
+                self.copied.len(), self.bytes_written, self.removed.len(), self.manifests,
+                self.containers, self.tiles, self.plain
             ));
         }
         s
@@ -283,6 +310,10 @@ pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
         return Ok(report);
     }
     roundtrip::roundtrip(plan, &work, &journal, &scope, opts.progress, &mut report)?;
+    if report.journal_written {
+        // stored in progress by `reconcile`; done only now that the round trip passed
+        journal.store(&work.ledger())?;
+    }
     Ok(report)
 }
 

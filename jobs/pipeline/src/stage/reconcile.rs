@@ -1,12 +1,11 @@
 //! Reconcile the staging tree with the release, by recorded identities (`docs/publish.md` §1).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use ledger::{FileIdentity, FileRecord, Journal, Status};
-use sha2::Digest as _;
 
+use super::place::{self, Placement};
 use super::{io_err, StageError, StageReport, STAGE, UNIT};
 use crate::progress::{Counter, ProgressMode};
 use crate::work::WorkDir;
@@ -54,36 +53,6 @@ pub(crate) fn walk(
     Ok(out)
 }
 
-/// Copy `src` to `dst` through a temporary file and a rename, hashing what was written.
-fn copy_hashed(src: &Path, dst: &Path) -> Result<(u64, String), StageError> {
-    let dir = dst.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-    let name = dst
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!("{}stage-{name}", ledger::TEMP_MARKER));
-    let mut r = std::fs::File::open(src).map_err(io_err("open", src))?;
-    let mut w = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n_total = 0u64;
-    loop {
-        let n = r.read(&mut buf).map_err(io_err("read", src))?;
-        if n == 0 {
-            break;
-        }
-        let chunk = buf.get(..n).unwrap_or(&[]);
-        h.update(chunk);
-        w.write_all(chunk).map_err(io_err("write", &tmp))?;
-        n_total += n as u64;
-    }
-    w.sync_all().map_err(io_err("sync", &tmp))?;
-    drop(w);
-    std::fs::rename(&tmp, dst).map_err(io_err("rename into place", dst))?;
-    Ok((n_total, hex::encode(h.finalize())))
-}
-
 /// The digest of a release file from the repack journal of its unit, if that journal's identity
 /// for it still holds (no read).
 fn repack_digest(work: &WorkDir, rel: &str, id: &FileIdentity) -> Option<String> {
@@ -95,7 +64,9 @@ fn repack_digest(work: &WorkDir, rel: &str, id: &FileIdentity) -> Option<String>
 
 /// Bring `<work>/staging` to the release's file set — with `slice`, to those units' directories
 /// only (a worker stages exactly its slice, even when its repack finalized the release-wide
-/// files because the slice is every unit) — and return the (stored) done journal.
+/// files because the slice is every unit) — and return the journal. When it differs from the
+/// stored one it is stored in progress (`report.journal_written`), and said done only after the
+/// round trip passed ([`super::run`]): a refused staged tree never looks staged.
 pub(crate) fn reconcile(
     work: &WorkDir,
     slice: Option<&[String]>,
@@ -128,17 +99,38 @@ pub(crate) fn reconcile(
         dry_run,
         progress: &progress,
     };
+    let predicted = Placement::predict(&release, &staging);
+    let need = match predicted.copy_reason {
+        Some(_) => {
+            let bytes: u64 = files
+                .values()
+                .filter_map(|p| p.metadata().ok())
+                .map(|m| m.len())
+                .sum();
+            bytes.saturating_sub(crate::space::allocated(&staging))
+        }
+        None => 0,
+    };
+    crate::space::expect(&staging, need, "stage");
+    let mut how = match dry_run {
+        true => predicted,
+        false => Placement::default(),
+    };
     for (rel, src) in &files {
-        reconcile_file(&cx, rel, src, &mut next, report)?;
+        reconcile_file(&cx, rel, src, &mut how, &mut next, report)?;
     }
     progress.finish();
+    report.copy_reason = how.copy_reason.take();
     remove_unreleased(&staging, &files, dry_run, report)?;
     next.status = Status::Done;
     if dry_run {
         return Ok(next);
     }
+    report.repack_refreshed = place::refresh_repack_journals(work, &how.hashed)?;
     if prev.as_ref() != Some(&next) {
+        next.status = Status::InProgress;
         next.store(&work.ledger())?;
+        next.status = Status::Done;
         report.journal_written = true;
     }
     Ok(next)
@@ -153,43 +145,59 @@ struct Reconcile<'a> {
     progress: &'a Counter,
 }
 
-/// Per-file step: keep, re-hash or copy one release file into staging, and journal it.
+/// Per-file step: keep, re-hash, link or copy one release file into staging, and journal it.
 fn reconcile_file(
     cx: &Reconcile<'_>,
     rel: &str,
     src: &Path,
+    how: &mut Placement,
     next: &mut Journal,
     report: &mut StageReport,
 ) -> Result<(), StageError> {
-    let (copied_before, rehashed_before) = (report.copied.len(), report.rehashed.len());
+    let before = (
+        report.linked.len(),
+        report.copied.len(),
+        report.rehashed.len(),
+    );
     let tick = |report: &StageReport| {
         cx.progress.done(rel, || {
-            if report.copied.len() > copied_before {
+            if report.linked.len() > before.0 {
+                "linked".into()
+            } else if report.copied.len() > before.1 {
                 "copied".into()
-            } else if report.rehashed.len() > rehashed_before {
+            } else if report.rehashed.len() > before.2 {
                 "re-hashed".into()
             } else {
                 "kept".into()
             }
         })
     };
-    let rel_id =
+    let mut rel_id =
         FileIdentity::capture(src)?.ok_or_else(|| StageError::NotRegular(src.to_path_buf()))?;
-    let mut rel_digest = release_digest(cx, rel, src, &rel_id, report)?;
+    let mut rel_digest = release_digest(cx, rel, src, &rel_id, how, report)?;
     let dst = cx.staging.join(rel);
     let meta = std::fs::symlink_metadata(&dst).ok();
     clear_non_file(cx, rel, &dst, meta.as_ref(), report)?;
     let mut staged = staged_match(cx, rel, &dst, meta.as_ref(), &rel_id, &rel_digest, report)?;
     if staged.is_none() {
-        report.copied.push(rel.to_owned());
         if cx.dry_run {
             // what a real run would stage: the release file, at its size
+            match how.copy_reason {
+                None => report.linked.push(rel.to_owned()),
+                Some(_) => report.copied.push(rel.to_owned()),
+            }
             report.files += 1;
             report.bytes += rel_id.size;
             tick(report);
             return Ok(());
         }
-        staged = Some(copy_release_file(src, &dst, rel, &mut rel_digest, report)?);
+        let (rec, linked) = place::place(src, &dst, rel, rel_digest.as_deref(), how, report)?;
+        if linked {
+            // one inode: the link moved the release file's ctime to the staged file's
+            rel_id = rec.identity.unwrap_or(rel_id);
+        }
+        rel_digest = Some(rec.sha256.clone());
+        staged = Some(rec);
     }
     tick(report);
     let (Some(staged), Some(d)) = (staged, rel_digest) else {
@@ -215,6 +223,7 @@ fn release_digest(
     rel: &str,
     src: &Path,
     rel_id: &FileIdentity,
+    how: &mut Placement,
     report: &mut StageReport,
 ) -> Result<Option<String>, StageError> {
     let mut rel_digest = cx
@@ -225,7 +234,9 @@ fn release_digest(
         .or_else(|| repack_digest(cx.work, rel, rel_id));
     if rel_digest.is_none() && std::fs::symlink_metadata(cx.staging.join(rel)).is_ok() {
         // Unknown release digest and something staged to compare with: hash the release file.
-        rel_digest = Some(ledger::sha256_file(src)?.1);
+        let rec = FileRecord::hash(src)?;
+        how.note_hashed(rel, &rec);
+        rel_digest = Some(rec.sha256);
         report.release_hashed.push(rel.to_owned());
     }
     Ok(rel_digest)
@@ -297,33 +308,6 @@ fn staged_match(
         }
     }
     Ok(staged)
-}
-
-/// Copy step: the release file copied into staging, checked against its known digest.
-fn copy_release_file(
-    src: &Path,
-    dst: &Path,
-    rel: &str,
-    rel_digest: &mut Option<String>,
-    report: &mut StageReport,
-) -> Result<FileRecord, StageError> {
-    let (n, got) = copy_hashed(src, dst)?;
-    if let Some(d) = &*rel_digest {
-        if d != &got {
-            return Err(StageError::ReleaseChanged {
-                path: rel.to_owned(),
-                expected: d.clone(),
-                found: got,
-            });
-        }
-    }
-    *rel_digest = Some(got.clone());
-    report.bytes_written += n;
-    Ok(FileRecord {
-        size: n,
-        sha256: got,
-        identity: FileIdentity::capture(dst)?,
-    })
 }
 
 /// Removal step: anything in staging that is not in the release goes.

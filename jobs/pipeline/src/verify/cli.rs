@@ -128,7 +128,7 @@ pub fn main_with(args: &Args, chat: ChatProbe<'_>) -> ExitCode {
     match result {
         Ok(r) => {
             if args.json {
-                let v = cli::with_schema("verify", &r);
+                let v = cli::with_schema("verify", 1, &r);
                 cli::emit(&(serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"));
             } else {
                 cli::emit(&r.render());
