@@ -41,7 +41,7 @@ serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
 sample() {
     local peak=0 n
     while :; do
-        n=$(du -s -B1 --exclude=consumer "$tmp/w" 2> /dev/null | cut -f1)
+        n=$(du -s -B1 --exclude=consumer "$tmp/w" 2> /dev/null | cut -f1) || n=0
         if [ "${n:-0}" -gt "$peak" ]; then peak=$n; echo "$peak" > "$tmp/peak"; fi
         sleep 0.2
     done
@@ -57,9 +57,9 @@ measure() {
     sample & local sampler=$!
     env "$@" /usr/bin/time -f "%e %U %S %M %I %O" -o "$tmp/time" \
         ci/publish/step.sh "$plan" "$step" > "$tmp/log.$step" 2>&1 ||
-        { kill $sampler; echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
+        { kill $sampler 2> /dev/null; echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
     sync
-    kill $sampler; wait $sampler 2> /dev/null || true
+    kill $sampler 2> /dev/null || true; wait $sampler 2> /dev/null || true
     local after; after=$(du -s -B1 --exclude=consumer "$tmp/w" | cut -f1)
     local peak; peak=$(cat "$tmp/peak"); [ "$after" -gt "$peak" ] && peak=$after
     read -r wall user sys rss rd wr < <(tail -n 1 "$tmp/time")

@@ -139,7 +139,10 @@ fn a_full_disk_stops_each_stage_cleanly_and_the_next_run_resumes() {
         w,
         false,
         30 << 20,
-        &format!("repack of {} pending unit(s) needs at least ", plan.units.len()),
+        &format!(
+            "repack of {} pending unit(s) needs at least ",
+            plan.units.len()
+        ),
     );
     assert_eq!(
         tree_digests(&w.join("release"), ""),

@@ -45,6 +45,23 @@ impl Placement {
         }
     }
 
+    /// Tell [`crate::space`] what this run writes under `staging`: the release files not yet
+    /// there when copying; only the journal and directory entries when linking.
+    pub fn expect_space(&self, files: &BTreeMap<String, std::path::PathBuf>, staging: &Path) {
+        let need = match self.copy_reason {
+            Some(_) => {
+                let bytes: u64 = files
+                    .values()
+                    .filter_map(|p| p.metadata().ok())
+                    .map(|m| m.len())
+                    .sum();
+                bytes.saturating_sub(crate::space::allocated(staging))
+            }
+            None => 0,
+        };
+        crate::space::expect(staging, need, "stage");
+    }
+
     /// Note a release file `rel` (`unit/file`) hashed with its identity.
     pub fn note_hashed(&mut self, rel: &str, rec: &FileRecord) {
         if let Some((unit, file)) = rel.split_once('/') {

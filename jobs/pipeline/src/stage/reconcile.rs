@@ -100,18 +100,7 @@ pub(crate) fn reconcile(
         progress: &progress,
     };
     let predicted = Placement::predict(&release, &staging);
-    let need = match predicted.copy_reason {
-        Some(_) => {
-            let bytes: u64 = files
-                .values()
-                .filter_map(|p| p.metadata().ok())
-                .map(|m| m.len())
-                .sum();
-            bytes.saturating_sub(crate::space::allocated(&staging))
-        }
-        None => 0,
-    };
-    crate::space::expect(&staging, need, "stage");
+    predicted.expect_space(&files, &staging);
     let mut how = match dry_run {
         true => predicted,
         false => Placement::default(),
