@@ -9,40 +9,6 @@ use std::process::Command;
 
 use crate::support::*;
 
-/// A tmpfs mounted at a fresh directory, unmounted when dropped.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    /// `None` when mounting is not allowed here (not root) and this is not CI.
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "cannot mount a tmpfs under CI"
-            );
-            eprintln!("skipped: mounting a tmpfs needs root");
-            return None;
-        }
-        Some(Tmpfs(dir))
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 /// Take all but `leave` bytes of the filesystem holding `dir` with one allocated file.
 fn fill(dir: &Path, leave: u64) -> PathBuf {
     let filler = dir.join("filler");
@@ -113,7 +79,8 @@ fn full_then_resumed(bin: &str, w: &Path, endpoint: bool, leave: u64, says: &str
 #[test]
 fn a_full_disk_stops_each_stage_cleanly_and_the_next_run_resumes() {
     let g = gated();
-    let Some(fs) = Tmpfs::mount("400m") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fs) = Tmpfs::at(dir.path(), "400m") else {
         return;
     };
     let w = fs.path();

@@ -122,36 +122,14 @@ fn an_in_place_change_to_a_linked_release_file_is_caught_before_upload() {
     assert!(h.request_log().iter().all(|l| !l.starts_with("PUT ")));
 }
 
-/// A tmpfs mounted over `<work>/staging`, unmounted when dropped.
-struct Mount(std::path::PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn across_filesystems_staging_copies_and_says_why() {
     let plan = plan();
     let w = work();
     let staging = w.path().join("staging");
-    std::fs::create_dir_all(&staging).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256m", "tmpfs"])
-        .arg(&staging)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        // CI runs as root (docs/testing.md): there the mount must work.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "cannot mount a tmpfs under CI"
-        );
-        eprintln!("skipped: mounting a tmpfs needs root");
+    let Some(_mount) = Tmpfs::at(&staging, "256m") else {
         return;
-    }
-    let _mount = Mount(staging.clone());
+    };
     let s = stage::run(&plan, &stage_opts(w.path())).unwrap();
     assert!(s.linked.is_empty(), "{s:?}");
     assert_eq!(s.copied.len(), s.files);

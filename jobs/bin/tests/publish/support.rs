@@ -331,3 +331,37 @@ pub fn tree_digests(dir: &Path, skip: &str) -> BTreeMap<String, String> {
     }
     out
 }
+
+/// A tmpfs mounted at a directory (created if missing), unmounted when dropped. CI runs as root
+/// (docs/testing.md): there a refused mount fails the test; elsewhere `None` (skip it).
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn at(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "cannot mount a tmpfs under CI"
+            );
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
