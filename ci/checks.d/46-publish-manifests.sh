@@ -28,10 +28,17 @@ for name, job in jobs.items():
             if used not in steps:
                 bad.append(f"workflow job {name} runs unknown step {used}")
 text = open("ci/k8s/publish.yaml").read()
-for used in re.findall(r'for step in ([a-z -]+); do', text):
-    for s in used.split():
-        if s not in steps:
-            bad.append(f"ci/k8s/publish.yaml runs unknown step {s}")
+used = [s for u in re.findall(r'for step in ([a-z -]+); do', text) for s in u.split()]
+used += re.findall(r'step\.sh "\$plan" ([a-z-]+)', text)
+for s in used:
+    if s not in steps:
+        bad.append(f"ci/k8s/publish.yaml runs unknown step {s}")
+if "slices" not in used:
+    bad.append("ci/k8s/publish.yaml does not take its slices from `step.sh PLAN slices`")
+job = next(d for d in yaml.safe_load_all(text) if d.get("kind") == "Job" and d["spec"].get("completionMode") == "Indexed")
+env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+if env.get("MINIRUN_MAX_SLICES") != str(job["spec"]["completions"]):
+    bad.append(f"ci/k8s/publish.yaml: MINIRUN_MAX_SLICES {env.get('MINIRUN_MAX_SLICES')} is not the Indexed Job's completions {job['spec']['completions']}")
 if bad:
     sys.exit("\n".join(bad))
 print(f"publish manifests: workflow and Indexed Job use only known steps ({len(steps)} known)")

@@ -3,7 +3,9 @@
 #   ci/publish/step.sh PLAN STEP
 # STEP: fetch | repack | gate (for UNITS, a matrix slice; default all units) | finalize |
 #       gate-release (the whole-release gate) | stage | candidate-upload | promote | verify |
-#       fetch-root (only the root files: the distributed join)
+#       fetch-root (only the root files: the distributed join) |
+#       slices (the worker slices that fit MINIRUN_DISK_BUDGET, as JSON; with MINIRUN_SLICE=I, only
+#       slice I's selection — empty past the last slice)
 # Environment: MINIRUN_BIN (directory of the minirun-* binaries, default target/release),
 # HF_ENDPOINT and HF_TOKEN (the hub), MINIRUN_WORK_DIR (default: the plan's work_dir),
 # UNITS (a unit selection such as `layers00..layers14`), MINIRUN_VERIFY (see below),
@@ -11,7 +13,8 @@
 # by the workers and the join). With MINIRUN_RECORDS, a worker (UNITS set) stages its slice and
 # `candidate-upload` uploads its LFS objects and writes its records; the join (UNITS unset)
 # finalizes, stages and uploads the candidate from the records. Every step resumes from its
-# journals, so a failed step is re-run alone.
+# journals, so a failed step is re-run alone. MINIRUN_DISK_BUDGET (e.g. 100G) and
+# MINIRUN_MAX_SLICES (the matrix's width) size the `slices` step.
 set -euo pipefail
 plan="$1"
 step="$2"
@@ -45,5 +48,11 @@ verify)
     repo=$(sed -n 's/^repo *= *"\(.*-minirun\)"/\1/p' "$plan" | head -1)
     dir="${MINIRUN_WORK_DIR:-.}/consumer"
     exec "$bin/minirun-verify" "${ep[@]}" pull "$repo" --dir "$dir" ;;
+slices)
+    cut=("$bin/minirun-plan" slices "$plan" "${ep[@]}" --disk-budget "${MINIRUN_DISK_BUDGET:?set MINIRUN_DISK_BUDGET, e.g. 100G}")
+    [ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
+    if [ -z "${MINIRUN_SLICE:-}" ]; then exec "${cut[@]}" --json; fi
+    lines=$("${cut[@]}" --lines)
+    sed -n "$((MINIRUN_SLICE + 1))p" <<<"$lines" ;;
 *) echo "unknown step \`$step\`" >&2; exit 64 ;;
 esac

@@ -115,6 +115,34 @@ where
     }
 }
 
+/// Parse a size argument (`--disk-budget`, `--split-max-size`): plain bytes or a binary suffix
+/// `K`, `M`, `G`, `T` (optionally followed by `B` or `iB`): `1K` = 1024, `512M`, `100G` = 100 GiB.
+/// Zero is refused. The error says what was expected; fit for clap's `value_parser`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let upper = s.trim().to_ascii_uppercase();
+    let body = upper
+        .strip_suffix("IB")
+        .or_else(|| upper.strip_suffix('B'))
+        .unwrap_or(&upper);
+    let (num, shift) = match body.chars().last() {
+        Some('K') => (&body[..body.len() - 1], 10),
+        Some('M') => (&body[..body.len() - 1], 20),
+        Some('G') => (&body[..body.len() - 1], 30),
+        Some('T') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        format!("size {s:?} is not a number of bytes or a number with a K/M/G/T suffix (e.g. 1K, 512M, 2G)")
+    })?;
+    let v = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size {s:?} overflows 64 bits"))?;
+    if v == 0 {
+        return Err(format!("size {s:?} must be at least 1 byte"));
+    }
+    Ok(v)
+}
+
 /// `--help`'s environment section of a binary that reads no environment variable.
 pub const ENV_NONE: &str = "Environment: none read.";
 
@@ -155,6 +183,27 @@ mod tests {
             render_error(&e, None),
             "error: open `m.gguf`: gone\n  caused by: deeper"
         );
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_zero_and_overflow() {
+        for (s, v) in [
+            ("4096", 4096),
+            ("1K", 1024),
+            ("512m", 512 << 20),
+            ("100G", 100 << 30),
+            ("100GB", 100 << 30),
+            ("2TiB", 2 << 40),
+            (" 3k ", 3072),
+        ] {
+            assert_eq!(parse_size(s), Ok(v), "{s}");
+        }
+        for bad in ["", "G", "1.5G", "-1", "0", "0G", "x1"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_size("99999999999T")
+            .unwrap_err()
+            .contains("overflows"));
     }
 
     #[test]

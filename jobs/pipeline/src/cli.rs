@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub use contract::{parse_args, parse_from, print_error, render_error, Exit, ENV_NONE};
+pub use contract::{parse_args, parse_from, parse_size, print_error, render_error, Exit, ENV_NONE};
 
 /// Flags common to every stage binary (fetch, repack, gate, stage, candidate-upload, promote).
 #[derive(Debug, Clone, clap::Args)]

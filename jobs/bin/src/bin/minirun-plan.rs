@@ -1,15 +1,17 @@
-//! `minirun-plan pin | check`: from a draft plan to a runnable one (docs/plan-tool.md). `pin`
-//! resolves each upstream's revision on the hub to a commit and rewrites the plan with it, comments
-//! kept; `check` reads the pinned upstream's tree and safetensors headers and reports what the
-//! plan's units and rules match — exit 0 only when the plan would run.
+//! `minirun-plan pin | check | slices`: from a draft plan to a runnable one (docs/plan-tool.md).
+//! `pin` resolves each upstream's revision on the hub to a commit and rewrites the plan with it,
+//! comments kept; `check` reads the pinned upstream's tree and safetensors headers and reports what
+//! the plan's units and rules match — exit 0 only when the plan would run; `slices` cuts the units
+//! into worker slices whose peak disk fits a budget (docs/publish.md §9).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use pipeline::cli::{self, Exit, HubArgs};
-use pipeline::plan_tool::{self, check, pin};
+use pipeline::plan_tool::{self, check, pin, slices};
 
-/// Pin a plan's upstream revisions, and check a plan against its pinned upstream.
+/// Pin a plan's upstream revisions, check a plan against its pinned upstream, and cut its units
+/// into worker slices that fit a disk budget.
 #[derive(Debug, Parser)]
 #[command(name = "minirun-plan", version, after_help = pipeline::cli::ENV_HUB)]
 struct Args {
@@ -47,6 +49,27 @@ enum Cmd {
         #[command(flatten)]
         hub: HubArgs,
         /// Print a JSON report (`minirun.plan-check/1`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cut the plan's units into contiguous slices (`--units` selections) whose worker peak disk
+    /// fits the budget: the fewest that fit, balanced. Reads the pinned tree and headers.
+    Slices {
+        /// The plan (TOML).
+        plan: PathBuf,
+        /// The most bytes one worker's work directory may hold (bytes, or K/M/G/T binary: 100G).
+        #[arg(long, value_name = "SIZE", value_parser = cli::parse_size)]
+        disk_budget: u64,
+        /// The most slices wanted (the matrix's width); refused, with the budget that would do,
+        /// when the budget needs more.
+        #[arg(long, value_name = "N")]
+        max_slices: Option<usize>,
+        #[command(flatten)]
+        hub: HubArgs,
+        /// Print only the selections, one per line (for a shell loop).
+        #[arg(long, conflicts_with = "json")]
+        lines: bool,
+        /// Print a JSON report (`minirun.plan-slices/1`; `matrix` is a CI matrix).
         #[arg(long)]
         json: bool,
     },
@@ -96,6 +119,27 @@ fn main() -> ExitCode {
                         Exit::Failure
                     }
                 },
+            )
+        }
+        Cmd::Slices {
+            plan,
+            disk_budget,
+            max_slices,
+            hub,
+            lines,
+            json,
+        } => {
+            let opts = slices::SlicesOpts {
+                disk_budget,
+                max_slices,
+                endpoint: hub.endpoint,
+            };
+            plan_tool::finish(
+                "plan-slices",
+                slices::run(&plan, &opts),
+                json,
+                |r| if lines { r.lines() } else { r.render() },
+                |_| Exit::Ok,
             )
         }
     }

@@ -1,18 +1,12 @@
-//! Distributed publication that moves only metadata (docs/publish.md §9): four worker processes
-//! with disjoint work directories, sharing only the hubs and a records directory, then a join in a
-//! fifth work directory, publish exactly the tree one run publishes.
+//! Distributed publication that moves only metadata (docs/publish.md §9): worker processes on the
+//! slices `minirun-plan slices` cuts (four at a third of the units' bytes), with disjoint work
+//! directories, sharing only the hubs and a records directory, then a join in a fresh work
+//! directory, publish exactly the tree one run publishes.
 
 use std::path::Path;
 use std::process::Command;
 
 use crate::support::*;
-
-const SLICES: [&str; 4] = [
-    "layers00..layers14",
-    "layers15..layers29",
-    "layers30..layers42",
-    "mtp00,global00",
-];
 
 fn step(bin: &str, work: &Path, args: &[&str]) -> String {
     let (ok, out, err) = run_step(bin, work, args);
@@ -53,6 +47,61 @@ fn run_step(bin: &str, work: &Path, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `minirun-plan slices` of the plan against `up` under `budget` bytes (`--json`).
+fn plan_slices(up: &str, budget: u64, max: usize) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .args(["slices", "--json", "--endpoint", up, "--max-slices"])
+        .arg(max.to_string())
+        .arg("--disk-budget")
+        .arg(budget.to_string())
+        .arg(plan_path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The slices of a budget about a third of the units' bytes (3 or 4 slices), checked against
+/// `minirun-plan slices`' own accounting: `(selection, predicted peak bytes)`.
+fn slices_of_a_third() -> Vec<(String, u64)> {
+    let up = upstream_url();
+    let whole = plan_slices(up, 1 << 50, 1);
+    assert_eq!(whole["schema"], "minirun.plan-slices/1", "{whole}");
+    assert_eq!(
+        whole["matrix"],
+        serde_json::json!(["layers00..global00"]),
+        "{whole}"
+    );
+    let fixed = whole["fixed_bytes"].as_u64().unwrap();
+    let units: u64 = whole["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["peak_bytes"].as_u64().unwrap())
+        .sum();
+    let budget = fixed + units / 3 + 1;
+    let v = plan_slices(up, budget, 4);
+    let slices: Vec<(String, u64)> = v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["units"].as_str().unwrap().to_owned(),
+                s["peak_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!((3..=4).contains(&slices.len()), "{v}");
+    assert!(slices.iter().all(|(_, peak)| *peak <= budget), "{v}");
+    slices
 }
 
 fn tree_bytes(dir: &Path) -> u64 {
@@ -122,7 +171,7 @@ fn published_tree(url: &str) -> pipeline::candidate::Inventory {
 }
 
 #[test]
-fn four_workers_and_a_join_publish_what_one_run_publishes() {
+fn workers_on_plan_slices_and_a_join_publish_what_one_run_publishes() {
     let up = upstream_url().to_owned();
     let reference = one_run_tree();
     let (h, _root) = hub();
@@ -130,16 +179,22 @@ fn four_workers_and_a_join_publish_what_one_run_publishes() {
     let base = tempfile::tempdir().unwrap();
     let records = base.path().join("records");
     let rec = records.to_str().unwrap().to_owned();
-    let workers: Vec<_> = SLICES
-        .iter()
+    // The slices come from `minirun-plan slices`; each worker's work directory, which keeps all
+    // of its slice to the end (staging is links), must hold no more than the tool predicted.
+    let workers: Vec<_> = slices_of_a_third()
+        .into_iter()
         .enumerate()
-        .map(|(i, units)| {
+        .map(|(i, (units, peak))| {
             let (up, url, rec) = (up.clone(), url.clone(), rec.clone());
             let work = base.path().join(format!("worker{i}"));
             std::thread::spawn(move || {
-                let reports = run_json(&work, &worker_steps(units, &up, &url, &rec));
+                let reports = run_json(&work, &worker_steps(&units, &up, &url, &rec));
                 let v = reports.last().unwrap();
                 assert_eq!(v["schema"], "minirun.candidate-upload-worker/1", "{v}");
+                let held = pipeline::space::allocated(&work);
+                eprintln!("worker {i} ({units}): {held} B on disk, {peak} B predicted");
+                assert!(held <= peak, "worker {i} ({units}) holds {held} B, more than the {peak} B `minirun-plan slices` predicted");
+                assert!(peak - held <= held / 5 + (4 << 20), "worker {i} ({units}): {peak} B predicted for {held} B held: the estimate is too loose to plan a machine by");
                 (
                     v["bytes"].as_u64().unwrap(),
                     v["lfs_sent"].as_u64().unwrap(),
@@ -226,6 +281,67 @@ fn four_workers_and_a_join_publish_what_one_run_publishes() {
         err.contains("is not on the hub: re-run the worker of unit"),
         "{err}"
     );
+}
+
+/// `ci/publish/step.sh PLAN slices` as the workflow (JSON) and the Indexed Job (`MINIRUN_SLICE`)
+/// call it, and the refusals: a budget that holds no slice, or that needs more than
+/// `--max-slices`, is exit 1 naming the budget that works; a size that is not one is exit 64.
+#[test]
+fn slices_as_the_workflow_and_the_indexed_job_take_them() {
+    let up = upstream_url();
+    let bins = Path::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .parent()
+        .unwrap();
+    let step = |slice: Option<&str>, budget: &str| {
+        let mut c =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"));
+        c.arg(plan_path())
+            .arg("slices")
+            .env("MINIRUN_BIN", bins)
+            .env("HF_ENDPOINT", up)
+            .env("MINIRUN_DISK_BUDGET", budget)
+            .env("MINIRUN_MAX_SLICES", "8")
+            .env_remove("MINIRUN_SLICE");
+        if let Some(i) = slice {
+            c.env("MINIRUN_SLICE", i);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, json, err) = step(None, "80M");
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let matrix: Vec<String> = serde_json::from_value(v["matrix"].clone()).unwrap();
+    assert!(matrix.len() >= 2, "{v}");
+    for (i, m) in matrix.iter().enumerate() {
+        let (code, line, err) = step(Some(&i.to_string()), "80M");
+        assert_eq!((code, line.trim_end()), (Some(0), m.as_str()), "{err}");
+    }
+    let (code, line, _) = step(Some(&matrix.len().to_string()), "80M");
+    assert_eq!(
+        (code, line.as_str()),
+        (Some(0), ""),
+        "past the last slice: nothing"
+    );
+    let (code, _, err) = step(None, "1M");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("holds no slice") && err.contains("the smallest budget that works is"),
+        "{err}"
+    );
+    let (code, _, err) = step(None, "20M");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("more than --max-slices 8")
+            && err.contains("8 slices need a budget of at least"),
+        "{err}"
+    );
+    let (code, _, err) = step(None, "lots");
+    assert_eq!(code, Some(64), "{err}");
 }
 
 /// A matrix of one: a worker whose slice is every unit. Its repack finalizes the release-wide

@@ -42,7 +42,7 @@ pub struct UpstreamFile {
 }
 
 /// Every weight file of every source, and the tensors they hold.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Upstream {
     /// By (source, path).
     pub files: BTreeMap<(String, String), UpstreamFile>,
@@ -54,6 +54,18 @@ impl Upstream {
     /// The weight file `path` of `source`.
     pub fn file(&self, source: &str, path: &str) -> Option<&UpstreamFile> {
         self.files.get(&(source.to_owned(), path.to_owned()))
+    }
+
+    /// The byte length of tensor `t` in its file (0 for a tensor no header names).
+    pub fn tensor_bytes(&self, t: &UpstreamTensor) -> u64 {
+        self.file(&t.source, &t.file)
+            .and_then(|f| f.header.file_range(&t.name))
+            .map_or(0, |r| r.end - r.start)
+    }
+
+    /// Add one weight file of `src` (listed in `listing`) and its tensors.
+    pub fn add(&mut self, src: &Source, listing: &SourceListing, rh: ReadHeader) {
+        add_file(self, src, &listing.repo, &listing.files, rh);
     }
 }
 
@@ -300,10 +312,7 @@ pub async fn discover(
     plan: &Plan,
     work: &WorkDir,
 ) -> Result<Upstream, FetchError> {
-    let mut up = Upstream {
-        files: BTreeMap::new(),
-        tensors: Vec::new(),
-    };
+    let mut up = Upstream::default();
     // The last record proves the cached headers it names (a missing or unreadable one proves
     // none: each is then read again).
     let previous = Discovery::load(work).ok().flatten().unwrap_or_default();

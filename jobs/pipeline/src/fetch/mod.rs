@@ -587,31 +587,42 @@ fn unit_done(
     })
 }
 
-/// What the pending units still have to write under `upstream/`: each of their files' header and
-/// tensors, less what their directories already hold (a resumed unit keeps its proven chunks).
+/// What the pending units still have to write under `upstream/`: [`unit_bytes`] of each, less
+/// what their directories already hold (a resumed unit keeps its proven chunks).
 fn pending_bytes(
     upstream: &discover::Upstream,
     resolution: &crate::plan::Resolution,
     work: &WorkDir,
     pending: &[String],
 ) -> u64 {
+    let header_of = |source: &str, file: &str| upstream.file(source, file).map(|f| &f.header);
+    pending
+        .iter()
+        .filter_map(|name| resolution.unit(name).map(|ru| (name, ru)))
+        .map(|(name, ru)| {
+            unit_bytes(ru, header_of)
+                .saturating_sub(crate::space::allocated(&work.upstream_unit(name)))
+        })
+        .sum()
+}
+
+/// The bytes fetch writes for unit `ru` under its upstream directory: each of its files' header
+/// and every tensor range it needs. `header_of(source, file)` is the file's safetensors header (a
+/// file it cannot name counts nothing).
+pub fn unit_bytes<'h>(
+    ru: &crate::plan::ResolvedUnit,
+    header_of: impl Fn(&str, &str) -> Option<&'h artifact::safetensors::Header>,
+) -> u64 {
+    let mut files = std::collections::BTreeSet::new();
     let mut total = 0u64;
-    for name in pending {
-        let Some(ru) = resolution.unit(name) else {
+    for t in ru.tensors() {
+        let Some(h) = header_of(&t.source, &t.file) else {
             continue;
         };
-        let mut files = std::collections::BTreeSet::new();
-        let mut unit = 0u64;
-        for t in ru.tensors() {
-            let Some(uf) = upstream.file(&t.source, &t.file) else {
-                continue;
-            };
-            if files.insert((&t.source, &t.file)) {
-                unit += uf.header.data_start;
-            }
-            unit += uf.header.file_range(&t.name).map_or(0, |r| r.end - r.start);
+        if files.insert((&t.source, &t.file)) {
+            total += h.data_start;
         }
-        total += unit.saturating_sub(crate::space::allocated(&work.upstream_unit(name)));
+        total += h.file_range(&t.name).map_or(0, |r| r.end - r.start);
     }
     total
 }

@@ -1,10 +1,11 @@
 //! `minirun-plan`: the operator's tools between a draft plan and a runnable one — [`pin`]
 //! resolves each upstream's revision to a commit and writes it into the plan, [`check`] reads
 //! the pinned upstream's tree and headers and reports everything the plan's units and rules get
-//! wrong (docs/plan-tool.md).
+//! wrong, [`slices`] cuts the units into worker slices that fit a disk budget (docs/plan-tool.md).
 
 pub mod check;
 pub mod pin;
+pub mod slices;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,10 @@ pub enum PlanToolError {
         #[source]
         source: Box<hub::HubError>,
     },
+    /// The disk budget cannot be met as asked (a unit alone exceeds it, or more slices than
+    /// allowed would be needed); the message says the budget that works.
+    #[error("{0}")]
+    Budget(String),
     /// The hub's answer contradicts the request or itself.
     #[error("{0}")]
     Upstream(String),

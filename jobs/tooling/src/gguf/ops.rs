@@ -53,34 +53,9 @@ fn gg(cmd: &'static str) -> impl Fn(GgufError) -> ToolError {
     move |err| ToolError::Gguf { cmd, err }
 }
 
-/// Parse a size: plain bytes or a binary suffix `K`, `M`, `G`, `T` (optionally followed by `B`
-/// or `iB`): `1K` = 1024, `512M`, `2G`.
+/// Parse a size (`contract::parse_size`) as a usage error of this tool.
 pub fn parse_size(s: &str) -> Result<u64, ToolError> {
-    let t = s.trim();
-    let upper = t.to_ascii_uppercase();
-    let body = upper
-        .strip_suffix("IB")
-        .or_else(|| upper.strip_suffix('B'))
-        .unwrap_or(&upper);
-    let (num, shift) = match body.chars().last() {
-        Some('K') => (&body[..body.len() - 1], 10),
-        Some('M') => (&body[..body.len() - 1], 20),
-        Some('G') => (&body[..body.len() - 1], 30),
-        Some('T') => (&body[..body.len() - 1], 40),
-        _ => (body, 0),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| ToolError::Usage(format!("size {s:?} is not a number of bytes or a number with a K/M/G/T suffix (e.g. 1K, 512M, 2G)")))?;
-    let v = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| ToolError::Usage(format!("size {s:?} overflows 64 bits")))?;
-    if v == 0 {
-        return Err(ToolError::Usage(format!(
-            "size {s:?} must be at least 1 byte"
-        )));
-    }
-    Ok(v)
+    contract::parse_size(s).map_err(ToolError::Usage)
 }
 
 fn stem_of(path: &Path) -> String {
