@@ -13,8 +13,8 @@
 # by the workers and the join). With MINIRUN_RECORDS, a worker (UNITS set) stages its slice and
 # `candidate-upload` uploads its LFS objects and writes its records; the join (UNITS unset)
 # finalizes, stages and uploads the candidate from the records. Every step resumes from its
-# journals, so a failed step is re-run alone. MINIRUN_DISK_BUDGET (e.g. 100G) and
-# MINIRUN_MAX_SLICES (the matrix's width) size the `slices` step.
+# journals, so a failed step is re-run alone. MINIRUN_DISK_BUDGET (e.g. 100G; default the plan's
+# `[run] disk_budget`) and MINIRUN_MAX_SLICES (the matrix's width) size the `slices` step.
 set -euo pipefail
 plan="$1"
 step="$2"
@@ -49,7 +49,8 @@ verify)
     dir="${MINIRUN_WORK_DIR:-.}/consumer"
     exec "$bin/minirun-verify" "${ep[@]}" pull "$repo" --dir "$dir" ;;
 slices)
-    cut=("$bin/minirun-plan" slices "$plan" "${ep[@]}" --disk-budget "${MINIRUN_DISK_BUDGET:?set MINIRUN_DISK_BUDGET, e.g. 100G}")
+    cut=("$bin/minirun-plan" slices "$plan" "${ep[@]}")
+    [ -n "${MINIRUN_DISK_BUDGET:-}" ] && cut+=(--disk-budget "$MINIRUN_DISK_BUDGET")
     [ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
     if [ -z "${MINIRUN_SLICE:-}" ]; then exec "${cut[@]}" --json; fi
     lines=$("${cut[@]}" --lines)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Submit the distributed publication of PLAN to Slurm (ci/slurm/README.md):
 #   ci/slurm/submit.sh PLAN [SBATCH_ARG...]
-# cuts the units into slices that fit MINIRUN_DISK_BUDGET (`minirun-plan slices`, at most
+# cuts the units into slices that fit MINIRUN_DISK_BUDGET, else the plan's `[run] disk_budget`
+# (`minirun-plan slices`, at most
 # MINIRUN_MAX_SLICES), writes them to MINIRUN_SHARED/slices.txt, submits ci/slurm/worker.sbatch
 # as a job array of one task per slice and ci/slurm/join.sbatch with afterok on the array, and
 # prints `array=ID join=ID slices=N`. SBATCH_ARGs (a partition, an account, a time limit) go to
 # both. Run from the repository root, on a login node that sees MINIRUN_SHARED.
-# Environment: MINIRUN_SHARED (required), MINIRUN_DISK_BUDGET (required, e.g. 100G),
+# Environment: MINIRUN_SHARED (required), MINIRUN_DISK_BUDGET (e.g. 100G),
 # MINIRUN_WORK_ROOT (default MINIRUN_SHARED/work; node-local scratch is better),
 # MINIRUN_MAX_SLICES, MINIRUN_MAX_REQUEUES, MINIRUN_BIN (default target/release), HF_ENDPOINT,
 # HF_TOKEN_PATH (a token file every node can read; HF_TOKEN itself is refused: Slurm saves a batch
@@ -20,12 +21,12 @@ if [ -n "${HF_TOKEN:-}" ]; then
     exit 64
 fi
 : "${MINIRUN_SHARED:?set MINIRUN_SHARED to a directory every node sees}"
-: "${MINIRUN_DISK_BUDGET:?set MINIRUN_DISK_BUDGET, e.g. 100G: the most a worker work directory may hold}"
 export MINIRUN_PLAN="$plan" MINIRUN_SHARED
 export MINIRUN_WORK_ROOT="${MINIRUN_WORK_ROOT:-$MINIRUN_SHARED/work}"
 export MINIRUN_BIN="${MINIRUN_BIN:-target/release}"
 mkdir -p "$MINIRUN_SHARED/records"
-cut=("$MINIRUN_BIN/minirun-plan" slices "$plan" --disk-budget "$MINIRUN_DISK_BUDGET" --lines)
+cut=("$MINIRUN_BIN/minirun-plan" slices "$plan" --lines)
+[ -n "${MINIRUN_DISK_BUDGET:-}" ] && cut+=(--disk-budget "$MINIRUN_DISK_BUDGET")
 [ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
 "${cut[@]}" > "$MINIRUN_SHARED/slices.txt.tmp"
 mv "$MINIRUN_SHARED/slices.txt.tmp" "$MINIRUN_SHARED/slices.txt"

@@ -183,6 +183,33 @@ fn mini_plan_is_valid_with_explicit_defaults() {
         u64::from(DEFAULT_MEMORY_BUDGET_MIB) << 20
     );
     assert!(p.run.endpoint.is_none());
+    assert!(p.run.disk_budget.is_none());
+}
+
+#[test]
+fn disk_budget_is_a_size_or_a_refusal_at_its_line() {
+    let with = |v: &str| {
+        MINI.replacen(
+            "[target]",
+            &format!("[run]\ndisk_budget = \"{v}\"\n\n[target]"),
+            1,
+        )
+    };
+    let p = parse(&with("100G")).unwrap();
+    assert_eq!(p.run.disk_budget, Some(100 << 30));
+    assert_eq!(parse(&with("4096")).unwrap().run.disk_budget, Some(4096));
+    assert_refused(
+        &with("lots"),
+        "disk_budget",
+        "run.disk_budget",
+        "is not a number of bytes",
+    );
+    assert_refused(
+        &with("0G"),
+        "disk_budget",
+        "run.disk_budget",
+        "at least 1 byte",
+    );
 }
 
 #[test]

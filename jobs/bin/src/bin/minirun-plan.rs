@@ -57,9 +57,10 @@ enum Cmd {
     Slices {
         /// The plan (TOML).
         plan: PathBuf,
-        /// The most bytes one worker's work directory may hold (bytes, or K/M/G/T binary: 100G).
+        /// The most bytes one worker's work directory may hold (bytes, or K/M/G/T binary: 100G);
+        /// default: the plan's `[run] disk_budget`.
         #[arg(long, value_name = "SIZE", value_parser = cli::parse_size)]
-        disk_budget: u64,
+        disk_budget: Option<u64>,
         /// The most slices wanted (the matrix's width); refused, with the budget that would do,
         /// when the budget needs more.
         #[arg(long, value_name = "N")]

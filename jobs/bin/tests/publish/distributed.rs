@@ -342,6 +342,27 @@ fn slices_as_the_workflow_and_the_indexed_job_take_them() {
     );
     let (code, _, err) = step(None, "lots");
     assert_eq!(code, Some(64), "{err}");
+    // Without a budget the plan's `[run] disk_budget` is the budget; with neither, a usage error.
+    let (code, _, err) = step(None, "");
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("sets no `[run] disk_budget`"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let budgeted = dir.path().join("deepseek-v4.toml");
+    let text = std::fs::read_to_string(plan_path()).unwrap();
+    assert!(text.contains("[run]\n"));
+    std::fs::write(
+        &budgeted,
+        text.replacen("[run]\n", "[run]\ndisk_budget = \"80M\"\n", 1),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .args(["slices", "--json", "--endpoint", up])
+        .arg(&budgeted)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["disk_budget"], 80 << 20, "{v}");
+    assert_eq!(v["matrix"], serde_json::json!(matrix), "{v}");
 }
 
 /// A matrix of one: a worker whose slice is every unit. Its repack finalizes the release-wide

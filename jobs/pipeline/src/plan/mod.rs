@@ -171,6 +171,9 @@ pub struct RunSettings {
     pub concurrency: u32,
     /// Durable chunk size of the fetch ledger, bytes.
     pub chunk_bytes: u64,
+    /// The most bytes one machine's work directory may hold (`disk_budget = "100G"`), what
+    /// `minirun-plan slices` cuts for when `--disk-budget` is not given.
+    pub disk_budget: Option<u64>,
 }
 
 /// Tiling defaults (`[tiles]`).

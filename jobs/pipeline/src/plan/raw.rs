@@ -110,6 +110,8 @@ pub struct RawRun {
     pub concurrency: Option<Spanned<u32>>,
     #[serde(default)]
     pub chunk_mib: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub disk_budget: Option<Spanned<String>>,
 }
 
 /// `[tiles]`: container tiling defaults.

@@ -358,11 +358,19 @@ impl V<'_> {
             DEFAULT_CHUNK_MIB,
             MAX_CHUNK_MIB,
         )?;
+        let disk_budget = match r.and_then(|r| r.disk_budget.as_ref()) {
+            None => None,
+            Some(b) => match contract::parse_size(b.get_ref()) {
+                Ok(n) => Some(n),
+                Err(why) => return self.err(b.span(), "run.disk_budget", why),
+            },
+        };
         Ok(RunSettings {
             work_dir,
             endpoint,
             concurrency,
             chunk_bytes: u64::from(chunk) << 20,
+            disk_budget,
         })
     }
 

@@ -29,8 +29,9 @@ const LEDGER_BYTES_PER_UNIT: u64 = 64 << 10;
 /// Options of one slices run.
 #[derive(Debug, Clone, Default)]
 pub struct SlicesOpts {
-    /// The most bytes one worker's work directory may hold.
-    pub disk_budget: u64,
+    /// The most bytes one worker's work directory may hold; `None`: the plan's
+    /// `[run] disk_budget`.
+    pub disk_budget: Option<u64>,
     /// The most slices wanted (the matrix's width); `None`: as many as the budget needs.
     pub max_slices: Option<usize>,
     /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
@@ -97,6 +98,12 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
             path.display()
         )));
     }
+    let Some(budget) = opts.disk_budget.or(plan.run.disk_budget) else {
+        return Err(PlanToolError::Usage(format!(
+            "`{}` sets no `[run] disk_budget`; give --disk-budget SIZE (e.g. 100G)",
+            path.display()
+        )));
+    };
     if opts.max_slices == Some(0) {
         return Err(PlanToolError::Usage(
             "--max-slices must be at least 1".into(),
@@ -123,7 +130,7 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
     let headers: u64 = upstream.files.values().map(|f| f.header.data_start).sum();
     let fixed = headers + 2 * root_bytes + LEDGER_BYTES;
     let peaks: Vec<u64> = units.iter().map(|u| u.peak_bytes).collect();
-    let runs = cut(&peaks, fixed, opts.disk_budget, opts.max_slices, &units)?;
+    let runs = cut(&peaks, fixed, budget, opts.max_slices, &units)?;
     let slices: Vec<Slice> = runs
         .into_iter()
         .map(|r| slice(&units[r.clone()], fixed))
@@ -131,7 +138,7 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
     Ok(SlicesReport {
         plan: path.to_owned(),
         endpoint: client.endpoint().to_owned(),
-        disk_budget: opts.disk_budget,
+        disk_budget: budget,
         max_slices: opts.max_slices,
         fixed_bytes: fixed,
         matrix: slices.iter().map(|s| s.units.clone()).collect(),
