@@ -14,7 +14,7 @@ use hub::client::HubClient;
 use super::PlanToolError;
 use crate::fetch::discover::{list_source, read_headers};
 use crate::fetch::root::root_paths;
-use crate::plan::{Plan, PlanStatus, RuleAction, UpstreamTensor, NULL_COMMIT};
+use crate::plan::{Plan, PlanStatus, RuleAction, UpstreamTensor};
 
 /// How many findings of one kind the readable report lists (JSON has them all).
 const SHOWN_PER_KIND: usize = 8;
@@ -118,18 +118,7 @@ pub struct CheckReport {
 /// Check the plan at `path` against its pinned upstream.
 pub fn run(path: &Path, opts: &CheckOpts) -> Result<CheckReport, PlanToolError> {
     let plan = Plan::load(path)?;
-    if let Some(src) = plan
-        .sources
-        .iter()
-        .find(|s| s.revision.as_str() == NULL_COMMIT)
-    {
-        return Err(PlanToolError::Usage(format!(
-            "`{}`: `{}.revision` is the null commit; pin it first: minirun-plan pin {} --revision BRANCH_OR_COMMIT",
-            path.display(),
-            src.key,
-            path.display()
-        )));
-    }
+    super::require_pinned(&plan, path)?;
     let (client, rt) = super::connect(&plan, opts.endpoint.as_deref())?;
     let mut findings = Vec::new();
     let mut sources = Vec::new();

@@ -121,6 +121,24 @@ pub fn finish<T: serde::Serialize>(
     }
 }
 
+/// Refuse a plan with a source still at the null commit: the tools that read the upstream need
+/// a pin (`minirun-plan pin` first).
+fn require_pinned(plan: &Plan, path: &Path) -> Result<(), PlanToolError> {
+    match plan
+        .sources
+        .iter()
+        .find(|s| s.revision.as_str() == NULL_COMMIT)
+    {
+        Some(src) => Err(PlanToolError::Usage(format!(
+            "`{}`: `{}.revision` is the null commit; pin it first: minirun-plan pin {} --revision BRANCH_OR_COMMIT",
+            path.display(),
+            src.key,
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The hub client (`--endpoint`, else the plan's, else `HF_ENDPOINT`) and the one runtime of a
 /// plan-tool process.
 fn connect(

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::PlanToolError;
 use crate::fetch::discover::{list_source, read_headers, Upstream};
 use crate::fetch::root::root_paths;
-use crate::plan::{Plan, NULL_COMMIT};
+use crate::plan::Plan;
 
 /// Ledger, reports and progress files a worker writes besides payloads: per worker, and per unit
 /// (a journal per stage, a unit record, the reports' lines).
@@ -86,18 +86,7 @@ pub struct SlicesReport {
 /// Read the pinned upstream of the plan at `path`, price its units and cut the slices.
 pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError> {
     let plan = Plan::load(path)?;
-    if let Some(src) = plan
-        .sources
-        .iter()
-        .find(|s| s.revision.as_str() == NULL_COMMIT)
-    {
-        return Err(PlanToolError::Usage(format!(
-            "`{}`: `{}.revision` is the null commit; pin it first: minirun-plan pin {} --revision BRANCH_OR_COMMIT",
-            path.display(),
-            src.key,
-            path.display()
-        )));
-    }
+    super::require_pinned(&plan, path)?;
     let Some(budget) = opts.disk_budget.or(plan.run.disk_budget) else {
         return Err(PlanToolError::Usage(format!(
             "`{}` sets no `[run] disk_budget`; give --disk-budget SIZE (e.g. 100G)",
