@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use artifact::container::{ContainerReader, DigestCheck};
 use artifact::index_json::IndexDocument;
@@ -442,21 +443,18 @@ impl<'a> Gate<'a> {
         file: &Option<String>,
     ) -> Vec<(&'t crate::repack::TensorEntry, Compare)> {
         let mut cmps: Vec<(&crate::repack::TensorEntry, Compare)> = Vec::new();
+        let mut open: BTreeMap<PathBuf, Option<(Arc<File>, u64)>> = BTreeMap::new();
         for t in entries {
             let src = upstream_root.join(&t.source).join(&t.upstream_file);
             let [start, end] = t.upstream_range;
-            match File::open(&src) {
-                Ok(f) if f.metadata().map(|m| m.len() >= end).unwrap_or(false) => {
-                    cmps.push((
-                        t,
-                        Compare {
-                            file: f,
-                            at: start,
-                            end,
-                            mismatch: None,
-                            buf: Vec::new(),
-                        },
-                    ));
+            let opened = open.entry(src.clone()).or_insert_with(|| {
+                let f = File::open(&src).ok()?;
+                let len = f.metadata().ok()?.len();
+                Some((Arc::new(f), len))
+            });
+            match opened {
+                Some((f, len)) if *len >= end => {
+                    cmps.push((t, Compare::new(Arc::clone(f), start, end)));
                 }
                 _ => self.push(
                     "upstream-compare",
