@@ -22,29 +22,24 @@ wide=${1:-}
 repeat=${REPEAT:-5}
 out=docs/bench/pull.md
 tmp=$(mktemp -d /tmp/minirun-pull.XXXXXX)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# shellcheck source=ci/bench/hub.sh
+. ci/bench/hub.sh
+trap 'hub_stop_all; rm -rf "$tmp"' EXIT
 repo=minirun/DeepSeek-V4-Flash-minirun
 
-serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
-    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
-    pids+=($!)
-    for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done
-    grep -o 'http://[0-9.:]*' "$1.out" | head -1
-}
 
 # The demo release.
 "$bin/minirun-demo" --work-dir "$tmp/demo" --generate 0 > /dev/null 2>&1
-releases=("demo|$(serve "$tmp/demo/demo/hub")")
+releases=("demo|$(hub_serve "$tmp/demo/demo/hub")")
 # The wide release: synth → upstream hub → every stage → a target hub.
 if [ -n "$wide" ]; then
     "$bin/minirun-synth" deepseek-v4 --wide --scale "$wide" --out "$tmp/ckpt" > /dev/null
     "$bin/minirun-hub" import --root "$tmp/up" --repo deepseek-ai/DeepSeek-V4-Flash \
         --revision 60d8d70770c6776ff598c94bb586a859a38244f1 "$tmp/ckpt" > /dev/null
     rm -rf "$tmp/ckpt"
-    up=$(serve "$tmp/up")
+    up=$(hub_serve "$tmp/up")
     mkdir -p "$tmp/target"
-    tgt=$(serve "$tmp/target")
+    tgt=$(hub_serve "$tmp/target")
     for s in fetch repack gate stage; do
         HF_ENDPOINT=$up MINIRUN_BIN=$bin MINIRUN_WORK_DIR=$tmp/wide ci/publish/step.sh plans/deepseek-v4.toml $s > /dev/null 2>&1
     done

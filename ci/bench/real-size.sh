@@ -24,17 +24,10 @@ cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(v4:256 k3:16 k3:252)
 out=${OUT:-docs/bench/real-size.md}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minirun-real-size.XXXXXX")
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# shellcheck source=ci/bench/hub.sh
+. ci/bench/hub.sh
+trap 'hub_stop_all; rm -rf "$tmp"' EXIT
 steps=(fetch repack gate stage candidate-upload promote verify)
-
-serve() { # ROOT → prints the URL of a minirun-hub serving ROOT
-    mkdir -p "$1"
-    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
-    pids+=($!)
-    for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done
-    grep -o 'http://[0-9.:]*' "$1.out" | head -1
-}
 
 # The work directory's disk use (allocated bytes, hard links once; the consumer's copy that
 # `verify` pulls into it left out), sampled every 0.2 s until killed; the largest in $tmp/peak.
@@ -84,9 +77,14 @@ for c in "${cases[@]}"; do
     largest=$(find "$tmp/ckpt" -name '*.safetensors' -printf '%s\n' | sort -n | tail -n 1)
     "$bin/minirun-hub" import --root "$tmp/up" --repo "$repo" --revision "$rev" "$tmp/ckpt" > /dev/null
     rm -rf "$tmp/ckpt"
-    up=$(serve "$tmp/up")
-    tgt=$(serve "$tmp/target")
+    up=$(hub_serve "$tmp/up")
+    tgt=$(hub_serve "$tmp/target")
     gb=$(echo "scale=3; $bytes / 1000000000" | bc)
+    # What `minirun-plan slices` predicts for one slice of every unit (docs/plan-tool.md), held
+    # against the largest work dir any stage below reaches.
+    predicted=$(HF_ENDPOINT="$up" "$bin/minirun-plan" slices "$plan" --disk-budget 1T --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["slices"][0]["peak_bytes"])')
+    max_disk=0
     for s in "${steps[@]}"; do
         case $s in
         fetch | repack | gate | stage) ep=$up ;;
@@ -95,6 +93,7 @@ for c in "${cases[@]}"; do
         read -r wall cpu rss disk rd wr < <(measure "$s" HF_ENDPOINT="$ep" HF_TOKEN=bench \
             MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w")
         per_gb=$(echo "scale=2; $wall / $gb" | bc)
+        [ "$disk" -gt "$max_disk" ] && max_disk=$disk
         g() { echo "scale=2; $1 / 1000000000" | bc; }
         x=$(echo "scale=2; $disk / $bytes" | bc)
         rows+=("| $c | $gb | $largest | $s | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
@@ -117,10 +116,8 @@ for c in "${cases[@]}"; do
     worker_s=$(echo "$(date +%s.%N) - $t0" | bc)
     records=$(find "$tmp/records" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
     share=$(echo "scale=4; 100 * $records / $pulled" | bc)
-    rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify, hubs and consumer copy included)* | | | | | | | | |")
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-    pids=()
+    rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify, hubs and consumer copy included; \`minirun-plan slices\` predicted a peak work dir of $predicted B, measured $max_disk B)* | | | | | | | | |")
+    hub_stop_all
 done
 {
     echo "# Real-size run"

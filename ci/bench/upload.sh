@@ -28,19 +28,11 @@ repeat=${REPEAT:-5}
 out=docs/bench/upload.md
 plan=plans/deepseek-v4.toml
 tmp=$(mktemp -d /tmp/minirun-upload.XXXXXX)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# shellcheck source=ci/bench/hub.sh
+. ci/bench/hub.sh
+trap 'hub_stop_all; rm -rf "$tmp"' EXIT
 repo=minirun/DeepSeek-V4-Flash-minirun
 
-serve() { # ROOT → prints the URL of a minirun-hub serving ROOT (its pid goes to $tmp/hub.pid)
-    mkdir -p "$1"
-    "$bin/minirun-hub" serve --init --root "$1" --addr 127.0.0.1:0 > "$1.out" 2> /dev/null &
-    pids+=($!)
-    echo $! > "$tmp/hub.pid"
-    for _ in $(seq 100); do grep -q 'listening on' "$1.out" && break; sleep 0.1; done
-    grep -o 'http://[0-9.:]*' "$1.out" | head -1
-}
-stop() { kill "$(cat "$tmp/hub.pid")" 2>/dev/null || true; wait "$(cat "$tmp/hub.pid")" 2>/dev/null || true; }
 lo_bytes() { awk '$1 == "lo:" {print $2}' /proc/net/dev; }
 
 # The demo's work directory holds a staged release; the wide one is built by the stages.
@@ -51,11 +43,11 @@ if [ -n "$wide" ]; then
     "$bin/minirun-hub" import --root "$tmp/up" --repo deepseek-ai/DeepSeek-V4-Flash \
         --revision 60d8d70770c6776ff598c94bb586a859a38244f1 "$tmp/ckpt" > /dev/null
     rm -rf "$tmp/ckpt"
-    up=$(serve "$tmp/up")
+    up=$(hub_serve "$tmp/up")
     for s in fetch repack gate stage; do
         HF_ENDPOINT=$up MINIRUN_BIN=$bin MINIRUN_WORK_DIR=$tmp/wide ci/publish/step.sh $plan $s > /dev/null 2>&1
     done
-    stop
+    hub_stop_last
     rm -rf "$tmp/up" "$tmp/wide/upstream" "$tmp/wide/release"
     releases+=("wide-$wide|$tmp/wide")
 fi
@@ -92,22 +84,22 @@ for rel in "${releases[@]}"; do
     cp -r "$staged" "$tmp/ulf-src"
     declare -A runs=()
     for round in $(seq "$repeat"); do
-        url=$(serve "$tmp/hub-m$round")
+        url=$(hub_serve "$tmp/hub-m$round")
         c=(env HF_TOKEN=bench "$bin/minirun-candidate-upload" --plan $plan --work-dir "$work" --endpoint "$url" --json)
         rm -rf "$work/ledger/candidate"
         runs[m1]+="$(measure candidate-upload "${c[@]}") $(jq .lfs_sent "$tmp/log")"$'\n'
         runs[m2]+="$(measure candidate-upload "${c[@]}") $(jq .lfs_sent "$tmp/log")"$'\n'
         rm -rf "$work/ledger/candidate"
         runs[m3]+="$(measure candidate-upload "${c[@]}") $(jq .lfs_sent "$tmp/log")"$'\n'
-        stop; rm -rf "$tmp/hub-m$round"
-        url=$(serve "$tmp/hub-u$round")
+        hub_stop_last; rm -rf "$tmp/hub-m$round"
+        url=$(hub_serve "$tmp/hub-u$round")
         u=(env HF_ENDPOINT="$url" HF_TOKEN=bench HF_HUB_DISABLE_XET=1 HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_DISABLE_PROGRESS_BARS=1 HF_HOME="$tmp/hf" "$py" -c "$ulf" $repo "$tmp/ulf-src")
         rm -rf "$tmp/ulf-src/.cache"
         runs[u1]+="$(measure upload_large_folder "${u[@]}") -"$'\n'
         runs[u2]+="$(measure upload_large_folder "${u[@]}") -"$'\n'
         rm -rf "$tmp/ulf-src/.cache"
         runs[u3]+="$(measure upload_large_folder "${u[@]}") -"$'\n'
-        stop; rm -rf "$tmp/hub-u$round"
+        hub_stop_last; rm -rf "$tmp/hub-u$round"
     done
     med() { printf '%s' "${runs[$1]}" | sort -k2,2n | sed -n "$(( (repeat + 1) / 2 ))p"; }
     span() { printf '%s' "${runs[$1]}" | sort -k2,2n | awk 'NR==1{a=$2} {b=$2} END {print a "–" b}'; }
