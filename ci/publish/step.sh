@@ -5,7 +5,8 @@
 #       gate-release (the whole-release gate) | stage | candidate-upload | promote | verify |
 #       fetch-root (only the root files: the distributed join) |
 #       slices (the worker slices that fit MINIRUN_DISK_BUDGET, as JSON; with MINIRUN_SLICE=I, only
-#       slice I's selection — empty past the last slice)
+#       slice I's selection — empty past the last slice; with MINIRUN_SLICE=all, every selection,
+#       a line each)
 # Environment: MINIRUN_BIN (directory of the minirun-* binaries, default target/release),
 # HF_ENDPOINT and HF_TOKEN (the hub), MINIRUN_WORK_DIR (default: the plan's work_dir),
 # UNITS (a unit selection such as `layers00..layers14`), MINIRUN_VERIFY (see below),
@@ -53,6 +54,7 @@ slices)
     [ -n "${MINIRUN_DISK_BUDGET:-}" ] && cut+=(--disk-budget "$MINIRUN_DISK_BUDGET")
     [ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
     if [ -z "${MINIRUN_SLICE:-}" ]; then exec "${cut[@]}" --json; fi
+    if [ "$MINIRUN_SLICE" = all ]; then exec "${cut[@]}" --lines; fi
     lines=$("${cut[@]}" --lines)
     sed -n "$((MINIRUN_SLICE + 1))p" <<<"$lines" ;;
 *) echo "unknown step \`$step\`" >&2; exit 64 ;;

@@ -25,10 +25,7 @@ export MINIRUN_PLAN="$plan" MINIRUN_SHARED
 export MINIRUN_WORK_ROOT="${MINIRUN_WORK_ROOT:-$MINIRUN_SHARED/work}"
 export MINIRUN_BIN="${MINIRUN_BIN:-target/release}"
 mkdir -p "$MINIRUN_SHARED/records"
-cut=("$MINIRUN_BIN/minirun-plan" slices "$plan" --lines)
-[ -n "${MINIRUN_DISK_BUDGET:-}" ] && cut+=(--disk-budget "$MINIRUN_DISK_BUDGET")
-[ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
-"${cut[@]}" > "$MINIRUN_SHARED/slices.txt.tmp"
+MINIRUN_SLICE=all ci/publish/step.sh "$plan" slices > "$MINIRUN_SHARED/slices.txt.tmp"
 mv "$MINIRUN_SHARED/slices.txt.tmp" "$MINIRUN_SHARED/slices.txt"
 n=$(wc -l < "$MINIRUN_SHARED/slices.txt")
 out="$MINIRUN_SHARED/logs"

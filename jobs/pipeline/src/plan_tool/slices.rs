@@ -118,8 +118,7 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
         .collect();
     let headers: u64 = upstream.files.values().map(|f| f.header.data_start).sum();
     let fixed = headers + 2 * root_bytes + LEDGER_BYTES;
-    let peaks: Vec<u64> = units.iter().map(|u| u.peak_bytes).collect();
-    let runs = cut(&peaks, fixed, budget, opts.max_slices, &units)?;
+    let runs = cut(&units, fixed, budget, opts.max_slices)?;
     let slices: Vec<Slice> = runs
         .into_iter()
         .map(|r| slice(&units[r.clone()], fixed))
@@ -172,16 +171,17 @@ fn slice(units: &[UnitCost], fixed: u64) -> Slice {
     }
 }
 
-/// The slices as index ranges of `peaks`: the fewest contiguous runs whose sum fits `budget -
+/// The slices as index ranges of `units`: the fewest contiguous runs whose peaks fit `budget -
 /// fixed`, balanced. Refused, with the budget that would do, when a unit alone does not fit or
 /// more than `max_slices` runs are needed.
 fn cut(
-    peaks: &[u64],
+    units: &[UnitCost],
     fixed: u64,
     budget: u64,
     max_slices: Option<usize>,
-    units: &[UnitCost],
 ) -> Result<Vec<std::ops::Range<usize>>, PlanToolError> {
+    let peaks: Vec<u64> = units.iter().map(|u| u.peak_bytes).collect();
+    let peaks = peaks.as_slice();
     let h = crate::space::human;
     let largest = units.iter().max_by_key(|u| u.peak_bytes);
     let need_one = fixed + largest.map_or(0, |u| u.peak_bytes);
@@ -301,7 +301,7 @@ mod tests {
             .enumerate()
             .map(|(i, p)| cost(&format!("u{i}"), *p))
             .collect();
-        cut(peaks, fixed, budget, max, &units).map_err(|e| e.to_string())
+        cut(&units, fixed, budget, max).map_err(|e| e.to_string())
     }
 
     #[test]
