@@ -115,6 +115,16 @@ pub enum LedgerError {
         /// The file.
         path: PathBuf,
     },
+    /// Only a done journal can be reclaimed.
+    #[error("the {stage} journal of `{unit}` says {status}, not done: only a finished unit's outputs may be reclaimed")]
+    NotReclaimable {
+        /// The stage.
+        stage: String,
+        /// The unit.
+        unit: String,
+        /// What the journal says.
+        status: String,
+    },
     /// A timestamp does not fit the journal's signed 64-bit nanosecond fields.
     #[error(
         "`{path}` has a timestamp outside the years 1678..2262, which the journal cannot record"

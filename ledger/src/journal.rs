@@ -37,6 +37,11 @@ pub enum Status {
     Done,
     /// The stage gave up on the unit; `error` says why. A re-run starts the unit again.
     Failed,
+    /// The unit was done, and then its outputs were removed on purpose once the hub confirmed it
+    /// stores every object made from them (a disk-budgeted run, issue 52). The outputs stay
+    /// recorded, `extra["reclaimed"]` says what vouched for the removal, and no stage redoes the
+    /// unit: its outputs are not on disk to be checked, and they need not be.
+    Reclaimed,
 }
 
 /// Size and SHA-256 of one file, and for outputs the filesystem object they were computed over.
@@ -219,14 +224,21 @@ pub enum DoneCheck {
     Done,
     /// Not done, with every reason found (all differing outputs, not only the first).
     NotDone(Vec<NotDone>),
+    /// The journal says [`Status::Reclaimed`]: the work was done and its outputs were removed on
+    /// purpose; nothing on disk was checked.
+    Reclaimed,
 }
 
 impl DoneCheck {
-    /// True for [`DoneCheck::Done`].
+    /// True for [`DoneCheck::Done`] and [`DoneCheck::Reclaimed`]: the stage has nothing left to
+    /// do for the unit (only `Done` vouches for bytes on disk).
     pub fn is_done(&self) -> bool {
-        matches!(self, DoneCheck::Done)
+        matches!(self, DoneCheck::Done | DoneCheck::Reclaimed)
     }
 }
+
+/// What [`Journal::mark_reclaimed`] records in `extra`.
+pub const RECLAIMED_KEY: &str = "reclaimed";
 
 impl Journal {
     /// A fresh, in-progress journal for `(stage, unit)`; both names are checked.
@@ -442,6 +454,24 @@ impl Journal {
         self.error = None;
     }
 
+    /// Marks a done journal reclaimed: its outputs are about to be removed on purpose, and `why`
+    /// (stored as `extra["reclaimed"]`) says what vouched for it. Store the journal before
+    /// removing a single output, so a crash in between leaves a reclaimed unit whose leftovers a
+    /// re-run removes, never a done journal over missing files. A journal that is not done (or
+    /// already reclaimed) is refused.
+    pub fn mark_reclaimed(&mut self, why: serde_json::Value) -> Result<()> {
+        if self.status != Status::Done {
+            return Err(LedgerError::NotReclaimable {
+                stage: self.stage.clone(),
+                unit: self.unit.clone(),
+                status: format!("{:?}", self.status),
+            });
+        }
+        self.status = Status::Reclaimed;
+        self.extra.insert(RECLAIMED_KEY.to_owned(), why);
+        Ok(())
+    }
+
     /// Marks the journal failed with a reason.
     pub fn mark_failed(&mut self, reason: impl Into<String>) {
         self.status = Status::Failed;
@@ -452,6 +482,9 @@ impl Journal {
     /// matches its record (size + identity, or size + SHA-256 when `full_verify`). Errors only for
     /// I/O failures other than a missing file.
     pub fn is_done(&self, root: &Path, full_verify: bool) -> Result<DoneCheck> {
+        if self.status == Status::Reclaimed {
+            return Ok(DoneCheck::Reclaimed);
+        }
         if self.status != Status::Done {
             return Ok(DoneCheck::NotDone(vec![NotDone::Status {
                 status: self.status,
@@ -477,9 +510,9 @@ impl Journal {
     /// under the unit's lock). Any other difference is answered without reading a byte.
     pub fn accept_by_content(&mut self, root: &Path) -> Result<ByContent> {
         let reasons = match self.is_done(root, false)? {
-            DoneCheck::Done => {
+            check @ (DoneCheck::Done | DoneCheck::Reclaimed) => {
                 return Ok(ByContent {
-                    check: DoneCheck::Done,
+                    check,
                     rehashed: 0,
                     bytes: 0,
                 })

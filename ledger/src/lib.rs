@@ -30,6 +30,7 @@ pub use file_identity::FileIdentity;
 pub use hash::{sha256_file, sha256_hex, Sha256Hex};
 pub use journal::{
     ByContent, DoneCheck, FileRecord, Journal, NotDone, Status, JOURNAL_MAX_BYTES, JOURNAL_VERSION,
+    RECLAIMED_KEY,
 };
 pub use lock::UnitLock;
 pub use names::{check_rel_path, check_stage_name, check_unit_name};

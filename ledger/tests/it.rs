@@ -151,6 +151,51 @@ fn garbage_journal_is_a_clear_error_never_absent() {
     ));
 }
 
+/// A reclaimed journal is done without a file on disk, keeps its records and says why, survives
+/// a store and load byte for byte, and only a done journal can be reclaimed.
+#[test]
+fn a_reclaimed_journal_is_done_with_its_outputs_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger_dir, root) = (dir.path().join("ledger"), dir.path().join("release"));
+    let mut j = done_journal(&ledger_dir, &root);
+    let mut fresh = Journal::new("repack", "layers00").unwrap();
+    assert!(matches!(
+        fresh.mark_reclaimed(serde_json::json!({})),
+        Err(LedgerError::NotReclaimable { .. })
+    ));
+    let outputs = j.outputs.clone();
+    j.mark_reclaimed(serde_json::json!({"hub": "objects confirmed"}))
+        .unwrap();
+    j.store(&ledger_dir).unwrap();
+    fs::remove_dir_all(&root).unwrap();
+    let back = Journal::load(&ledger_dir, "repack", "layers00")
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, j);
+    assert_eq!(back.status, Status::Reclaimed);
+    assert_eq!(back.outputs, outputs, "the records stay");
+    assert_eq!(
+        back.extra[ledger::RECLAIMED_KEY]["hub"],
+        "objects confirmed"
+    );
+    for verify in [false, true] {
+        let check = back.is_done(&root, verify).unwrap();
+        assert_eq!(check, DoneCheck::Reclaimed);
+        assert!(check.is_done());
+    }
+    let mut again = back.clone();
+    assert_eq!(
+        again.accept_by_content(&root).unwrap().check,
+        DoneCheck::Reclaimed
+    );
+    assert!(
+        again.mark_reclaimed(serde_json::json!({})).is_err(),
+        "reclaimed twice"
+    );
+    let text = String::from_utf8(back.to_bytes()).unwrap();
+    assert!(text.contains("\"status\": \"reclaimed\""), "{text}");
+}
+
 #[test]
 fn done_requires_status_and_matching_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -190,7 +235,7 @@ fn done_requires_status_and_matching_files() {
                 "{r:?}"
             );
         }
-        DoneCheck::Done => panic!("a replaced file must not be done"),
+        other => panic!("a replaced file must not be done: {other:?}"),
     }
     let full = j.is_done(&root, true).unwrap();
     assert!(
@@ -276,7 +321,7 @@ fn refresh_identity_takes_only_a_proven_identity() {
     fs::hard_link(&a, dir.path().join("staged-a.bin")).unwrap();
     let reasons = match j.is_done(&root, false).unwrap() {
         DoneCheck::NotDone(r) => r,
-        DoneCheck::Done => panic!("a link must move the identity (ctime)"),
+        other => panic!("a link must move the identity (ctime): {other:?}"),
     };
     assert!(
         matches!(&reasons[..], [NotDone::IdentityChanged { path, field: "ctime_ns" }] if path == "layers00/a.bin"),

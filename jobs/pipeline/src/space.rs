@@ -137,6 +137,23 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// Journals, locks, chunk logs and a unit record of one unit at most: what a unit adds to a work
+/// directory besides its payload (measured at most ~650 B a tensor; `docs/plan-tool.md`).
+pub const LEDGER_BYTES_PER_UNIT: u64 = 64 << 10;
+
+/// What one unit of `upstream` holds in a work directory at its peak: `(fetched, release)` bytes
+/// — its fetched ranges and headers, and its planned release files. With
+/// [`LEDGER_BYTES_PER_UNIT`] this is the unit's share of a slice's peak (`minirun-plan slices`)
+/// and of a disk-budgeted fetch's reservation.
+pub fn unit_peak(
+    ru: &crate::plan::ResolvedUnit,
+    upstream: &crate::fetch::discover::Upstream,
+) -> (u64, u64) {
+    let fetched = crate::fetch::unit_bytes(ru, |s, f| upstream.file(s, f).map(|uf| &uf.header));
+    let release = crate::repack::planned_unit_bytes(ru, |t| upstream.tensor_bytes(t));
+    (fetched, release)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,16 +17,20 @@ pub enum UnitStatus {
     Fetched,
     /// Repacked by this run.
     Repacked,
+    /// Done, then its bytes reclaimed once the hub stored its objects (a disk-budgeted run):
+    /// nothing to do, nothing on disk to check.
+    Reclaimed,
 }
 
 impl UnitStatus {
-    /// The name reports use (`already-done`, `pending`, `fetched`, `repacked`).
+    /// The name reports use (`already-done`, `pending`, `fetched`, `repacked`, `reclaimed`).
     pub fn as_str(self) -> &'static str {
         match self {
             UnitStatus::AlreadyDone => "already-done",
             UnitStatus::Pending => "pending",
             UnitStatus::Fetched => "fetched",
             UnitStatus::Repacked => "repacked",
+            UnitStatus::Reclaimed => "reclaimed",
         }
     }
 }
@@ -55,6 +59,7 @@ pub(crate) fn journal_done(
     };
     Ok(match journal.is_done(root, verify)? {
         ledger::DoneCheck::Done => JournalDone::Done,
+        ledger::DoneCheck::Reclaimed => JournalDone::Reclaimed,
         ledger::DoneCheck::NotDone(why) => JournalDone::NotDone(why),
     })
 }
@@ -63,6 +68,8 @@ pub(crate) fn journal_done(
 pub(crate) enum JournalDone {
     NoJournal,
     Done,
+    /// Done, its outputs reclaimed on purpose (`distributed::reclaim`).
+    Reclaimed,
     NotDone(Vec<ledger::NotDone>),
 }
 
@@ -114,6 +121,7 @@ mod tests {
             (UnitStatus::Pending, "pending"),
             (UnitStatus::Fetched, "fetched"),
             (UnitStatus::Repacked, "repacked"),
+            (UnitStatus::Reclaimed, "reclaimed"),
         ] {
             assert_eq!(s.as_str(), name);
             assert_eq!(serde_json::to_value(s).ok(), Some(serde_json::json!(name)));

@@ -26,6 +26,11 @@ struct Args {
     /// Where unit records are written (with `--units`) or read (the join, without `--units`).
     #[arg(long, value_name = "DIR")]
     records: Option<std::path::PathBuf>,
+    /// A disk-budgeted run (docs/publish.md §12): once the records are written and the hub's LFS
+    /// batch confirms every object of a unit, remove the unit's fetched and release bytes; its
+    /// journals say `reclaimed`.
+    #[arg(long, requires = "units")]
+    reclaim: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +51,7 @@ fn main() -> ExitCode {
                 units: units.clone(),
                 records: records.clone(),
                 dry_run: args.stage.dry_run,
+                reclaim: args.reclaim,
             };
             distributed::publish_units(&plan, &opts)
         };

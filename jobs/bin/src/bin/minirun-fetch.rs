@@ -24,6 +24,11 @@ struct Args {
     /// `files`) and the discovery record, no unit: the distributed join (docs/publish.md §9).
     #[arg(long, conflicts_with = "units")]
     root_files_only: bool,
+    /// A disk-budgeted run (docs/publish.md §12): reserve the pending units' peak (fetched,
+    /// release and ledger bytes) on top of what the work directory holds, before writing a byte;
+    /// refused (exit 1) when that passes SIZE (bytes, or K/M/G/T binary: 100G).
+    #[arg(long, value_name = "SIZE", value_parser = cli::parse_size)]
+    disk_budget: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
             verify: args.verify,
             progress: cli::progress_mode(args.stage.json),
             root_only: args.root_files_only,
+            disk_budget: args.disk_budget,
         };
         fetch::run(&plan, &opts)
     };

@@ -15,6 +15,7 @@ mod pull;
 mod quirks;
 mod ratelimit;
 mod support;
+mod window;
 
 use std::process::Command;
 

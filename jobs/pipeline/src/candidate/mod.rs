@@ -192,6 +192,9 @@ pub enum CandidateError {
     /// The join's unit records are missing, malformed or not this plan's.
     #[error(transparent)]
     Records(#[from] crate::distributed::RecordsError),
+    /// Reclaiming a unit's bytes failed.
+    #[error(transparent)]
+    Reclaim(#[from] crate::distributed::reclaim::ReclaimError),
     /// An LFS object a unit record names is not on the hub.
     #[error("the LFS object of `{path}` (sha256 {oid}) is not on the hub: re-run the worker of unit `{unit}` (`minirun-candidate-upload --units … --records …`)")]
     ObjectMissing {

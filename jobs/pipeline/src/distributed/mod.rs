@@ -11,6 +11,7 @@
 //! files (the manifest, small streams) carry their bytes, base64.
 
 mod join;
+pub mod reclaim;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -273,15 +274,25 @@ pub fn load_all(plan: &Plan, dir: &Path) -> Result<BTreeMap<String, UnitRecord>,
     }
     let mut out = BTreeMap::new();
     for (unit, path) in found {
-        let bytes = read_limited(&path)?;
-        let rec: UnitRecord = serde_json::from_slice(&bytes).map_err(|e| RecordsError::Bad {
-            path: path.clone(),
-            detail: e.to_string(),
-        })?;
-        rec.check(plan, &unit, &path)?;
+        let (rec, _) = load_one(plan, &unit, &path)?;
         out.insert(unit, rec);
     }
     Ok(out)
+}
+
+/// Read and check the record of `unit` at `path` against `plan`; also the SHA-256 of its bytes.
+pub fn load_one(
+    plan: &Plan,
+    unit: &str,
+    path: &Path,
+) -> Result<(UnitRecord, String), RecordsError> {
+    let bytes = read_limited(path)?;
+    let rec: UnitRecord = serde_json::from_slice(&bytes).map_err(|e| RecordsError::Bad {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    rec.check(plan, unit, path)?;
+    Ok((rec, ledger::sha256_hex(&bytes).to_string()))
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, RecordsError> {

@@ -30,6 +30,9 @@ pub struct WorkerOpts {
     pub records: PathBuf,
     /// Say what would be uploaded; send and write nothing.
     pub dry_run: bool,
+    /// `--reclaim` (a disk-budgeted run, issue 52): once the records are written and the hub
+    /// confirms every LFS object of a unit, remove the unit's fetched and release bytes.
+    pub reclaim: bool,
 }
 
 /// What a worker's upload did.
@@ -53,6 +56,12 @@ pub struct WorkerReport {
     pub records_written: usize,
     /// `--dry-run`.
     pub dry_run: bool,
+    /// Units reclaimed before this run (their records stand; nothing read or sent for them).
+    pub already_reclaimed: Vec<String>,
+    /// Units this run reclaimed (`--reclaim`).
+    pub reclaimed: Vec<String>,
+    /// Bytes this run's reclaim freed in the work directory.
+    pub reclaimed_bytes: u64,
 }
 
 impl crate::cli::Report for WorkerReport {
@@ -80,7 +89,7 @@ impl WorkerReport {
                 self.units.len()
             );
         }
-        format!(
+        let mut s = format!(
             "worker upload to `{}`: {} units, {} files ({} B), {} LFS objects ({} sent, the rest already on the hub); {} unit records ({} B, {share:.3}% of the units' bytes, {} rewritten)\n",
             self.repo,
             self.units.len(),
@@ -88,28 +97,71 @@ impl WorkerReport {
             self.bytes,
             self.lfs_objects,
             self.lfs_sent,
-            self.units.len(),
+            self.units.len() - self.already_reclaimed.len(),
             self.record_bytes,
             self.records_written
-        )
+        );
+        if !self.already_reclaimed.is_empty() {
+            s.push_str(&format!(
+                "already reclaimed (records stand, nothing sent): {}\n",
+                crate::cli::join_limited(&self.already_reclaimed, 6)
+            ));
+        }
+        if !self.reclaimed.is_empty() {
+            s.push_str(&format!(
+                "reclaimed {} units ({} B freed): the hub confirmed every object\n",
+                self.reclaimed.len(),
+                self.reclaimed_bytes
+            ));
+        }
+        s
     }
 }
 
 /// The staged files of each unit: (path, size, SHA-256), from the finished stage journal.
 type Staged = BTreeMap<String, Vec<(String, u64, String)>>;
 
-fn staged_units(
+/// The slice's units split into those still on disk and those reclaimed before, whose records
+/// must stand (they are all that is left of them here).
+fn split_reclaimed(
     plan: &Plan,
+    work: &crate::work::WorkDir,
     opts: &WorkerOpts,
-) -> Result<(crate::work::WorkDir, Staged), CandidateError> {
-    let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
-    let staged = stage::staged_release(&work)?.ok_or(CandidateError::NotStaged)?;
-    let units: Vec<String> = plan
-        .select_units(Some(&opts.units))?
-        .iter()
-        .map(|u| u.as_str().to_owned())
-        .collect();
-    stage::require_gate(&work, &units)?;
+) -> Result<(Vec<String>, Vec<String>), CandidateError> {
+    let (mut live, mut gone) = (Vec::new(), Vec::new());
+    for u in plan.select_units(Some(&opts.units))? {
+        let unit = u.as_str().to_owned();
+        let Some(note) = super::reclaim::reclaimed(work, &unit)? else {
+            live.push(unit);
+            continue;
+        };
+        let path = record_path(&opts.records, &unit);
+        let stands = match super::load_one(plan, &unit, &path) {
+            Ok((_, digest)) if digest == note.record_sha256 => Ok(()),
+            Ok((_, digest)) => Err(format!(
+                "sha256 {digest}, reclaimed with {}",
+                note.record_sha256
+            )),
+            Err(e) => Err(crate::cli::render_error(&e, None)),
+        };
+        if let Err(why) = stands {
+            return Err(CandidateError::Worker(format!(
+                "unit `{unit}` was reclaimed but its record `{}` does not stand ({why}): its bytes must be fetched again (remove ledger/fetch/{unit}.json and ledger/repack/{unit}.json, then run the window again)",
+                path.display()
+            )));
+        }
+        gone.push(unit);
+    }
+    Ok((live, gone))
+}
+
+fn staged_units(
+    work: &crate::work::WorkDir,
+    units: &[String],
+    opts: &WorkerOpts,
+) -> Result<Staged, CandidateError> {
+    let staged = stage::staged_release(work)?.ok_or(CandidateError::NotStaged)?;
+    stage::require_gate(work, units)?;
     let mut by_unit: Staged = units.iter().map(|u| (u.clone(), Vec::new())).collect();
     for (rel, r) in &staged.outputs {
         let unit = rel.split('/').next().unwrap_or("");
@@ -123,22 +175,28 @@ fn staged_units(
             }
         }
     }
-    Ok((work, by_unit))
+    Ok(by_unit)
 }
 
 /// Upload the slice's LFS objects and write its unit records (module docs).
 pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, CandidateError> {
-    let (work, by_unit) = staged_units(plan, opts)?;
-    let staging = work.staging();
+    let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
     let repo = crate::candidate::target_repo(plan).map_err(CandidateError::Repo)?;
+    let (live, gone) = split_reclaimed(plan, &work, opts)?;
     let mut report = WorkerReport {
         repo: repo.id(),
-        units: by_unit.keys().cloned().collect(),
-        files: by_unit.values().map(Vec::len).sum(),
-        bytes: by_unit.values().flatten().map(|f| f.1).sum(),
+        units: live.iter().chain(&gone).cloned().collect(),
+        already_reclaimed: gone,
         dry_run: opts.dry_run,
         ..WorkerReport::default()
     };
+    if live.is_empty() {
+        return Ok(report); // every unit was reclaimed by an earlier run: nothing to read or send
+    }
+    let by_unit = staged_units(&work, &live, opts)?;
+    let staging = work.staging();
+    report.files = by_unit.values().map(Vec::len).sum();
+    report.bytes = by_unit.values().flatten().map(|f| f.1).sum();
     if opts.dry_run {
         report.lfs_objects = report.files;
         return Ok(report);
@@ -207,7 +265,44 @@ pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, Can
             report.records_written += 1;
         }
     }
+    if opts.reclaim {
+        reclaim(&client, rt, &repo, &work, &records, &mut report)?;
+    }
     Ok(report)
+}
+
+/// `--reclaim`: ask the hub's LFS batch about every object of the slice once more (after the
+/// upload, so the answer is the hub's word now, not the upload's), and reclaim each unit whose
+/// objects it all stores; one it lacks is refused, naming the unit, and nothing is reclaimed.
+fn reclaim(
+    client: &hub::client::HubClient,
+    rt: &tokio::runtime::Runtime,
+    repo: &hub::protocol::RepoId,
+    work: &crate::work::WorkDir,
+    records: &[UnitRecord],
+    report: &mut WorkerReport,
+) -> Result<(), CandidateError> {
+    let asked: Vec<(String, u64)> = records
+        .iter()
+        .flat_map(|r| r.files.iter().filter(|f| f.lfs))
+        .map(|f| (f.oid.clone(), f.size))
+        .collect();
+    let missing = rt.block_on(client.lfs_missing(repo, None, &asked))?;
+    for rec in records {
+        if let Some(f) = rec.files.iter().find(|f| missing.contains(&f.oid)) {
+            return Err(CandidateError::ObjectMissing {
+                path: f.path.clone(),
+                unit: rec.unit.clone(),
+                oid: f.oid.clone(),
+            });
+        }
+    }
+    for rec in records {
+        let digest = ledger::sha256_hex(&rec.to_bytes()).to_string();
+        report.reclaimed_bytes += super::reclaim::reclaim_unit(work, rec, &repo.id(), &digest)?;
+        report.reclaimed.push(rec.unit.clone());
+    }
+    Ok(())
 }
 
 /// The record of `unit` over its files: totals and the container format version from its staged

@@ -53,6 +53,10 @@ pub struct FetchOpts {
     pub progress: ProgressMode,
     /// `--root-files-only`: discovery and the root files, no unit (the distributed join).
     pub root_only: bool,
+    /// `--disk-budget`: before writing a byte of the pending units, reserve their peak (fetched,
+    /// release and ledger bytes, as `minirun-plan slices` prices them) on top of what the work
+    /// directory holds; refused when that passes the budget (a disk-budgeted run, issue 52).
+    pub disk_budget: Option<u64>,
 }
 
 /// Why fetch failed.
@@ -67,6 +71,18 @@ pub enum FetchError {
     /// A journal, chunk log or lock failed.
     #[error(transparent)]
     Ledger(#[from] ledger::LedgerError),
+    /// `--disk-budget`: the pending units do not fit on top of what the work directory holds.
+    #[error("the disk budget of {budget} B cannot take units {units}: they need {need} B at their peak and the work directory holds {held} B")]
+    OverBudget {
+        /// The pending units.
+        units: String,
+        /// Their peak, less what they hold.
+        need: u64,
+        /// What the work directory holds now.
+        held: u64,
+        /// The budget.
+        budget: u64,
+    },
     /// A hub request failed.
     #[error("{what}")]
     Hub {
@@ -220,6 +236,10 @@ impl crate::cli::Hint for FetchError {
     fn hint(&self) -> Option<String> {
         match self {
             FetchError::OtherPin(e) => Some(e.hint()),
+            FetchError::OverBudget { .. } => Some(
+                "reclaim the units already uploaded (`minirun-candidate-upload --units … --records DIR --reclaim`), fetch fewer units at a time (`minirun-plan slices`), or raise the budget"
+                    .into(),
+            ),
             FetchError::Hub { .. } => Some(
                 "check `--endpoint`/`HF_ENDPOINT` and `HF_TOKEN`; re-run fetch to resume from the journals"
                     .into(),
@@ -362,7 +382,7 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     for unit in &selected {
         let name = unit.as_str();
         let mut state = unit_done(&ledger_dir, &work, name, opts.verify, false, opts.dry_run)?;
-        if state.is_done() {
+        if matches!(state, UnitState::Done | UnitState::ByContent { .. }) {
             if let Some(why) = proof::stale_headers(&ledger_dir, name, discovery.as_ref())? {
                 state = UnitState::Pending(why);
             }
@@ -395,6 +415,9 @@ pub fn run(plan: &Plan, opts: &FetchOpts) -> Result<FetchSummary, FetchError> {
     rt.block_on(async {
         let upstream = discover::discover(&client, plan, &work).await?;
         let resolution = plan.resolve(&upstream.tensors)?;
+        if let Some(budget) = opts.disk_budget {
+            reserve(&upstream, &resolution, &work, &pending, budget)?;
+        }
         let need = pending_bytes(&upstream, &resolution, &work, &pending);
         crate::space::expect(
             &work.root().join("upstream"),
@@ -504,6 +527,8 @@ pub(crate) enum UnitState {
     /// Done by content: the files were other filesystem objects than journaled (a copied or moved
     /// work directory), so they were re-hashed against the journal and their identities refreshed.
     ByContent { files: usize, bytes: u64 },
+    /// Done, then its bytes reclaimed once the hub stored its objects: nothing to fetch.
+    Reclaimed,
     /// Not done, and why.
     Pending(String),
 }
@@ -524,6 +549,11 @@ impl UnitState {
                 Some(format!(
                     "accepted by content: {files} files were other filesystem objects than journaled (copied or moved), re-hashed {bytes} B against the journal"
                 )),
+            ),
+            UnitState::Reclaimed => UnitReport::new(
+                unit,
+                UnitStatus::Reclaimed,
+                Some("its bytes were reclaimed once the hub stored its objects".into()),
             ),
             UnitState::Pending(why) => {
                 UnitReport::new(unit, UnitStatus::Pending, Some(why.clone()))
@@ -548,6 +578,7 @@ fn unit_done(
     let why = match units::journal_done(ledger_dir, STAGE, unit, &root, verify)? {
         units::JournalDone::NoJournal => return Ok(UnitState::Pending(units::NO_JOURNAL.into())),
         units::JournalDone::Done => return Ok(UnitState::Done),
+        units::JournalDone::Reclaimed => return Ok(UnitState::Reclaimed),
         units::JournalDone::NotDone(why) => why,
     };
     let reason = units::not_done_reason(&why);
@@ -575,6 +606,7 @@ fn unit_done(
     };
     let by = journal.accept_by_content(&root)?;
     Ok(match by.check {
+        ledger::DoneCheck::Reclaimed => UnitState::Reclaimed,
         ledger::DoneCheck::Done if by.rehashed == 0 => UnitState::Done,
         ledger::DoneCheck::Done => {
             journal.store(ledger_dir)?;
@@ -604,6 +636,37 @@ fn pending_bytes(
                 .saturating_sub(crate::space::allocated(&work.upstream_unit(name)))
         })
         .sum()
+}
+
+/// `--disk-budget`: the pending units' peak (less what their directories already hold) on top of
+/// what the whole work directory holds now must fit `budget`.
+fn reserve(
+    upstream: &discover::Upstream,
+    resolution: &crate::plan::Resolution,
+    work: &WorkDir,
+    pending: &[String],
+    budget: u64,
+) -> Result<(), FetchError> {
+    let mut need = 0u64;
+    for name in pending {
+        let Some(ru) = resolution.unit(name) else {
+            continue;
+        };
+        let (fetched, release) = crate::space::unit_peak(ru, upstream);
+        let have = crate::space::allocated(&work.upstream_unit(name))
+            + crate::space::allocated(&work.release().join(name));
+        need += (fetched + release + crate::space::LEDGER_BYTES_PER_UNIT).saturating_sub(have);
+    }
+    let held = crate::space::allocated(work.root());
+    if held + need <= budget {
+        return Ok(());
+    }
+    Err(FetchError::OverBudget {
+        units: crate::cli::join_limited(pending, 6),
+        need,
+        held,
+        budget,
+    })
 }
 
 /// The bytes fetch writes for unit `ru` under its upstream directory: each of its files' header

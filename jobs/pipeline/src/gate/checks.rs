@@ -99,6 +99,38 @@ impl<'a> Gate<'a> {
         }
     }
 
+    /// A unit whose bytes were reclaimed (a disk-budgeted run) is listed as `reclaimed` with the
+    /// verdict the gate gave it before, read from its journal; nothing of it is read, so the
+    /// check says so and adds no bytes. True when the unit was reclaimed (or its note is bad).
+    fn reclaimed(&mut self, unit: &str) -> bool {
+        match crate::distributed::reclaim::reclaimed(self.work, unit) {
+            Ok(None) => false,
+            Ok(Some(note)) => {
+                let verdict = match note.gate.verdict.as_str() {
+                    "PASS" => Verdict::Pass,
+                    "SKIP" => Verdict::Skip,
+                    "INCONCLUSIVE" => Verdict::Inconclusive,
+                    _ => Verdict::Fail,
+                };
+                self.push(
+                    "reclaimed",
+                    Some(unit),
+                    None,
+                    verdict,
+                    format!(
+                        "{} (exit {}) before its bytes were reclaimed, not re-read: the hub confirmed its {} objects in `{}`",
+                        note.gate.verdict, note.gate.exit_code, note.objects, note.repo
+                    ),
+                );
+                true
+            }
+            Err(e) => {
+                self.push("journal", Some(unit), None, Verdict::Fail, e.to_string());
+                true
+            }
+        }
+    }
+
     fn push(
         &mut self,
         check: &'static str,
@@ -118,6 +150,9 @@ impl<'a> Gate<'a> {
     }
 
     pub fn unit(&mut self, unit: &str) {
+        if self.reclaimed(unit) {
+            return;
+        }
         let dir = self.work.release().join(unit);
         let ledger_dir = self.work.ledger();
         let journal = match Journal::load(&ledger_dir, crate::repack::STAGE, unit) {

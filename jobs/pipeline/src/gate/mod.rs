@@ -103,6 +103,10 @@ pub struct GateReport {
     pub units: Vec<String>,
     /// Bytes read back off the drive.
     pub bytes_read: u64,
+    /// Units listed with the verdict they had before their bytes were reclaimed (a
+    /// disk-budgeted run): not re-read by this run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reclaimed: Vec<String>,
     /// Every check, in order.
     pub checks: Vec<Check>,
     /// `--dry-run`: nothing was read and no report written; the verdict is INCONCLUSIVE (exit 2),
@@ -228,6 +232,13 @@ impl GateReport {
             self.units.len(),
             self.bytes_read
         ));
+        if !self.reclaimed.is_empty() {
+            s.push_str(&format!(
+                "{} units reclaimed, listed with the verdict they had (not re-read): {}\n",
+                self.reclaimed.len(),
+                crate::cli::join_limited(&self.reclaimed, 6)
+            ));
+        }
         s
     }
 }
@@ -321,6 +332,11 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
     } else {
         Vec::new()
     };
+    let reclaimed = checks
+        .iter()
+        .filter(|c| c.check == "reclaimed")
+        .filter_map(|c| c.unit.clone())
+        .collect();
     let mut report = GateReport {
         v: 1,
         plan: plan.name.clone(),
@@ -328,6 +344,7 @@ pub fn run(plan: &Plan, opts: &GateOpts) -> Result<GateReport, GateError> {
         exit_code: 0,
         units,
         bytes_read,
+        reclaimed,
         checks,
         dry_run: opts.dry_run,
         would_run,

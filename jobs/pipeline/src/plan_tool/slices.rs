@@ -21,10 +21,9 @@ use crate::fetch::discover::{list_source, read_headers, Upstream};
 use crate::fetch::root::root_paths;
 use crate::plan::Plan;
 
-/// Ledger, reports and progress files a worker writes besides payloads: per worker, and per unit
-/// (a journal per stage, a unit record, the reports' lines).
+/// Ledger, reports and progress files a worker writes besides payloads, per worker (per unit:
+/// [`crate::space::LEDGER_BYTES_PER_UNIT`]).
 const LEDGER_BYTES: u64 = 1 << 20;
-const LEDGER_BYTES_PER_UNIT: u64 = 64 << 10;
 
 /// Options of one slices run.
 #[derive(Debug, Clone, Default)]
@@ -105,14 +104,12 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
         .units
         .iter()
         .map(|ru| {
-            let fetched =
-                crate::fetch::unit_bytes(ru, |s, f| upstream.file(s, f).map(|uf| &uf.header));
-            let release = crate::repack::planned_unit_bytes(ru, |t| upstream.tensor_bytes(t));
+            let (fetched, release) = crate::space::unit_peak(ru, &upstream);
             UnitCost {
                 unit: ru.name.to_string(),
                 fetched_bytes: fetched,
                 release_bytes: release,
-                peak_bytes: fetched + release + LEDGER_BYTES_PER_UNIT,
+                peak_bytes: fetched + release + crate::space::LEDGER_BYTES_PER_UNIT,
             }
         })
         .collect();

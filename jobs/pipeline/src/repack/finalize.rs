@@ -74,6 +74,17 @@ fn root_identity(
     })
 }
 
+/// The plan's units whose bytes were reclaimed (`distributed::reclaim`).
+pub(crate) fn reclaimed_units(plan: &Plan, work: &WorkDir) -> Result<Vec<String>, RepackError> {
+    let mut out = Vec::new();
+    for u in &plan.units {
+        if crate::distributed::reclaim::reclaimed(work, u.name.as_str())?.is_some() {
+            out.push(u.name.as_str().to_owned());
+        }
+    }
+    Ok(out)
+}
+
 /// Write the release-wide files. Returns true when the release is finalized (written or already
 /// current); refuses while a unit is not repacked.
 pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, RepackError> {
@@ -87,6 +98,12 @@ pub fn finalize(plan: &Plan, work: &WorkDir, dry_run: bool) -> Result<bool, Repa
     if !missing.is_empty() {
         return Err(RepackError::Incomplete {
             units: missing.join(", "),
+        });
+    }
+    let reclaimed = reclaimed_units(plan, work)?;
+    if !reclaimed.is_empty() {
+        return Err(RepackError::Reclaimed {
+            units: crate::cli::join_limited(&reclaimed, 8),
         });
     }
     if dry_run {

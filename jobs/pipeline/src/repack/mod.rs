@@ -102,6 +102,15 @@ pub enum RepackError {
         /// The missing units.
         units: String,
     },
+    /// Finalize from the release tree needs every unit on disk; reclaimed units are in records.
+    #[error("cannot finalize from the release tree: units {units} were reclaimed (their bytes are on the hub, their totals in their unit records)")]
+    Reclaimed {
+        /// The reclaimed units.
+        units: String,
+    },
+    /// A reclaimed unit's journal could not be read.
+    #[error(transparent)]
+    Reclaim(#[from] crate::distributed::reclaim::ReclaimError),
     /// A local file operation failed.
     #[error("failed to {what} `{path}`")]
     Io {
@@ -123,6 +132,9 @@ impl crate::cli::Hint for RepackError {
             }
             RepackError::Incomplete { .. } => {
                 Some("repack the missing units, then `minirun-repack --finalize`".into())
+            }
+            RepackError::Reclaimed { .. } => {
+                Some("finalize from the records: `minirun-repack --finalize --records DIR`".into())
             }
             RepackError::Fetch(e) => crate::cli::Hint::hint(e),
             _ => None,
@@ -261,6 +273,10 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
     let mut pending = Vec::new();
     for u in &selected {
         let name = u.as_str();
+        if crate::distributed::reclaim::reclaimed(&work, name)?.is_some() {
+            reports.push(UnitReport::new(name, UnitStatus::Reclaimed, None));
+            continue;
+        }
         match unit::done_reason(&ledger_dir, &work, name, opts.verify)? {
             None => reports.push(UnitReport::new(name, UnitStatus::AlreadyDone, None)),
             Some(why) => {
@@ -341,7 +357,8 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
             reports[i] = repack_after_wait(&work, &upstream, ru, why, opts.progress)?;
         }
     }
-    // Release-wide files follow automatically once every unit of the plan is done.
+    // Release-wide files follow automatically once every unit of the plan is done and on disk;
+    // with a unit reclaimed, the join finalizes from the records (`--finalize --records`).
     let all_done = plan
         .units
         .iter()
@@ -349,7 +366,7 @@ pub fn run(plan: &Plan, opts: &RepackOpts) -> Result<RepackSummary, RepackError>
         .collect::<Result<Vec<_>, _>>()?
         .iter()
         .all(Option::is_none);
-    let finalized = if all_done {
+    let finalized = if all_done && finalize::reclaimed_units(plan, &work)?.is_empty() {
         finalize(plan, &work, false)?
     } else {
         false

@@ -54,14 +54,14 @@ pub fn done_reason(
             journal.store(ledger_dir)?;
         }
         return Ok(match by.check {
-            ledger::DoneCheck::Done => None,
+            ledger::DoneCheck::Done | ledger::DoneCheck::Reclaimed => None,
             ledger::DoneCheck::NotDone(why) => Some(units::not_done_reason(&why)),
         });
     }
     Ok(
         match units::journal_done(ledger_dir, STAGE, unit, &root, false)? {
             units::JournalDone::NoJournal => Some(units::NO_JOURNAL.into()),
-            units::JournalDone::Done => None,
+            units::JournalDone::Done | units::JournalDone::Reclaimed => None,
             units::JournalDone::NotDone(why) => Some(units::not_done_reason(&why)),
         },
     )
@@ -268,6 +268,7 @@ fn fetch_not_done(
     };
     Ok(match j.is_done(&work.upstream_unit(unit), false)? {
         ledger::DoneCheck::Done => None,
+        ledger::DoneCheck::Reclaimed => Some("its fetched bytes were reclaimed".into()),
         ledger::DoneCheck::NotDone(v) => Some(crate::cli::join_limited(&v, 5)),
     })
 }

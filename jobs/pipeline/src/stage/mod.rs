@@ -113,6 +113,9 @@ pub struct StageReport {
     pub plain: usize,
     /// `--dry-run`: the lists say what would change; nothing was written and no round trip run.
     pub dry_run: bool,
+    /// Units of the slice whose bytes were reclaimed (a disk-budgeted run): nothing to stage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reclaimed: Vec<String>,
 }
 
 impl crate::cli::Report for StageReport {
@@ -149,7 +152,8 @@ impl StageReport {
                 "copied",
             ]
         };
-        let mut s = list(removed, &self.removed);
+        let mut s = list("reclaimed (on the hub, nothing to stage)", &self.reclaimed);
+        s.push_str(&list(removed, &self.removed));
         s.push_str(&list(rehashed, &self.rehashed));
         s.push_str(&list(
             "release files hashed (no journal vouched)",
@@ -228,6 +232,12 @@ pub enum StageError {
     /// The round trip through the production reader refused the staged tree.
     #[error("the staged tree failed its round trip: {0}")]
     RoundTrip(String),
+    /// The whole release cannot be staged from disk: units were reclaimed.
+    #[error("units {0} were reclaimed (their bytes are on the hub, their files in their unit records): stage the join with `--records DIR`")]
+    Reclaimed(String),
+    /// A reclaimed unit's journal could not be read.
+    #[error(transparent)]
+    Reclaim(#[from] crate::distributed::reclaim::ReclaimError),
     /// The round trip found nothing to check.
     #[error("the staged tree produced zero evidence (no manifest, no container, no stream)")]
     ZeroEvidence,
@@ -272,34 +282,69 @@ pub(crate) fn require_gate(work: &WorkDir, units: &[String]) -> Result<(), Stage
             path.display()
         )));
     }
-    let gated: Vec<&str> = v
-        .get("units")
-        .and_then(|u| u.as_array())
-        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
-        .unwrap_or_default();
+    let listed = |key: &str| -> Vec<&str> {
+        v.get(key)
+            .and_then(|u| u.as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default()
+    };
+    let (gated, unread) = (listed("units"), listed("reclaimed"));
     for u in units {
-        if !gated.contains(&u.as_str()) {
+        if !gated.contains(&u.as_str()) || unread.contains(&u.as_str()) {
             return Err(StageError::NotGated(format!(
-                "the gate report does not cover unit `{u}`"
+                "the gate report does not cover unit `{u}` with bytes it read"
             )));
         }
     }
     Ok(())
 }
 
+/// `scope` without the units whose bytes were reclaimed, which go to `report.reclaimed`: a slice
+/// stages the rest; the whole release cannot be staged from disk with any reclaimed.
+fn drop_reclaimed(
+    work: &WorkDir,
+    scope: Scope,
+    report: &mut StageReport,
+) -> Result<Scope, StageError> {
+    let (units, slice) = match scope {
+        Scope::Release(u) => (u, false),
+        Scope::Slice(u) => (u, true),
+        join => return Ok(join),
+    };
+    let mut live = Vec::new();
+    for u in units {
+        match crate::distributed::reclaim::reclaimed(work, &u)? {
+            Some(_) => report.reclaimed.push(u),
+            None => live.push(u),
+        }
+    }
+    match slice {
+        true => Ok(Scope::Slice(live)),
+        false if report.reclaimed.is_empty() => Ok(Scope::Release(live)),
+        false => Err(StageError::Reclaimed(crate::cli::join_limited(
+            &report.reclaimed,
+            8,
+        ))),
+    }
+}
+
 /// Run the stage.
 pub fn run(plan: &Plan, opts: &StageOpts) -> Result<StageReport, StageError> {
     let work = crate::work::WorkDir::of_plan(plan, opts.work_dir.as_deref());
     crate::fetch::discover::check_pins(plan, &work)?;
-    let scope = scope(plan, opts)?;
-    match &scope {
-        Scope::Release(units) | Scope::Slice(units) => require_gate(&work, units)?,
-        Scope::Join(_) => {}
-    }
     let mut report = StageReport {
         plan: plan.name.clone(),
         ..StageReport::default()
     };
+    let scope = drop_reclaimed(&work, scope(plan, opts)?, &mut report)?;
+    match &scope {
+        Scope::Slice(units) if units.is_empty() => {
+            report.dry_run = opts.dry_run;
+            return Ok(report); // every unit of the slice was reclaimed: nothing to do
+        }
+        Scope::Release(units) | Scope::Slice(units) => require_gate(&work, units)?,
+        Scope::Join(_) => {}
+    }
     let slice = match &scope {
         Scope::Slice(units) => Some(units.as_slice()),
         _ => None,

@@ -1,0 +1,233 @@
+//! A disk-budgeted run on one machine (docs/publish.md §12, issue 52 item 2): `ci/publish/step.sh
+//! PLAN window` takes the slices that fit the budget in turn — fetch with the budget reserved,
+//! repack, gate, stage, upload of the slice's objects and records, reclaim — then the join in the
+//! same work directory. The work directory never holds more than the budget, the publication is
+//! one run's, and every stage re-run over a reclaimed unit does nothing and exits 0.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::distributed::{one_run_tree, plan_slices, published_tree, run_step, step};
+use crate::support::*;
+
+/// `step.sh PLAN window` over `work` under `budget` bytes: (exit code, stderr).
+fn window(work: &Path, up: &str, url: &str, budget: u64) -> (Option<i32>, String) {
+    let bins = Path::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .parent()
+        .unwrap();
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"))
+        .arg(plan_path())
+        .arg("window")
+        .env("MINIRUN_BIN", bins)
+        .env("HF_ENDPOINT", url)
+        .env("MINIRUN_UPSTREAM_ENDPOINT", up)
+        .env("MINIRUN_WORK_DIR", work)
+        .env("MINIRUN_DISK_BUDGET", budget.to_string())
+        .env_remove("MINIRUN_RECORDS")
+        .env_remove("UNITS")
+        .env_remove("MINIRUN_SLICE")
+        .env_remove("MINIRUN_MAX_SLICES")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Sample the work directory's allocated bytes every few milliseconds until stopped: the peak.
+fn sample_peak(work: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let (s, w) = (stop.clone(), work.to_path_buf());
+    let handle = std::thread::spawn(move || {
+        while !s.load(Ordering::Relaxed) {
+            peak.fetch_max(pipeline::space::allocated(&w), Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        peak.load(Ordering::Relaxed)
+    });
+    (stop, handle)
+}
+
+fn json(bin: &str, work: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    serde_json::from_str(&step(bin, work, &a)).unwrap()
+}
+
+#[test]
+fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
+    let up = upstream_url().to_owned();
+    let reference = one_run_tree();
+    let (h, _root) = hub();
+    let url = h.url();
+    let whole = plan_slices(&up, 1 << 50, 1);
+    let fixed = whole["fixed_bytes"].as_u64().unwrap();
+    let unit_peaks: Vec<u64> = whole["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["peak_bytes"].as_u64().unwrap())
+        .collect();
+    let budget = fixed + unit_peaks.iter().sum::<u64>() / 3 + 1;
+    let base = tempfile::tempdir().unwrap();
+    let work = base.path().join("work");
+
+    let (stop, sampler) = sample_peak(&work);
+    let (code, err) = window(&work, &up, &url, budget);
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let slices = err.matches("window: slice ").count();
+    eprintln!("window of {slices} slices: peak {peak} B for a budget of {budget} B");
+    assert!((3..=4).contains(&slices), "{err}");
+    assert!(
+        peak <= budget,
+        "the work directory held {peak} B, over the {budget} B budget"
+    );
+    assert_eq!(
+        published_tree(&url),
+        reference,
+        "the window's publication differs from one run's"
+    );
+
+    // Every unit reclaimed: no payload left, its journals say so, its record stands.
+    let units: Vec<String> = whole["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["unit"].as_str().unwrap().to_owned())
+        .collect();
+    for u in &units {
+        assert!(!work.join("upstream").join(u).exists(), "{u}");
+        assert!(!work.join("release").join(u).exists(), "{u}");
+        assert!(
+            work.join("records").join(format!("{u}.json")).is_file(),
+            "{u}"
+        );
+        for stage in ["fetch", "repack"] {
+            let j = ledger::Journal::load(&work.join("ledger"), stage, u)
+                .unwrap()
+                .unwrap();
+            assert_eq!(j.status, ledger::Status::Reclaimed, "{stage} {u}");
+        }
+    }
+    assert!(work.join("upstream/_discovery.json").is_file());
+
+    // A re-run of any stage over a reclaimed slice does no work and exits 0.
+    let s = "layers03..layers05";
+    let f = json("fetch", &work, &["--endpoint", &up, "--units", s]);
+    assert_eq!(f["bytes_fetched"], 0, "{f}");
+    assert!(
+        f["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["status"] == "reclaimed"),
+        "{f}"
+    );
+    let r = json("repack", &work, &["--units", s]);
+    assert!(
+        r["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["status"] == "reclaimed"),
+        "{r}"
+    );
+    assert_eq!(r["finalized"], false, "{r}");
+    let g = json("gate", &work, &["--units", s]);
+    assert_eq!(g["exit_code"], 0, "{g}");
+    assert_eq!(
+        g["reclaimed"],
+        serde_json::json!(["layers03", "layers04", "layers05"]),
+        "{g}"
+    );
+    let unit_checks: Vec<&serde_json::Value> = g["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c.get("unit").is_some())
+        .collect();
+    assert!(
+        unit_checks
+            .iter()
+            .all(|c| c["check"] == "reclaimed" && c["verdict"] == "PASS"),
+        "a reclaimed unit is listed with its verdict, never re-read: {g}"
+    );
+    let st = json("stage", &work, &["--units", s]);
+    assert_eq!(
+        st["reclaimed"],
+        serde_json::json!(["layers03", "layers04", "layers05"]),
+        "{st}"
+    );
+    assert_eq!(st["files"], 0, "{st}");
+    let rec = work.join("records");
+    let rec = rec.to_str().unwrap();
+    let c = json(
+        "candidate-upload",
+        &work,
+        &[
+            "--endpoint",
+            &url,
+            "--units",
+            s,
+            "--records",
+            rec,
+            "--reclaim",
+        ],
+    );
+    assert_eq!(c["already_reclaimed"].as_array().unwrap().len(), 3, "{c}");
+    assert_eq!(c["lfs_sent"], 0, "{c}");
+    // The whole release cannot be finalized or staged from disk: the join's records say it.
+    let (ok, _, err) = run_step("repack", &work, &["--finalize"]);
+    assert!(!ok && err.contains("were reclaimed"), "{err}");
+    let (ok, _, err) = run_step("stage", &work, &[]);
+    assert!(!ok && err.contains("were reclaimed"), "{err}");
+
+    // The whole window again: nothing fetched, the same publication.
+    let (code, err) = window(&work, &up, &url, budget);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(published_tree(&url), reference);
+    for u in &units {
+        assert!(!work.join("upstream").join(u).exists(), "{u} fetched again");
+    }
+}
+
+/// The reservation: a fetch whose units' peak does not fit on top of what the work directory
+/// holds is refused before it writes a byte, naming the bytes.
+#[test]
+fn a_fetch_over_its_disk_budget_is_refused_before_it_writes() {
+    let up = upstream_url();
+    let base = tempfile::tempdir().unwrap();
+    let work = base.path().join("work");
+    let (ok, _, err) = run_step(
+        "fetch",
+        &work,
+        &[
+            "--endpoint",
+            up,
+            "--units",
+            "layers00..layers09",
+            "--disk-budget",
+            "1M",
+        ],
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("the disk budget of 1048576 B cannot take units layers00")
+            && err.contains("need"),
+        "{err}"
+    );
+    let payload = std::fs::read_dir(work.join("upstream"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('_'))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(payload, 0, "no unit directory written");
+}
