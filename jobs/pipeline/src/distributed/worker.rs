@@ -185,7 +185,11 @@ pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, Can
     let (live, gone) = split_reclaimed(plan, &work, opts)?;
     let mut report = WorkerReport {
         repo: repo.id(),
-        units: live.iter().chain(&gone).cloned().collect(),
+        units: plan
+            .select_units(Some(&opts.units))?
+            .iter()
+            .map(|u| u.as_str().to_owned())
+            .collect(),
         already_reclaimed: gone,
         dry_run: opts.dry_run,
         ..WorkerReport::default()
