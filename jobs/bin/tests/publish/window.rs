@@ -195,6 +195,27 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     for u in &units {
         assert!(!work.join("upstream").join(u).exists(), "{u} fetched again");
     }
+
+    // A hub that lost the objects (here: another, empty one): the join names every unit missing
+    // and reopens the reclaimed ones, and the next window fetches exactly those anew.
+    let (lost, _lost_root) = hub();
+    let (ok, _, err) = run_step(
+        "candidate-upload",
+        &work,
+        &["--endpoint", &lost.url(), "--records", rec],
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("is not on the hub") && err.contains("are reopened: run the window again"),
+        "{err}"
+    );
+    let j = ledger::Journal::load(&work.join("ledger"), "fetch", "layers00")
+        .unwrap()
+        .unwrap();
+    assert_eq!(j.status, ledger::Status::Failed, "reopened");
+    let (code, err) = window(&work, &up, &lost.url(), budget);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(published_tree(&lost.url()), reference);
 }
 
 /// The reservation: a fetch whose units' peak does not fit on top of what the work directory

@@ -195,15 +195,25 @@ pub enum CandidateError {
     /// Reclaiming a unit's bytes failed.
     #[error(transparent)]
     Reclaim(#[from] crate::distributed::reclaim::ReclaimError),
-    /// An LFS object a unit record names is not on the hub.
-    #[error("the LFS object of `{path}` (sha256 {oid}) is not on the hub: re-run the worker of unit `{unit}` (`minirun-candidate-upload --units … --records …`)")]
+    /// LFS objects unit records name are not on the hub.
+    #[error("the LFS object of `{path}` (sha256 {oid}) is not on the hub: {}", if .reopened.is_empty() {
+            format!("re-run the worker of unit{} {} (`minirun-candidate-upload --units … --records …`)",
+                if .units.len() > 1 { "s" } else { "" }, crate::cli::join_limited(.units, 8))
+        } else {
+            format!("units {} had been reclaimed in this work directory and are reopened: run the window again (`ci/publish/step.sh PLAN window`), which fetches them anew", crate::cli::join_limited(.reopened, 8))
+        })]
     ObjectMissing {
-        /// The file.
+        /// The first file missing.
         path: String,
         /// Its unit.
         unit: String,
         /// Its SHA-256.
         oid: String,
+        /// Every unit with an object missing.
+        units: Vec<String>,
+        /// Those units that had been reclaimed in this work directory; their journals now say
+        /// failed, so the next window fetches them again.
+        reopened: Vec<String>,
     },
 }
 

@@ -131,7 +131,31 @@ pub fn run(plan: &Plan, opts: &CandidateOpts) -> Result<CandidateReport, Candida
             tracing::warn!(candidate = %name, "the journaled candidate is not on the hub as recorded; uploading again");
         }
     }
-    let report = rt.block_on(upload(plan, &client, &repo, &items, opts))?;
+    let report = match rt.block_on(upload(plan, &client, &repo, &items, opts)) {
+        Err(CandidateError::ObjectMissing {
+            path,
+            unit,
+            oid,
+            units,
+            ..
+        }) => {
+            let mut reopened = Vec::new();
+            for u in &units {
+                let why = "the join found an object of the unit missing on the hub: fetch it again";
+                if crate::distributed::reclaim::reopen(&work, u, why)? {
+                    reopened.push(u.clone());
+                }
+            }
+            return Err(CandidateError::ObjectMissing {
+                path,
+                unit,
+                oid,
+                units,
+                reopened,
+            });
+        }
+        r => r?,
+    };
     if !opts.dry_run {
         let mut j = Journal::new(STAGE, UNIT)?;
         j.inputs = inputs;
@@ -585,12 +609,23 @@ async fn check_on_hub(
         .map(|(e, _)| (e.oid.clone(), e.size))
         .collect();
     let missing = client.lfs_missing(repo, Some(branch), &asked).await?;
-    match remote.iter().find(|(e, _)| missing.contains(&e.oid)) {
-        Some((e, unit)) => Err(CandidateError::ObjectMissing {
-            path: e.path.clone(),
-            unit: (*unit).to_owned(),
-            oid: e.oid.clone(),
-        }),
+    let gone: Vec<&(&InventoryEntry, &str)> = remote
+        .iter()
+        .filter(|(e, _)| missing.contains(&e.oid))
+        .collect();
+    match gone.first() {
+        Some((e, unit)) => {
+            let units: std::collections::BTreeSet<String> =
+                gone.iter().map(|(_, u)| (*u).to_owned()).collect();
+            let units: Vec<String> = units.into_iter().collect();
+            Err(CandidateError::ObjectMissing {
+                path: e.path.clone(),
+                unit: (*unit).to_owned(),
+                oid: e.oid.clone(),
+                units,
+                reopened: Vec::new(),
+            })
+        }
         None => Ok(()),
     }
 }

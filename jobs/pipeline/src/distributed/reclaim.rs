@@ -151,3 +151,25 @@ pub fn reclaim_unit(
     }
     Ok(before.saturating_sub(crate::space::allocated(work.root())))
 }
+
+/// Undo the reclaim of `unit` when the hub no longer holds one of its objects (the join asked):
+/// its journals are marked failed with `why`, fetch's first and repack's last (the repack journal
+/// is what [`reclaimed`] reads, so a crash in between leaves the unit reclaimed and the next join
+/// reopens it again). The next window fetches, repacks, gates and uploads the unit anew. Returns
+/// whether the unit was reclaimed here.
+pub fn reopen(work: &WorkDir, unit: &str, why: &str) -> Result<bool, ReclaimError> {
+    if reclaimed(work, unit)?.is_none() {
+        return Ok(false);
+    }
+    let ledger_dir = work.ledger();
+    for stage in JOURNALS.iter().rev() {
+        let _lock = ledger::UnitLock::acquire(&ledger_dir, stage, unit)?;
+        if let Some(mut j) = ledger::Journal::load(&ledger_dir, stage, unit)? {
+            if j.status == ledger::Status::Reclaimed {
+                j.mark_failed(why);
+                j.store(&ledger_dir)?;
+            }
+        }
+    }
+    Ok(true)
+}

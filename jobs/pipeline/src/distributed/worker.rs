@@ -298,6 +298,8 @@ fn reclaim(
                 path: f.path.clone(),
                 unit: rec.unit.clone(),
                 oid: f.oid.clone(),
+                units: vec![rec.unit.clone()],
+                reopened: Vec::new(),
             });
         }
     }
