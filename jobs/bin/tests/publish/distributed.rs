@@ -396,15 +396,21 @@ fn one_worker_whose_slice_is_every_unit_publishes_what_one_run_publishes() {
 }
 
 /// A tiny deterministic generator for the kill instants.
-fn next(seed: &mut u64) -> u64 {
+pub(crate) fn next(seed: &mut u64) -> u64 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     *seed >> 33
 }
 
-/// Start the step and SIGKILL it after `after`; true if it was still running.
-fn kill_after(bin: &str, work: &Path, args: &[&str], after: std::time::Duration) -> bool {
+/// Start the step and SIGKILL it after `after`; true if it was still running (then 100 ms pass
+/// before it returns).
+pub(crate) fn kill_after(
+    bin: &str,
+    work: &Path,
+    args: &[&str],
+    after: std::time::Duration,
+) -> bool {
     let mut child = command(bin, work, args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -419,6 +425,10 @@ fn kill_after(bin: &str, work: &Path, args: &[&str], after: std::time::Duration)
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    // A request the killed process had sent may still be served (a commit landing after its
+    // client died); the next run starts once the hub has answered it, as an operator's would. A
+    // run racing it is refused by the branch guard ("the head moved"), which is right, not wrong.
+    std::thread::sleep(std::time::Duration::from_millis(100));
     true
 }
 

@@ -9,7 +9,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::distributed::{one_run_tree, plan_slices, published_tree, run_step, step};
+use crate::distributed::{
+    kill_after, next, one_run_tree, plan_slices, published_tree, run_step, step,
+};
 use crate::support::*;
 
 /// `step.sh PLAN window` over `work` under `budget` bytes: (exit code, stderr).
@@ -64,15 +66,7 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     let reference = one_run_tree();
     let (h, _root) = hub();
     let url = h.url();
-    let whole = plan_slices(&up, 1 << 50, 1);
-    let fixed = whole["fixed_bytes"].as_u64().unwrap();
-    let unit_peaks: Vec<u64> = whole["units"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["peak_bytes"].as_u64().unwrap())
-        .collect();
-    let budget = fixed + unit_peaks.iter().sum::<u64>() / 3 + 1;
+    let (budget, units) = budget_and_units(&up);
     let base = tempfile::tempdir().unwrap();
     let work = base.path().join("work");
 
@@ -95,12 +89,6 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     );
 
     // Every unit reclaimed: no payload left, its journals say so, its record stands.
-    let units: Vec<String> = whole["units"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["unit"].as_str().unwrap().to_owned())
-        .collect();
     for u in &units {
         assert!(!work.join("upstream").join(u).exists(), "{u}");
         assert!(!work.join("release").join(u).exists(), "{u}");
@@ -251,4 +239,138 @@ fn a_fetch_over_its_disk_budget_is_refused_before_it_writes() {
         })
         .unwrap_or(0);
     assert_eq!(payload, 0, "no unit directory written");
+}
+
+/// The window's budget in the tests, and the plan's units: a third of the units' peak bytes on
+/// top of the fixed part (3 or 4 slices).
+fn budget_and_units(up: &str) -> (u64, Vec<String>) {
+    let whole = plan_slices(up, 1 << 50, 1);
+    let fixed = whole["fixed_bytes"].as_u64().unwrap();
+    let units = whole["units"].as_array().unwrap();
+    let peaks: u64 = units
+        .iter()
+        .map(|u| u["peak_bytes"].as_u64().unwrap())
+        .sum();
+    let names = units
+        .iter()
+        .map(|u| u["unit"].as_str().unwrap().to_owned())
+        .collect();
+    (fixed + peaks / 3 + 1, names)
+}
+
+/// Every step of the window — each slice's fetch (budget reserved), repack, gate, stage and
+/// upload with reclaim, then the join — SIGKILLed at seeded instants (`MINIRUN_KILL_POINTS` per
+/// step, default 3; the seed is printed, `MINIRUN_KILL_SEED` replays it), then run to completion
+/// in one work directory: the work directory never passes the budget, the publication is one
+/// run's, every unit ends reclaimed with nothing left of it, and a fetch of every unit afterwards
+/// fetches nothing.
+#[test]
+fn window_steps_killed_at_seeded_instants_resume_to_the_same_publication() {
+    let up = upstream_url().to_owned();
+    let reference = one_run_tree();
+    let (h, _root) = hub();
+    let url = h.url();
+    let (budget, units) = budget_and_units(&up);
+    let b = budget.to_string();
+    let v = plan_slices(&up, budget, 64);
+    let base = tempfile::tempdir().unwrap();
+    let work = base.path().join("work");
+    let rec = work.join("records").to_str().unwrap().to_owned();
+    let kills: usize = std::env::var("MINIRUN_KILL_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut seed: u64 = std::env::var("MINIRUN_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()) * 7907);
+    eprintln!("kill seed {seed} ({kills} kills per step)");
+    let mut steps: Vec<(&str, Vec<String>)> = Vec::new();
+    let strings = |a: &[&str]| a.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    for s in v["matrix"].as_array().unwrap() {
+        let s = s.as_str().unwrap();
+        steps.push((
+            "fetch",
+            strings(&["--endpoint", &up, "--units", s, "--disk-budget", &b]),
+        ));
+        steps.push(("repack", strings(&["--units", s])));
+        steps.push(("gate", strings(&["--units", s])));
+        steps.push(("stage", strings(&["--units", s])));
+        let upload = [
+            "--endpoint",
+            &url,
+            "--units",
+            s,
+            "--records",
+            &rec,
+            "--reclaim",
+        ];
+        steps.push(("candidate-upload", strings(&upload)));
+    }
+    steps.push(("fetch", strings(&["--endpoint", &up, "--root-files-only"])));
+    steps.push(("repack", strings(&["--finalize", "--records", &rec])));
+    steps.push(("stage", strings(&["--records", &rec])));
+    steps.push((
+        "candidate-upload",
+        strings(&["--endpoint", &url, "--records", &rec]),
+    ));
+    steps.push(("promote", strings(&["--endpoint", &url])));
+    let (stop, sampler) = sample_peak(&work);
+    let mut hit = 0;
+    for (bin, args) in &steps {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // A slice's steps are short here (a quarter of a 115 MB fixture) and vary: instants are
+        // drawn up to 120 ms, and the bound halves after each kill that came after the end, until
+        // `kills` kills landed on the running step (at most six draws each).
+        let (mut bound, mut landed, mut draws) = (120, 0, 0);
+        while landed < kills && draws < 6 * kills {
+            draws += 1;
+            let ms = next(&mut seed) % bound;
+            if kill_after(bin, &work, &args, std::time::Duration::from_millis(ms)) {
+                landed += 1;
+            } else {
+                bound = (bound / 2).max(4);
+            }
+        }
+        hit += landed;
+        step(bin, &work, &args);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    eprintln!(
+        "{hit} kills hit a running step ({} wanted); peak {peak} B for a budget of {budget} B",
+        kills * steps.len()
+    );
+    assert!(
+        hit * 10 >= kills * steps.len() * 9,
+        "too few kills landed: {hit}"
+    );
+    assert!(
+        peak <= budget,
+        "the work directory held {peak} B, over the {budget} B budget"
+    );
+    assert_eq!(
+        published_tree(&url),
+        reference,
+        "killed and resumed, the publication differs (seed above)"
+    );
+    for u in &units {
+        for dir in ["upstream", "release", "staging", "ledger/chunks"] {
+            assert!(
+                !work.join(dir).join(u).exists(),
+                "{dir}/{u} left after its reclaim"
+            );
+        }
+    }
+    let all = format!("{}..{}", units[0], units[units.len() - 1]);
+    let f = json("fetch", &work, &["--endpoint", &up, "--units", &all]);
+    assert_eq!(f["bytes_fetched"], 0, "{f}");
+    assert!(
+        f["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["status"] == "reclaimed"),
+        "{f}"
+    );
 }

@@ -98,7 +98,7 @@ pub fn reclaimed(work: &WorkDir, unit: &str) -> Result<Option<ReclaimNote>, Recl
 
 /// Reclaim the unit `rec` describes: mark its journals (under their unit locks), then remove its
 /// payload directories. The caller has written the record and had the hub confirm every object.
-/// Returns the bytes freed. Idempotent: a reclaimed unit's leftovers are removed again.
+/// Returns the bytes freed.
 pub fn reclaim_unit(
     work: &WorkDir,
     rec: &UnitRecord,
@@ -106,14 +106,32 @@ pub fn reclaim_unit(
     record_sha256: &str,
 ) -> Result<u64, ReclaimError> {
     let unit = rec.unit.as_str();
-    let ledger_dir = work.ledger();
     let note = ReclaimNote {
         gate: rec.gate.clone(),
         repo: repo.to_owned(),
         objects: rec.files.iter().filter(|f| f.lfs).count() as u64,
         record_sha256: record_sha256.to_owned(),
     };
-    let note = serde_json::to_value(&note).unwrap_or_default();
+    mark(work, unit, &note)?;
+    remove_payload(work, unit)
+}
+
+/// Finish the reclaim of a unit an earlier run marked (its repack journal says `reclaimed`) and
+/// may have been killed in: mark what it had not marked yet, then remove what is left of it.
+/// Returns the bytes freed.
+pub fn finish(work: &WorkDir, unit: &str) -> Result<u64, ReclaimError> {
+    if let Some(note) = reclaimed(work, unit)? {
+        mark(work, unit, &note)?;
+    }
+    remove_payload(work, unit)
+}
+
+/// Mark every done journal of [`JOURNALS`] reclaimed with `note`, each under its unit lock, before
+/// any file is removed. A journal already reclaimed is left; one that is not done (a unit
+/// reopened after the hub lost an object) is left for its stage to redo.
+fn mark(work: &WorkDir, unit: &str, note: &ReclaimNote) -> Result<(), ReclaimError> {
+    let ledger_dir = work.ledger();
+    let note = serde_json::to_value(note).unwrap_or_default();
     for stage in JOURNALS {
         let _lock = ledger::UnitLock::acquire(&ledger_dir, stage, unit)?;
         let Some(mut j) = ledger::Journal::load(&ledger_dir, stage, unit)? else {
@@ -122,11 +140,18 @@ pub fn reclaim_unit(
                 unit: unit.to_owned(),
             });
         };
-        if j.status != ledger::Status::Reclaimed {
+        if j.status == ledger::Status::Done {
             j.mark_reclaimed(note.clone())?;
             j.store(&ledger_dir)?;
         }
     }
+    Ok(())
+}
+
+/// Remove what a reclaimed unit left on disk — `upstream/<unit>/`, its chunk logs,
+/// `release/<unit>/` and `staging/<unit>/` — and return the bytes freed. Called after its journals
+/// say `reclaimed`, and again over a reclaimed unit (a killed removal's leftovers).
+pub fn remove_payload(work: &WorkDir, unit: &str) -> Result<u64, ReclaimError> {
     let dirs = [
         work.upstream_unit(unit),
         work.chunk_logs(unit),

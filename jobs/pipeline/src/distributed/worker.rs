@@ -155,23 +155,34 @@ fn split_reclaimed(
     Ok((live, gone))
 }
 
+/// The staged files of the slice's `live` units, from the stage journal, which must be done for
+/// them (sizes and identities); files of units reclaimed since the slice was staged (`gone`: a
+/// killed reclaim) are passed over.
 fn staged_units(
     work: &crate::work::WorkDir,
-    units: &[String],
+    live: &[String],
+    gone: &[String],
     opts: &WorkerOpts,
 ) -> Result<Staged, CandidateError> {
-    let staged = stage::staged_release(work)?.ok_or(CandidateError::NotStaged)?;
-    stage::require_gate(work, units)?;
-    let mut by_unit: Staged = units.iter().map(|u| (u.clone(), Vec::new())).collect();
+    let unit_of = |rel: &str| rel.split_once('/').map(|(u, _)| u.to_owned());
+    let mut staged = ledger::Journal::load(&work.ledger(), stage::STAGE, stage::UNIT)?
+        .ok_or(CandidateError::NotStaged)?;
+    staged
+        .outputs
+        .retain(|rel, _| !unit_of(rel).is_some_and(|u| gone.contains(&u)));
+    if !staged.is_done(&work.staging(), false)?.is_done() {
+        return Err(CandidateError::NotStaged);
+    }
+    stage::require_gate(work, live)?;
+    let mut by_unit: Staged = live.iter().map(|u| (u.clone(), Vec::new())).collect();
     for (rel, r) in &staged.outputs {
-        let unit = rel.split('/').next().unwrap_or("");
-        match by_unit.get_mut(unit) {
-            Some(v) if rel.contains('/') => v.push((rel.clone(), r.size, r.sha256.to_string())),
-            _ => {
+        match unit_of(rel).and_then(|u| by_unit.get_mut(&u)) {
+            Some(v) => v.push((rel.clone(), r.size, r.sha256.to_string())),
+            None => {
                 return Err(CandidateError::Worker(format!(
-                        "staged `{rel}` is not in the worker's units {}: stage exactly the slice (`minirun-stage --units`)",
-                        opts.units
-                    )))
+                    "staged `{rel}` is not in the worker's units {}: stage exactly the slice (`minirun-stage --units`)",
+                    opts.units
+                )))
             }
         }
     }
@@ -194,10 +205,16 @@ pub fn publish_units(plan: &Plan, opts: &WorkerOpts) -> Result<WorkerReport, Can
         dry_run: opts.dry_run,
         ..WorkerReport::default()
     };
+    if opts.reclaim && !opts.dry_run {
+        // what a killed reclaim left of units it had begun to mark
+        for unit in &report.already_reclaimed {
+            report.reclaimed_bytes += super::reclaim::finish(&work, unit)?;
+        }
+    }
     if live.is_empty() {
         return Ok(report); // every unit was reclaimed by an earlier run: nothing to read or send
     }
-    let by_unit = staged_units(&work, &live, opts)?;
+    let by_unit = staged_units(&work, &live, &report.already_reclaimed, opts)?;
     let staging = work.staging();
     report.files = by_unit.values().map(Vec::len).sum();
     report.bytes = by_unit.values().flatten().map(|f| f.1).sum();
