@@ -2,7 +2,9 @@
 # Real-size run (issue 19 item 2; not a CI step: it writes ~35 GB): a generated checkpoint with
 # the real per-layer dimensions through every publication stage — fetch → repack → gate → stage →
 # candidate-upload → promote → verify (the consumer pull) — against minirun-hub on loopback, each
-# stage's wall time, CPU time and peak RSS recorded → docs/bench/real-size.md.
+# stage's wall time, CPU time and peak RSS recorded, then the same publication as disk-budgeted
+# windows (`ci/publish/step.sh PLAN window`, issue 52) at about 2x and 4x the largest unit →
+# docs/bench/real-size.md.
 #
 #   ci/bench/real-size.sh [CASE...]      CASE = FAMILY:SCALE, default: v4:256 k3:16 k3:252
 #
@@ -117,12 +119,35 @@ for c in "${cases[@]}"; do
     records=$(find "$tmp/records" -type f -printf '%s\n' | awk '{s+=$1} END {printf "%.0f", s}')
     share=$(echo "scale=4; 100 * $records / $pulled" | bc)
     rows+=("| $c | $gb | $largest | *(synth ${gen_s%.*} s; consumer copy $pulled B; one worker (${worker_s%.*} s) handed the join $records B of unit records = $share % of it; $((peak_disk / 1000000000)) GB on disk after verify, hubs and consumer copy included; \`minirun-plan slices\` predicted a peak work dir of $predicted B, measured $max_disk B)* | | | | | | | | |")
+    rm -rf "$tmp/wk" "$tmp/records" "$tmp/w"
+    # Disk-budgeted windows (docs/publish.md §12), each to a fresh target hub so every object is
+    # sent again: at the smallest budget `minirun-plan slices` accepts (the fixed part and the
+    # largest unit's peak: about 2x the largest unit) and at twice that (about 4x). The unbounded
+    # run above is the peer: its fetch..promote wall time.
+    read -r fixed largest_unit < <(HF_ENDPOINT="$up" "$bin/minirun-plan" slices "$plan" --window --disk-budget 1T --json |
+        python3 -c 'import json, sys; v = json.load(sys.stdin); print(v["fixed_bytes"], max(u["peak_bytes"] for u in v["units"]))')
+    unbounded=$(printf '%s\n' "${rows[@]}" | awk -F'|' -v c=" $c " '$2 == c && $5 ~ /^ (fetch|repack|gate|stage|candidate-upload|promote) $/ {s += $6} END {print s}')
+    for k in 1 2; do
+        budget=$((k * (fixed + largest_unit)))
+        tgt_w=$(hub_serve "$tmp/target-w$k")
+        read -r wall cpu rss disk rd wr < <(measure window HF_ENDPOINT="$tgt_w" HF_TOKEN=bench \
+            MINIRUN_UPSTREAM_ENDPOINT="$up" MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w" \
+            MINIRUN_DISK_BUDGET="$budget")
+        hub_stop_last
+        slices=$(grep -c '^window: slice ' "$tmp/log.window")
+        per_gb=$(echo "scale=2; $wall / $gb" | bc)
+        x=$(echo "scale=2; $disk / $bytes" | bc)
+        over=$(echo "scale=2; $wall / $unbounded" | bc)
+        g() { echo "scale=2; $1 / 1000000000" | bc; }
+        rows+=("| $c | $gb | $largest | window, budget $budget B ($slices slices; ${over}x the unbounded run's $unbounded s; peak $( [ "$disk" -le "$budget" ] && echo within || echo OVER) budget) | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
+        rm -rf "$tmp/w" "$tmp/target-w$k"
+    done
     hub_stop_all
 done
 {
     echo "# Real-size run"
     echo
-    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size, *peak work dir* the largest allocated size of the work directory (\`du -B1\`, hard links once, the consumer's copy left out) sampled every 0.2 s during the stage, *× checkpoint* that over the checkpoint's bytes, *read/written* the stage's block I/O (getrusage, GNU time's %I/%O × 512 B; what the page cache absorbed is not counted). \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release."
+    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size, *peak work dir* the largest allocated size of the work directory (\`du -B1\`, hard links once, the consumer's copy left out) sampled every 0.2 s during the stage, *× checkpoint* that over the checkpoint's bytes, *read/written* the stage's block I/O (getrusage, GNU time's %I/%O × 512 B; what the page cache absorbed is not counted). \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release. The *window* rows: the whole publication again as one disk-budgeted \`ci/publish/step.sh PLAN window\` (docs/publish.md §12: slice by slice, fetch reserving each slice's peak, objects uploaded and the slice reclaimed, then the join in the same work directory) to a fresh target hub, at the smallest budget \`minirun-plan slices\` accepts (its fixed part plus the largest unit's peak, about twice the largest unit) and at twice that; the page cache is dropped once before it, and its wall time is set against the sum of the unbounded run's fetch..promote rows above."
     echo
     echo "| case | GB | largest file B | stage | wall s | s/GB | CPU s | peak RSS MiB | peak work dir GB | × checkpoint | read GB | written GB |"
     echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -59,19 +59,23 @@ slices)
     cut=("$bin/minirun-plan" slices "$plan" "${up[@]}")
     [ -n "${MINIRUN_DISK_BUDGET:-}" ] && cut+=(--disk-budget "$MINIRUN_DISK_BUDGET")
     [ -n "${MINIRUN_MAX_SLICES:-}" ] && cut+=(--max-slices "$MINIRUN_MAX_SLICES")
+    [ -n "${MINIRUN_WINDOW:-}" ] && cut+=(--window)
     if [ -z "${MINIRUN_SLICE:-}" ]; then exec "${cut[@]}" --json; fi
     if [ "$MINIRUN_SLICE" = all ]; then exec "${cut[@]}" --lines; fi
     lines=$("${cut[@]}" --lines)
     sed -n "$((MINIRUN_SLICE + 1))p" <<<"$lines" ;;
 window)
+    # the budget: MINIRUN_DISK_BUDGET, else the plan's `[run] disk_budget` (which slices reads)
+    cut=(env MINIRUN_WINDOW=1 MINIRUN_MAX_SLICES='' "$0" "$plan" slices)
     budget="${MINIRUN_DISK_BUDGET:-}"
-    rec="${MINIRUN_RECORDS:-${MINIRUN_WORK_DIR:+$MINIRUN_WORK_DIR/records}}"
-    if [ -z "$budget" ] || [ -z "$rec" ]; then
-        echo "window: set MINIRUN_DISK_BUDGET (e.g. 100G) and MINIRUN_WORK_DIR (or MINIRUN_RECORDS)" >&2
-        exit 64
+    if [ -z "$budget" ]; then
+        budget=$(MINIRUN_SLICE='' "${cut[@]}" | grep -o '"disk_budget": *[0-9]*' | grep -o '[0-9]*$') ||
+            { echo "window: set MINIRUN_DISK_BUDGET (e.g. 100G) or the plan's \`[run] disk_budget\`" >&2; exit 64; }
     fi
+    work="${MINIRUN_WORK_DIR:-$(sed -n 's/^work_dir *= *"\(.*\)"/\1/p' "$plan" | head -1)}"
+    rec="${MINIRUN_RECORDS:-$work/records}"
     # every slice at once (no matrix width: one machine takes them in turn)
-    lines=$(MINIRUN_SLICE=all MINIRUN_MAX_SLICES='' "$0" "$plan" slices)
+    lines=$(MINIRUN_SLICE=all MINIRUN_DISK_BUDGET="$budget" "${cut[@]}")
     while IFS= read -r s; do
         [ -n "$s" ] || continue
         echo "window: slice $s" >&2

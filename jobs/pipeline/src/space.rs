@@ -141,6 +141,14 @@ pub fn human(bytes: u64) -> String {
 /// directory besides its payload (measured at most ~650 B a tensor; `docs/plan-tool.md`).
 pub const LEDGER_BYTES_PER_UNIT: u64 = 64 << 10;
 
+/// What a unit keeps in a disk-budgeted window's work directory once its bytes are reclaimed
+/// (docs/publish.md §12): its journals and its unit record, whose regular files (manifest and
+/// tensor map) are carried base64 — twice the release's metadata allowance, and the ledger's.
+/// Measured 2026-12-07: the records of the real-size V4 case were 2,650,855 B for 3 units.
+pub fn unit_kept(ru: &crate::plan::ResolvedUnit) -> u64 {
+    LEDGER_BYTES_PER_UNIT + 2 * crate::repack::planned_metadata_bytes(ru)
+}
+
 /// What one unit of `upstream` holds in a work directory at its peak: `(fetched, release)` bytes
 /// — its fetched ranges and headers, and its planned release files. With
 /// [`LEDGER_BYTES_PER_UNIT`] this is the unit's share of a slice's peak (`minirun-plan slices`)

@@ -65,6 +65,11 @@ enum Cmd {
         /// when the budget needs more.
         #[arg(long, value_name = "N")]
         max_slices: Option<usize>,
+        /// Cut for one machine's disk-budgeted window (`ci/publish/step.sh PLAN window`), whose
+        /// work directory keeps every reclaimed unit's journals and record: their allowance
+        /// joins the fixed part.
+        #[arg(long)]
+        window: bool,
         #[command(flatten)]
         hub: HubArgs,
         /// Print only the selections, one per line (for a shell loop).
@@ -126,6 +131,7 @@ fn main() -> ExitCode {
             plan,
             disk_budget,
             max_slices,
+            window,
             hub,
             lines,
             json,
@@ -134,6 +140,7 @@ fn main() -> ExitCode {
                 disk_budget,
                 max_slices,
                 endpoint: hub.endpoint,
+                window,
             };
             plan_tool::finish(
                 "plan-slices",

@@ -104,6 +104,20 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
         }
     }
     assert!(work.join("upstream/_discovery.json").is_file());
+    // What the reclaimed units keep (journals, records) is within the allowance `--window` cuts by.
+    let kept: u64 = window_slices(&up, budget)["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["kept_bytes"].as_u64().unwrap())
+        .sum();
+    let held = pipeline::space::allocated(&work.join("records"))
+        + pipeline::space::allocated(&work.join("ledger"));
+    eprintln!("reclaimed units keep {held} B of records and journals; allowed {kept} B");
+    assert!(
+        held <= kept,
+        "records and journals take {held} B, over the {kept} B allowed"
+    );
 
     // A re-run of any stage over a reclaimed slice does no work and exits 0.
     let s = "layers03..layers05";
@@ -206,6 +220,29 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     assert_eq!(published_tree(&lost.url()), reference);
 }
 
+/// A window with no budget (none given, none in the plan) is a usage error, before any work.
+#[test]
+fn a_window_without_a_budget_is_a_usage_error() {
+    let base = tempfile::tempdir().unwrap();
+    let work = base.path().join("work");
+    let bins = Path::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .parent()
+        .unwrap();
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"))
+        .arg(plan_path())
+        .arg("window")
+        .env("MINIRUN_BIN", bins)
+        .env("HF_ENDPOINT", upstream_url())
+        .env("MINIRUN_WORK_DIR", &work)
+        .env_remove("MINIRUN_DISK_BUDGET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("set MINIRUN_DISK_BUDGET"), "{err}");
+    assert!(!work.exists(), "nothing written");
+}
+
 /// The reservation: a fetch whose units' peak does not fit on top of what the work directory
 /// holds is refused before it writes a byte, naming the bytes.
 #[test]
@@ -241,12 +278,47 @@ fn a_fetch_over_its_disk_budget_is_refused_before_it_writes() {
     assert_eq!(payload, 0, "no unit directory written");
 }
 
+/// `minirun-plan slices --window` of the plan against `up` under `budget` bytes (`--json`).
+fn window_slices(up: &str, budget: u64) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_minirun-plan"))
+        .args([
+            "slices",
+            "--window",
+            "--json",
+            "--endpoint",
+            up,
+            "--disk-budget",
+        ])
+        .arg(budget.to_string())
+        .arg(plan_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The window's budget in the tests, and the plan's units: a third of the units' peak bytes on
-/// top of the fixed part (3 or 4 slices).
+/// top of the window's fixed part (3 or 4 slices). The window's fixed part is a worker's plus
+/// what every unit keeps once reclaimed.
 fn budget_and_units(up: &str) -> (u64, Vec<String>) {
-    let whole = plan_slices(up, 1 << 50, 1);
+    let worker = plan_slices(up, 1 << 50, 1);
+    let whole = window_slices(up, 1 << 50);
+    assert_eq!(whole["window"], true, "{whole}");
     let fixed = whole["fixed_bytes"].as_u64().unwrap();
     let units = whole["units"].as_array().unwrap();
+    let kept: u64 = units
+        .iter()
+        .map(|u| u["kept_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        fixed,
+        worker["fixed_bytes"].as_u64().unwrap() + kept,
+        "{whole}"
+    );
     let peaks: u64 = units
         .iter()
         .map(|u| u["peak_bytes"].as_u64().unwrap())
@@ -272,7 +344,7 @@ fn window_steps_killed_at_seeded_instants_resume_to_the_same_publication() {
     let url = h.url();
     let (budget, units) = budget_and_units(&up);
     let b = budget.to_string();
-    let v = plan_slices(&up, budget, 64);
+    let v = window_slices(&up, budget);
     let base = tempfile::tempdir().unwrap();
     let work = base.path().join("work");
     let rec = work.join("records").to_str().unwrap().to_owned();

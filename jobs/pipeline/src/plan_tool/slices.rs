@@ -35,6 +35,9 @@ pub struct SlicesOpts {
     pub max_slices: Option<usize>,
     /// `--endpoint`, else the plan's, else `HF_ENDPOINT`.
     pub endpoint: Option<String>,
+    /// `--window`: the slices of one machine's disk-budgeted window (docs/publish.md §12), which
+    /// keeps every reclaimed unit's journals and record: their allowance joins the fixed part.
+    pub window: bool,
 }
 
 /// What one unit costs a worker's disk.
@@ -48,6 +51,8 @@ pub struct UnitCost {
     pub release_bytes: u64,
     /// What it adds to a worker's peak: both, and its journals.
     pub peak_bytes: u64,
+    /// What it keeps in a window's work directory once reclaimed (journals, unit record).
+    pub kept_bytes: u64,
 }
 
 /// One worker's slice.
@@ -72,8 +77,11 @@ pub struct SlicesReport {
     pub disk_budget: u64,
     /// `--max-slices`, when given.
     pub max_slices: Option<usize>,
-    /// What every worker holds whatever its slice.
+    /// What every worker holds whatever its slice (with `--window`, also what every unit keeps
+    /// once reclaimed).
     pub fixed_bytes: u64,
+    /// `--window`.
+    pub window: bool,
     /// Every unit in plan order.
     pub units: Vec<UnitCost>,
     /// The slices, in plan order.
@@ -110,11 +118,13 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
                 fetched_bytes: fetched,
                 release_bytes: release,
                 peak_bytes: fetched + release + crate::space::LEDGER_BYTES_PER_UNIT,
+                kept_bytes: crate::space::unit_kept(ru),
             }
         })
         .collect();
     let headers: u64 = upstream.files.values().map(|f| f.header.data_start).sum();
-    let fixed = headers + 2 * root_bytes + LEDGER_BYTES;
+    let kept: u64 = units.iter().map(|u| u.kept_bytes).sum();
+    let fixed = headers + 2 * root_bytes + LEDGER_BYTES + if opts.window { kept } else { 0 };
     let runs = cut(&units, fixed, budget, opts.max_slices)?;
     let slices: Vec<Slice> = runs
         .into_iter()
@@ -126,6 +136,7 @@ pub fn run(path: &Path, opts: &SlicesOpts) -> Result<SlicesReport, PlanToolError
         disk_budget: budget,
         max_slices: opts.max_slices,
         fixed_bytes: fixed,
+        window: opts.window,
         matrix: slices.iter().map(|s| s.units.clone()).collect(),
         units,
         slices,
@@ -284,6 +295,7 @@ mod tests {
             fetched_bytes: peak / 2,
             release_bytes: peak / 2,
             peak_bytes: peak,
+            kept_bytes: 0,
         }
     }
 

@@ -51,16 +51,19 @@ const BLOCK: u64 = 4096;
 pub fn planned_unit_bytes(ru: &ResolvedUnit, tensor_bytes: impl Fn(&UpstreamTensor) -> u64) -> u64 {
     let mut total = 0u64;
     let mut plain = 0u64;
-    let mut tensors = 0u64;
     for p in &ru.placements {
-        tensors += p.tensors().len() as u64;
         match container_layout(p) {
             Some((_, l)) => total += round_block(l.total_bytes),
             None => plain += p.tensors().into_iter().map(&tensor_bytes).sum::<u64>(),
         }
     }
-    let meta = META_BYTES_PER_UNIT + META_BYTES_PER_TENSOR * tensors;
-    total + round_block(plain) + round_block(meta) + BLOCK
+    total + round_block(plain) + round_block(planned_metadata_bytes(ru)) + BLOCK
+}
+
+/// The allowance for unit `ru`'s metadata files (its manifest and tensor map).
+pub fn planned_metadata_bytes(ru: &ResolvedUnit) -> u64 {
+    let tensors: u64 = ru.placements.iter().map(|p| p.tensors().len() as u64).sum();
+    META_BYTES_PER_UNIT + META_BYTES_PER_TENSOR * tensors
 }
 
 /// The name and layout of placement `p`'s container (a weight's, or a stack's); `None` for a plain

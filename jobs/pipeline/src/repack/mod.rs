@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use files::{planned_files, planned_unit_bytes};
+pub use files::{planned_files, planned_metadata_bytes, planned_unit_bytes};
 
 use crate::fetch::{self, FetchError};
 use crate::plan::{Plan, PlanError};
