@@ -50,8 +50,13 @@ measure() {
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
     echo 0 > "$tmp/peak"
     sample & local sampler=$!
+    local cmd=(ci/publish/step.sh "$plan" "$step")
+    # `chain`: the unbounded run's fetch..promote as one command, the cache dropped once (the
+    # windows' like-for-like peer)
+    [ "$step" = chain ] && cmd=(bash -c 'for s in fetch repack gate stage candidate-upload promote; do
+        ci/publish/step.sh "$0" "$s" || exit 1; done' "$plan")
     env "$@" /usr/bin/time -f "%e %U %S %M %I %O" -o "$tmp/time" \
-        ci/publish/step.sh "$plan" "$step" > "$tmp/log.$step" 2>&1 ||
+        "${cmd[@]}" > "$tmp/log.$step" 2>&1 ||
         { kill $sampler 2> /dev/null; echo "$step failed:" >&2; tail -n 20 "$tmp/log.$step" >&2; exit 1; }
     sync
     kill $sampler 2> /dev/null || true; wait $sampler 2> /dev/null || true
@@ -61,6 +66,7 @@ measure() {
     echo "$wall $(echo "$user + $sys" | bc) $rss $peak $((rd * 512)) $((wr * 512))"
 }
 
+g() { echo "scale=2; $1 / 1000000000" | bc; } # bytes → GB
 rows=()
 for c in "${cases[@]}"; do
     fam=${c%%:*} scale=${c#*:}
@@ -96,7 +102,6 @@ for c in "${cases[@]}"; do
             MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w")
         per_gb=$(echo "scale=2; $wall / $gb" | bc)
         [ "$disk" -gt "$max_disk" ] && max_disk=$disk
-        g() { echo "scale=2; $1 / 1000000000" | bc; }
         x=$(echo "scale=2; $disk / $bytes" | bc)
         rows+=("| $c | $gb | $largest | $s | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
     done
@@ -126,7 +131,14 @@ for c in "${cases[@]}"; do
     # run above is the peer: its fetch..promote wall time.
     read -r fixed largest_unit < <(HF_ENDPOINT="$up" "$bin/minirun-plan" slices "$plan" --window --disk-budget 1T --json |
         python3 -c 'import json, sys; v = json.load(sys.stdin); print(v["fixed_bytes"], max(u["peak_bytes"] for u in v["units"]))')
-    unbounded=$(printf '%s\n' "${rows[@]}" | awk -F'|' -v c=" $c " '$2 == c && $5 ~ /^ (fetch|repack|gate|stage|candidate-upload|promote) $/ {s += $6} END {print s}')
+    staged_sum=$(printf '%s\n' "${rows[@]}" | awk -F'|' -v c=" $c " '$2 == c && $5 ~ /^ (fetch|repack|gate|stage|candidate-upload|promote) $/ {s += $6} END {print s}')
+    tgt_c=$(hub_serve "$tmp/target-chain")
+    read -r wall cpu rss disk rd wr < <(measure chain HF_ENDPOINT="$tgt_c" HF_TOKEN=bench \
+        MINIRUN_UPSTREAM_ENDPOINT="$up" MINIRUN_BIN="$bin" MINIRUN_WORK_DIR="$tmp/w")
+    hub_stop_last
+    unbounded=$wall
+    rows+=("| $c | $gb | $largest | unbounded, fetch..promote as one chain (cache dropped once; the stages above add up to $staged_sum s) | $wall | $(echo "scale=2; $wall / $gb" | bc) | $cpu | $((rss / 1024)) | $(g "$disk") | $(echo "scale=2; $disk / $bytes" | bc) | $(g "$rd") | $(g "$wr") |")
+    rm -rf "$tmp/w" "$tmp/target-chain"
     for k in 1 2; do
         budget=$((k * (fixed + largest_unit)))
         tgt_w=$(hub_serve "$tmp/target-w$k")
@@ -138,8 +150,7 @@ for c in "${cases[@]}"; do
         per_gb=$(echo "scale=2; $wall / $gb" | bc)
         x=$(echo "scale=2; $disk / $bytes" | bc)
         over=$(echo "scale=2; $wall / $unbounded" | bc)
-        g() { echo "scale=2; $1 / 1000000000" | bc; }
-        rows+=("| $c | $gb | $largest | window, budget $budget B ($slices slices; ${over}x the unbounded run's $unbounded s; peak $( [ "$disk" -le "$budget" ] && echo within || echo OVER) budget) | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
+        rows+=("| $c | $gb | $largest | window, budget $budget B ($slices slices; ${over}x the unbounded chain's $unbounded s; peak $( [ "$disk" -le "$budget" ] && echo within || echo OVER) budget) | $wall | $per_gb | $cpu | $((rss / 1024)) | $(g "$disk") | $x | $(g "$rd") | $(g "$wr") |")
         rm -rf "$tmp/w" "$tmp/target-w$k"
     done
     hub_stop_all
@@ -147,7 +158,7 @@ done
 {
     echo "# Real-size run"
     echo
-    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size, *peak work dir* the largest allocated size of the work directory (\`du -B1\`, hard links once, the consumer's copy left out) sampled every 0.2 s during the stage, *× checkpoint* that over the checkpoint's bytes, *read/written* the stage's block I/O (getrusage, GNU time's %I/%O × 512 B; what the page cache absorbed is not counted). \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release. The *window* rows: the whole publication again as one disk-budgeted \`ci/publish/step.sh PLAN window\` (docs/publish.md §12: slice by slice, fetch reserving each slice's peak, objects uploaded and the slice reclaimed, then the join in the same work directory) to a fresh target hub, at the smallest budget \`minirun-plan slices\` accepts (its fixed part plus the largest unit's peak, about twice the largest unit) and at twice that; the page cache is dropped once before it, and its wall time is set against the sum of the unbounded run's fetch..promote rows above."
+    echo "Command: \`ci/bench/real-size.sh ${cases[*]}\` on $(nproc) cores, $(date -u +%Y-%m-%d), release build. Each case generates its checkpoint (\`minirun-synth FAMILY --shape real --scale E\`), imports it into one \`minirun-hub\` (upstream) and publishes it to another (target), both on loopback, running each stage once through \`ci/publish/step.sh\` with the page cache dropped before it; *GB* is the checkpoint (every file, 10^9 B), *largest* the largest upstream safetensors file in bytes, *s/GB* the stage's wall time per checkpoint GB, *peak RSS* GNU time's maximum resident set size, *peak work dir* the largest allocated size of the work directory (\`du -B1\`, hard links once, the consumer's copy left out) sampled every 0.2 s during the stage, *× checkpoint* that over the checkpoint's bytes, *read/written* the stage's block I/O (getrusage, GNU time's %I/%O × 512 B; what the page cache absorbed is not counted). \`verify\` is \`minirun-verify pull\` of the promoted release into a fresh directory (every file's digest checked). The last row of each case: the checkpoint's generation time, the bytes the consumer pulled, and the bytes of the unit records that the distributed shape hands its join for the same units (docs/publish.md §9: after the publication, one worker in a fresh work dir runs fetch → repack → gate → stage → candidate-upload over every unit as its slice; its objects are already on the hub, so none is re-sent), as a share of the release. The *window* rows: the whole publication again as one disk-budgeted \`ci/publish/step.sh PLAN window\` (docs/publish.md §12: slice by slice, fetch reserving each slice's peak, objects uploaded and the slice reclaimed, then the join in the same work directory) to a fresh target hub, at the smallest budget \`minirun-plan slices\` accepts (its fixed part plus the largest unit's peak, about twice the largest unit) and at twice that; the page cache is dropped once before it, and its wall time is set against the *unbounded chain* row: the same fetch..promote to a fresh target hub as one command with the cache dropped once, as the window has it (the per-stage rows drop it before each stage, which the window does not)."
     echo
     echo "| case | GB | largest file B | stage | wall s | s/GB | CPU s | peak RSS MiB | peak work dir GB | × checkpoint | read GB | written GB |"
     echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
