@@ -395,6 +395,21 @@ fn one_worker_whose_slice_is_every_unit_publishes_what_one_run_publishes() {
     );
 }
 
+/// A kill campaign's settings: kills per step (`MINIRUN_KILL_POINTS`, default 3) and the seed
+/// (`MINIRUN_KILL_SEED` replays one; else the process id times `salt`), printed.
+pub(crate) fn kill_settings(salt: u64) -> (usize, u64) {
+    let kills: usize = std::env::var("MINIRUN_KILL_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let seed: u64 = std::env::var("MINIRUN_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()) * salt);
+    eprintln!("kill seed {seed} ({kills} kills per step)");
+    (kills, seed)
+}
+
 /// A tiny deterministic generator for the kill instants.
 pub(crate) fn next(seed: &mut u64) -> u64 {
     *seed = seed
@@ -443,15 +458,7 @@ fn distributed_steps_killed_at_seeded_instants_resume_to_the_same_publication() 
     let url = h.url();
     let base = tempfile::tempdir().unwrap();
     let rec = base.path().join("records").to_str().unwrap().to_owned();
-    let kills: usize = std::env::var("MINIRUN_KILL_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let mut seed: u64 = std::env::var("MINIRUN_KILL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()) * 7919);
-    eprintln!("kill seed {seed} ({kills} kills per step)");
+    let (kills, mut seed) = kill_settings(7919);
     let mut steps: Vec<(&str, std::path::PathBuf, Vec<String>)> = Vec::new();
     for (i, units) in ["layers00..layers21", "layers22..layers42,mtp00,global00"]
         .iter()

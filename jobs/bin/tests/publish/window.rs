@@ -10,29 +10,33 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::distributed::{
-    kill_after, next, one_run_tree, plan_slices, published_tree, run_step, step,
+    kill_after, kill_settings, next, one_run_tree, plan_slices, published_tree, run_step, step,
 };
 use crate::support::*;
 
-/// `step.sh PLAN window` over `work` under `budget` bytes: (exit code, stderr).
-fn window(work: &Path, up: &str, url: &str, budget: u64) -> (Option<i32>, String) {
+/// `step.sh PLAN window` over `work` under `budget` bytes (`None`: no MINIRUN_DISK_BUDGET):
+/// (exit code, stderr).
+fn window(work: &Path, up: &str, url: &str, budget: Option<u64>) -> (Option<i32>, String) {
     let bins = Path::new(env!("CARGO_BIN_EXE_minirun-plan"))
         .parent()
         .unwrap();
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"))
-        .arg(plan_path())
+    let mut c =
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"));
+    c.arg(plan_path())
         .arg("window")
         .env("MINIRUN_BIN", bins)
         .env("HF_ENDPOINT", url)
         .env("MINIRUN_UPSTREAM_ENDPOINT", up)
         .env("MINIRUN_WORK_DIR", work)
-        .env("MINIRUN_DISK_BUDGET", budget.to_string())
+        .env_remove("MINIRUN_DISK_BUDGET")
         .env_remove("MINIRUN_RECORDS")
         .env_remove("UNITS")
         .env_remove("MINIRUN_SLICE")
-        .env_remove("MINIRUN_MAX_SLICES")
-        .output()
-        .unwrap();
+        .env_remove("MINIRUN_MAX_SLICES");
+    if let Some(b) = budget {
+        c.env("MINIRUN_DISK_BUDGET", b.to_string());
+    }
+    let out = c.output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -54,6 +58,14 @@ fn sample_peak(work: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
     (stop, handle)
 }
 
+/// A fetch of `units` over `work` reports every unit `reclaimed` and fetches nothing.
+fn nothing_fetched(work: &Path, up: &str, units: &str) {
+    let f = json("fetch", work, &["--endpoint", up, "--units", units]);
+    assert_eq!(f["bytes_fetched"], 0, "{f}");
+    let statuses = f["units"].as_array().unwrap();
+    assert!(statuses.iter().all(|u| u["status"] == "reclaimed"), "{f}");
+}
+
 fn json(bin: &str, work: &Path, args: &[&str]) -> serde_json::Value {
     let mut a = args.to_vec();
     a.push("--json");
@@ -71,7 +83,7 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     let work = base.path().join("work");
 
     let (stop, sampler) = sample_peak(&work);
-    let (code, err) = window(&work, &up, &url, budget);
+    let (code, err) = window(&work, &up, &url, Some(budget));
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
     assert_eq!(code, Some(0), "{err}");
@@ -121,16 +133,7 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
 
     // A re-run of any stage over a reclaimed slice does no work and exits 0.
     let s = "layers03..layers05";
-    let f = json("fetch", &work, &["--endpoint", &up, "--units", s]);
-    assert_eq!(f["bytes_fetched"], 0, "{f}");
-    assert!(
-        f["units"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|u| u["status"] == "reclaimed"),
-        "{f}"
-    );
+    nothing_fetched(&work, &up, s);
     let r = json("repack", &work, &["--units", s]);
     assert!(
         r["units"]
@@ -191,7 +194,7 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
     assert!(!ok && err.contains("were reclaimed"), "{err}");
 
     // The whole window again: nothing fetched, the same publication.
-    let (code, err) = window(&work, &up, &url, budget);
+    let (code, err) = window(&work, &up, &url, Some(budget));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(published_tree(&url), reference);
     for u in &units {
@@ -215,7 +218,7 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
         .unwrap()
         .unwrap();
     assert_eq!(j.status, ledger::Status::Failed, "reopened");
-    let (code, err) = window(&work, &up, &lost.url(), budget);
+    let (code, err) = window(&work, &up, &lost.url(), Some(budget));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(published_tree(&lost.url()), reference);
 }
@@ -225,20 +228,8 @@ fn a_budgeted_window_publishes_what_one_run_publishes_within_its_budget() {
 fn a_window_without_a_budget_is_a_usage_error() {
     let base = tempfile::tempdir().unwrap();
     let work = base.path().join("work");
-    let bins = Path::new(env!("CARGO_BIN_EXE_minirun-plan"))
-        .parent()
-        .unwrap();
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/publish/step.sh"))
-        .arg(plan_path())
-        .arg("window")
-        .env("MINIRUN_BIN", bins)
-        .env("HF_ENDPOINT", upstream_url())
-        .env("MINIRUN_WORK_DIR", &work)
-        .env_remove("MINIRUN_DISK_BUDGET")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{err}");
+    let (code, err) = window(&work, upstream_url(), upstream_url(), None);
+    assert_eq!(code, Some(64), "{err}");
     assert!(err.contains("set MINIRUN_DISK_BUDGET"), "{err}");
     assert!(!work.exists(), "nothing written");
 }
@@ -348,15 +339,7 @@ fn window_steps_killed_at_seeded_instants_resume_to_the_same_publication() {
     let base = tempfile::tempdir().unwrap();
     let work = base.path().join("work");
     let rec = work.join("records").to_str().unwrap().to_owned();
-    let kills: usize = std::env::var("MINIRUN_KILL_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let mut seed: u64 = std::env::var("MINIRUN_KILL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()) * 7907);
-    eprintln!("kill seed {seed} ({kills} kills per step)");
+    let (kills, mut seed) = kill_settings(7907);
     let mut steps: Vec<(&str, Vec<String>)> = Vec::new();
     let strings = |a: &[&str]| a.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     for s in v["matrix"].as_array().unwrap() {
@@ -435,14 +418,5 @@ fn window_steps_killed_at_seeded_instants_resume_to_the_same_publication() {
         }
     }
     let all = format!("{}..{}", units[0], units[units.len() - 1]);
-    let f = json("fetch", &work, &["--endpoint", &up, "--units", &all]);
-    assert_eq!(f["bytes_fetched"], 0, "{f}");
-    assert!(
-        f["units"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|u| u["status"] == "reclaimed"),
-        "{f}"
-    );
+    nothing_fetched(&work, &up, &all);
 }
