@@ -1,13 +1,20 @@
-//! What a model family's adapter implements for the runtime (docs/runner.md "Registry"): the
-//! [`ArtifactModel`] trait, the [`ModelOptions`] it is opened with, and [`ArtifactDecoder`], which
-//! drives any adapter in the shared generation loop and the prompt cache. Names no family.
+//! What a model family's adapter implements for the runtime (docs/runner.md "Registry"): the one
+//! [`Model`] trait, the [`ModelOptions`] it is opened with, and [`GgufWeights`], a GGUF file a
+//! family opened. Names no family.
 
 use artifact::mega::kv::KvLayout;
 
 use crate::engine::Engine;
 use crate::error::RunError;
-use crate::generate::{Decoder, Logits};
+use crate::sequence::{Feed, SavedState, Sequence, StateKind};
 use crate::step_stats::ExpertCacheStats;
+
+/// Which positions' logits a step computes (the output head is the costliest matvec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    Last,
+    All,
+}
 
 /// Where an adapter keeps its matrices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,145 +71,90 @@ impl<'a> ModelOptions<'a> {
     }
 }
 
-/// A model running from a verified artifact.
-pub trait ArtifactModel {
+/// The one model trait every family implements and every front-end drives (through the
+/// generation loop, the session, the server and the prompt cache): sequences begun and ended,
+/// a step over a list of them, and each one's state rewound, saved and restored on its own
+/// (docs/runner.md "Sequences"). A family that holds one sequence at a time says so with
+/// [`Model::max_sequences`] and refuses a second ([`crate::sequence::Slots`]).
+pub trait Model {
     /// Length of one logits row.
     fn vocab(&self) -> usize;
-    /// Feeds `ids` at the next positions (a prefill when several, a decode step when one) and
-    /// returns logits rows: one per id with [`Logits::All`], only the last with [`Logits::Last`].
-    fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError>;
-    /// Feeds `ids` as [`ArtifactModel::forward`] does and returns the argmax of the last
-    /// position's logits where the adapter picks it on the device (only the id is read back);
-    /// `None` (nothing fed) where it does not, and the caller reads the logits.
-    fn argmax(&mut self, _ids: &[u32]) -> Result<Option<u32>, RunError> {
+    /// Positions each sequence's state holds.
+    fn capacity(&self) -> usize;
+    /// What a sequence's state is (how far it can be cut back).
+    fn state_kind(&self) -> StateKind;
+    /// Sequences that may be live at once.
+    fn max_sequences(&self) -> usize {
+        1
+    }
+    /// A new sequence with an empty state (position 0), refused when no slot is free.
+    fn begin(&mut self) -> Result<Sequence, RunError>;
+    /// Ends `seq` and frees its state.
+    fn end(&mut self, seq: Sequence);
+    /// Feeds each sequence its input and returns, per feed, its logits rows flat
+    /// (`rows × vocab`): the last position's with [`Logits::Last`], one per fed position with
+    /// [`Logits::All`].
+    fn step(&mut self, feeds: &[Feed<'_>], logits: Logits) -> Result<Vec<Vec<f32>>, RunError>;
+    /// Feeds each sequence as [`Model::step`] does and returns, per feed, the argmax of its last
+    /// position where the model picks it on the device (only the ids are read back); `None`
+    /// (nothing fed) where it does not, and the caller asks for logits.
+    fn step_argmax(&mut self, _feeds: &[Feed<'_>]) -> Result<Option<Vec<u32>>, RunError> {
         Ok(None)
+    }
+    /// Positions `seq` has been fed.
+    fn position(&self, seq: &Sequence) -> Result<usize, RunError>;
+    /// Keeps at most the first `n` positions of `seq`; returns how many it kept (a state that
+    /// cannot be cut anywhere goes back to a snapshot at or before `n`, or to 0).
+    fn rewind(&mut self, seq: &Sequence, n: usize) -> Result<usize, RunError>;
+    /// The longest prefix of at most `n` positions of `seq` that [`Model::save`] can give.
+    fn savable(&self, seq: &Sequence, n: usize) -> usize;
+    /// The `.megakv` layout of a state of `positions` positions; `None` when the model cannot
+    /// save its state (docs/runner.md "Prompt cache").
+    fn state_layout(&self, _positions: usize) -> Option<KvLayout> {
+        None
+    }
+    /// The state of the first `n` positions of `seq`.
+    fn save(&self, _seq: &Sequence, _n: usize) -> Result<SavedState, RunError> {
+        Err(no_state())
+    }
+    /// Replaces the state of `seq` with `state` (its layout already checked to be this
+    /// model's).
+    fn restore(&mut self, _seq: &Sequence, _state: &SavedState) -> Result<(), RunError> {
+        Err(no_state())
+    }
+    /// The device's counters so far (`None`: the model runs on no device).
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        None
     }
     /// Tile reads so far (0 for a resident model).
     fn tile_reads(&self) -> u64 {
         0
     }
-    /// The streamed-expert cache's counters, where the adapter has one.
-    /// The device's counters so far (`None`: the adapter runs on no device).
-    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
-        None
-    }
+    /// The streamed-expert cache's counters, where the model has one.
     fn expert_cache(&self) -> Option<ExpertCacheStats> {
         None
     }
-    /// Keeps at most the first `n` positions fed so far and forgets the rest; returns how many
-    /// it kept (an adapter whose state cannot be cut anywhere goes back to a snapshot it holds at
-    /// or before `n`, or to 0); `None` when it cannot even start a new sequence.
-    fn rewind(&mut self, n: usize) -> Option<usize>;
-    /// The `.megakv` layout of the decode state after `positions` positions; `None` when the
-    /// adapter cannot save its state (docs/runner.md "Prompt cache").
-    fn state_layout(&self, _positions: usize) -> Option<KvLayout> {
-        None
-    }
-    /// Positions fed so far.
-    fn position(&self) -> usize {
-        0
-    }
-    /// The longest prefix of at most `n` positions [`ArtifactModel::save_state`] can give (an
-    /// adapter whose state cannot be cut anywhere: its position or a snapshot's at or before
-    /// `n`, else 0).
-    fn savable(&self, n: usize) -> usize {
-        n.min(self.position())
-    }
-    /// The decode state of the first `n` positions as a `.megakv` payload.
-    fn save_state(&self, _n: usize) -> Result<Vec<u8>, RunError> {
-        Err(no_state())
-    }
-    /// Replaces the decode state with `positions` positions laid out as `layout`.
-    fn load_state(
-        &mut self,
-        _positions: usize,
-        _layout: &KvLayout,
-        _payload: &[u8],
-    ) -> Result<(), RunError> {
-        Err(no_state())
-    }
 }
 
-fn no_state() -> RunError {
+/// The refusal of a model that cannot save or load its state.
+pub(crate) fn no_state() -> RunError {
     RunError::Usage(
         "this model's adapter cannot save or load its decode state (--prompt-cache)".into(),
     )
 }
 
-/// An [`ArtifactModel`] as the generation loop's [`Decoder`] (logits read back each step), with
-/// the context it was opened for.
-pub struct ArtifactDecoder<'a>(pub Box<dyn ArtifactModel + 'a>, pub usize);
-
-impl Decoder for ArtifactDecoder<'_> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        let mut rows = self.0.forward(ids, Logits::Last)?;
-        rows.pop().ok_or_else(|| RunError::Model {
+/// The last row of a step's flat `rows × vocab` logits.
+pub fn last_row(mut rows: Vec<f32>, vocab: usize) -> Result<Vec<f32>, RunError> {
+    if vocab == 0 || rows.len() < vocab || rows.len() % vocab != 0 {
+        return Err(RunError::Model {
             path: String::new(),
-            detail: "the adapter returned no logits row".into(),
-        })
+            detail: format!(
+                "the model returned {} logits, not whole rows of {vocab}",
+                rows.len()
+            ),
+        });
     }
-
-    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
-        if let Some(id) = self.0.argmax(ids)? {
-            return Ok(id);
-        }
-        let last = self.logits(ids)?;
-        Ok(kernels::reference::argmax(&last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0))
-    }
-
-    fn rewind(&mut self, n: usize) -> Option<usize> {
-        self.0.rewind(n)
-    }
-
-    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
-        self.0.stats()
-    }
-
-    fn tile_reads(&self) -> u64 {
-        self.0.tile_reads()
-    }
-
-    fn expert_cache(&self) -> Option<ExpertCacheStats> {
-        self.0.expert_cache()
-    }
-}
-
-impl crate::prompt_cache::KvState for ArtifactDecoder<'_> {
-    fn kv_layout(&self, positions: usize) -> Result<KvLayout, RunError> {
-        self.0.state_layout(positions).ok_or_else(no_state)
-    }
-
-    fn kv_position(&self) -> usize {
-        self.0.position()
-    }
-
-    fn kv_capacity(&self) -> usize {
-        self.1
-    }
-
-    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
-        self.0.save_state(n)
-    }
-
-    fn kv_restore(
-        &mut self,
-        positions: usize,
-        layout: &KvLayout,
-        payload: &[u8],
-    ) -> Result<(), RunError> {
-        self.0.load_state(positions, layout, payload)
-    }
-
-    fn kv_rewind(&mut self, n: usize) -> usize {
-        self.0.rewind(n).unwrap_or(0)
-    }
-
-    fn kv_savable(&self, n: usize) -> usize {
-        self.0.savable(n)
-    }
+    Ok(rows.split_off(rows.len() - vocab))
 }
 
 /// A GGUF file opened by the family its architecture's registry row names
@@ -218,9 +170,3 @@ pub trait GgufWeights {
     /// The model on `opts.engine` with `opts.capacity` positions, resident or streamed.
     fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError>;
 }
-
-/// What every front-end drives, whatever the family: the generation loop's [`Decoder`] whose
-/// decode state the prompt cache can hold ([`crate::prompt_cache::KvState`]).
-pub trait Model: Decoder + crate::prompt_cache::KvState {}
-
-impl<T: Decoder + crate::prompt_cache::KvState> Model for T {}

@@ -1,22 +1,17 @@
-//! The generation loop every front-end shares (docs/runner.md "minirun-run"): the [`Decoder`]
-//! trait a model family implements, prefill then token by token through the sampler or the
+//! The generation loop every front-end shares (docs/runner.md "minirun-run"): one sequence of a
+//! [`Model`] fed its prompt, then token by token through the sampler or the
 //! device's own pick, text streamed as tokens complete, and the context check. Names no family.
 
 use std::time::Instant;
 
-use kernels::gpu::GpuStats;
-
+use crate::adapter::Model;
 use crate::error::RunError;
 use crate::sample::Sampler;
-use crate::step_stats::{Counters, ExpertCacheStats, StepStats};
+use crate::sequence::{Feed, Input, Sequence};
+use crate::step_stats::{Counters, StepStats};
 use crate::tokenizer::{Detokenize, TextStream};
 
-/// Which positions' logits a forward computes (the output head is the costliest matvec).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Logits {
-    Last,
-    All,
-}
+pub use crate::adapter::Logits;
 
 /// Refuses a generation that cannot fit: `prompt + n` tokens in a context of `-c` (default and
 /// ceiling: the model's `model_ctx`).
@@ -48,8 +43,10 @@ pub type TextSink<'a> = &'a mut dyn FnMut(&str);
 /// [`generate`] with each token's text streamed to `sink` through a [`TextStream`], going on
 /// while `go_on()` says so (a session's Ctrl-C); returns the generation, the whole text and how
 /// many U+FFFD of an incomplete last character were dropped.
+#[allow(clippy::too_many_arguments)] // generate's seven, the text pipeline, the sink and go_on
 pub fn generate_text(
-    model: &mut dyn Decoder,
+    model: &mut dyn Model,
+    seq: &Sequence,
     prompt_ids: &[u32],
     opts: &GenOpts,
     sampler: &mut Sampler,
@@ -59,14 +56,22 @@ pub fn generate_text(
 ) -> Result<(Generation, String, usize), RunError> {
     let mut stream = TextStream::new(tok);
     let mut text = String::new();
-    let g = generate(model, prompt_ids, opts, sampler, tok.eos(), &mut |id| {
-        let piece = stream.push(id)?;
-        if !piece.is_empty() {
-            sink(&piece);
-            text.push_str(&piece);
-        }
-        Ok(go_on())
-    })?;
+    let g = generate(
+        model,
+        seq,
+        prompt_ids,
+        opts,
+        sampler,
+        tok.eos(),
+        &mut |id| {
+            let piece = stream.push(id)?;
+            if !piece.is_empty() {
+                sink(&piece);
+                text.push_str(&piece);
+            }
+            Ok(go_on())
+        },
+    )?;
     let (rest, dropped) = stream.finish()?;
     if !rest.is_empty() {
         sink(&rest);
@@ -97,68 +102,44 @@ pub struct GenOpts {
     pub keep_logits: bool,
 }
 
-/// A model the greedy loop can drive: logits when they are asked for, and the argmax of the
-/// last position (by default picked on the host from the logits; an engine that picks on the
-/// device overrides [`Decoder::argmax`] and [`Decoder::next`]).
-pub trait Decoder {
-    /// Feeds `ids` and returns the last position's logits.
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError>;
-
-    /// Feeds `ids` and returns the argmax of the last position's logits.
-    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
-        let last = self.logits(ids)?;
-        Ok(kernels::reference::argmax(&last, last.len())
-            .first()
-            .copied()
-            .unwrap_or(0))
-    }
-
-    /// Feeds the token `prev` that [`Decoder::argmax`] or `next` just returned and returns the
-    /// next argmax.
-    fn next(&mut self, prev: u32) -> Result<u32, RunError> {
-        self.argmax(&[prev])
-    }
-
-    /// Engine counters so far, if the decoder runs on one.
-    fn stats(&self) -> Option<GpuStats> {
-        None
-    }
-
-    /// Weight tiles read from the file so far (streamed weights).
-    fn tile_reads(&self) -> u64 {
-        0
-    }
-
-    /// The streamed-expert cache's counters, where the decoder has one.
-    fn expert_cache(&self) -> Option<ExpertCacheStats> {
-        None
-    }
-
-    /// Keeps at most the first `n` positions fed so far and forgets the rest (a chat session
-    /// reuses the conversation's prefix); returns how many it kept, which may be fewer than `n`
-    /// for a decoder that can go back only to positions it holds a snapshot of; `None` when the
-    /// decoder cannot rewind at all.
-    fn rewind(&mut self, _n: usize) -> Option<usize> {
-        None
-    }
+/// The last position's logits of `seq` after feeding it `input`.
+pub fn logits(
+    model: &mut dyn Model,
+    seq: &Sequence,
+    input: Input<'_>,
+) -> Result<Vec<f32>, RunError> {
+    let mut rows = model.step(&[Feed { seq, input }], Logits::Last)?;
+    let row = rows.pop().ok_or_else(|| RunError::Model {
+        path: String::new(),
+        detail: "the model returned no logits for the sequence".into(),
+    })?;
+    crate::adapter::last_row(row, model.vocab())
 }
 
-/// A [`Decoder`] from a closure returning the last position's logits.
-pub struct LogitsFn<F>(pub F);
-
-impl<F: FnMut(&[u32]) -> Result<Vec<f32>, RunError>> Decoder for LogitsFn<F> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        (self.0)(ids)
+/// The argmax of the last position of `seq` after feeding it `input`: picked on the device
+/// where the model does so (only the id is read back), else from the logits on the host.
+pub fn argmax(model: &mut dyn Model, seq: &Sequence, input: Input<'_>) -> Result<u32, RunError> {
+    if let Some(ids) = model.step_argmax(&[Feed { seq, input }])? {
+        return ids.first().copied().ok_or_else(|| RunError::Model {
+            path: String::new(),
+            detail: "the model picked no id for the sequence".into(),
+        });
     }
+    let last = logits(model, seq, input)?;
+    Ok(kernels::reference::argmax(&last, last.len())
+        .first()
+        .copied()
+        .unwrap_or(0))
 }
 
 /// The generation loop every `minirun-run` path shares: prefill `prompt_ids`, then up to
 /// `opts.n` tokens, each handed to `on_token` as soon as it is chosen (which answers whether to go
-/// on: `false` stops, e.g. Ctrl-C in a session), stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a decoder that picks on the device do so
+/// on: `false` stops, e.g. Ctrl-C in a session), stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a model that picks on the device do so
 /// (only the chosen ids cross to the host); otherwise each step's logits row is read back and the
 /// sampler picks.
 pub fn generate(
-    model: &mut dyn Decoder,
+    model: &mut dyn Model,
+    seq: &Sequence,
     prompt_ids: &[u32],
     opts: &GenOpts,
     sampler: &mut Sampler,
@@ -166,7 +147,7 @@ pub fn generate(
     on_token: &mut dyn FnMut(u32) -> Result<bool, RunError>,
 ) -> Result<Generation, RunError> {
     let on_device = sampler.params().is_greedy() && !opts.keep_logits;
-    let counters = |m: &dyn Decoder| {
+    let counters = |m: &dyn Model| {
         m.stats().map(|gpu| Counters {
             gpu,
             tile_reads: m.tile_reads(),
@@ -174,35 +155,31 @@ pub fn generate(
         })
     };
     let mut history: Vec<u32> = prompt_ids.to_vec();
-    let mut logits = Vec::new();
+    let mut kept = Vec::new();
     let mut steps = Vec::new();
     let mut tokens = Vec::with_capacity(opts.n);
     if opts.n == 0 {
         return Ok(Generation {
             tokens,
-            logits,
+            logits: kept,
             prefill_s: 0.0,
             decode_s: 0.0,
             steps,
         });
     }
-    let mut pick = |model: &mut dyn Decoder, ids: &[u32], history: &[u32], first: bool| {
+    let mut pick = |model: &mut dyn Model, input: Input<'_>, history: &[u32]| {
         if on_device {
-            return if first {
-                model.argmax(ids)
-            } else {
-                model.next(ids[0])
-            };
+            return argmax(model, seq, input);
         }
-        let last = model.logits(ids)?;
+        let last = logits(model, seq, input)?;
         let id = sampler.sample(&last, history);
         if opts.keep_logits {
-            logits.push(last);
+            kept.push(last);
         }
         Ok(id)
     };
     let t0 = Instant::now();
-    let mut next = pick(model, prompt_ids, &history, true)?;
+    let mut next = pick(model, Input::Ids(prompt_ids), &history)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     for step in 0..opts.n {
@@ -213,14 +190,14 @@ pub fn generate(
             break;
         }
         let before = counters(model);
-        next = pick(model, &[next], &history, false)?;
+        next = pick(model, Input::Picked(next), &history)?;
         if let (Some(a), Some(b)) = (before, counters(model)) {
             steps.push(StepStats::between(&a, &b));
         }
     }
     Ok(Generation {
         tokens,
-        logits,
+        logits: kept,
         prefill_s,
         decode_s: t1.elapsed().as_secs_f64(),
         steps,

@@ -20,6 +20,7 @@ pub mod reference;
 pub mod registry;
 pub mod run;
 pub mod sample;
+pub mod sequence;
 pub mod serve;
 pub mod session;
 pub mod step_stats;

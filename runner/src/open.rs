@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use artifact::mega::kv::KvModel;
 use kernels::gpu::{Backends, DeviceRequest, MatvecShape};
 
-use crate::adapter::{ArtifactDecoder, GgufWeights, Model, ModelOptions};
+use crate::adapter::{GgufWeights, Model, ModelOptions};
 use crate::artifact::{ArtifactError, OpenOptions, VerifiedArtifact};
 use crate::chat::ChatFormat;
 use crate::engine::{Engine, EngineError};
@@ -389,10 +389,7 @@ impl Opened<'_> {
     pub fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError> {
         match &self.kind {
             Kind::Gguf { model, .. } => model.load(opts),
-            Kind::Artifact { artifact, entry } => Ok(Box::new(ArtifactDecoder(
-                (entry.open)(artifact, opts)?,
-                opts.capacity,
-            ))),
+            Kind::Artifact { artifact, entry } => (entry.open)(artifact, opts),
         }
     }
 

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use artifact::mega::kv::{read_kv, write_kv, KvHeader, KvLayout, KvModel};
 use sha2::{Digest, Sha256};
 
+use crate::adapter::Model;
 use crate::error::RunError;
+use crate::sequence::{SavedState, Sequence};
 
 fn cache_err(path: &Path, detail: impl std::fmt::Display) -> RunError {
     RunError::Model {
@@ -44,35 +46,6 @@ pub fn gguf_identity(gguf: &Path) -> Result<KvModel, RunError> {
     })
 }
 
-/// A model whose decode state a prompt cache can hold: keys and values per position (any prefix
-/// can be saved), or a whole state saved at positions the model holds a snapshot of.
-pub trait KvState {
-    /// The layout a state of `positions` positions has.
-    fn kv_layout(&self, positions: usize) -> Result<KvLayout, RunError>;
-    /// Positions fed so far.
-    fn kv_position(&self) -> usize;
-    /// Positions the model's context holds.
-    fn kv_capacity(&self) -> usize;
-    /// The payload of the first `n` positions (`n` ≤ [`KvState::kv_position`]).
-    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError>;
-    /// Replaces the state with `positions` positions laid out as `layout` (already checked to be
-    /// this model's) from `payload`.
-    fn kv_restore(
-        &mut self,
-        positions: usize,
-        layout: &KvLayout,
-        payload: &[u8],
-    ) -> Result<(), RunError>;
-    /// Keeps at most `n` positions; returns how many are kept.
-    fn kv_rewind(&mut self, n: usize) -> usize;
-    /// The longest prefix of at most `n` positions whose state [`KvState::kv_payload`] can give:
-    /// any prefix of what was fed for keys and values per position; the current position or a
-    /// snapshot's for a whole decode state.
-    fn kv_savable(&self, n: usize) -> usize {
-        n.min(self.kv_position())
-    }
-}
-
 /// A prompt-cache file for one model.
 pub struct PromptCache {
     path: PathBuf,
@@ -88,15 +61,16 @@ impl PromptCache {
         }
     }
 
-    /// Loads the file into `state` and keeps the positions its tokens share with `prompt` (at
+    /// Loads the file into `seq` and keeps the positions its tokens share with `prompt` (at
     /// most all but the last prompt token, and only what the model can keep); returns those
     /// tokens, or `None` when there is no file.
     pub fn load(
         &self,
-        state: &mut dyn KvState,
+        model: &mut dyn Model,
+        seq: &Sequence,
         prompt: &[u32],
     ) -> Result<Option<Vec<u32>>, RunError> {
-        let Some(tokens) = self.load_all(state)? else {
+        let Some(tokens) = self.load_all(model, seq)? else {
             return Ok(None);
         };
         let common = tokens
@@ -105,13 +79,17 @@ impl PromptCache {
             .take_while(|(a, b)| a == b)
             .count()
             .min(prompt.len().saturating_sub(1));
-        let kept = state.kv_rewind(common);
+        let kept = model.rewind(seq, common)?;
         Ok(Some(tokens[..kept].to_vec()))
     }
 
-    /// Loads every position of the file into `state` (a session or a server then keeps what
+    /// Loads every position of the file into `seq` (a session or a server then keeps what
     /// the next prompt shares); returns the file's tokens, or `None` when there is no file.
-    pub fn load_all(&self, state: &mut dyn KvState) -> Result<Option<Vec<u32>>, RunError> {
+    pub fn load_all(
+        &self,
+        model: &mut dyn Model,
+        seq: &Sequence,
+    ) -> Result<Option<Vec<u32>>, RunError> {
         let bytes = match std::fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -135,16 +113,16 @@ impl PromptCache {
             ));
         }
         let positions = header.tokens.len();
-        if positions > state.kv_capacity() {
+        if positions > model.capacity() {
             return Err(cache_err(
                 &self.path,
                 format!(
                     "it holds {positions} positions, more than the context of {} (-c)",
-                    state.kv_capacity()
+                    model.capacity()
                 ),
             ));
         }
-        match (&header.layout, state.kv_layout(positions)?) {
+        match (&header.layout, layout_of(model, positions)?) {
             (KvLayout::Heads(have), KvLayout::Heads(want)) if have != &want => {
                 return Err(cache_err(
                     &self.path,
@@ -161,36 +139,41 @@ impl PromptCache {
             // that differs
             _ => {}
         }
-        state
-            .kv_restore(positions, &header.layout, payload)
+        let saved = SavedState {
+            positions,
+            layout: header.layout,
+            payload: payload.to_vec(),
+        };
+        model
+            .restore(seq, &saved)
             .map_err(|e| cache_err(&self.path, e))?;
         Ok(Some(header.tokens))
     }
 
     /// Writes the state of the longest prefix of `tokens` the model can save
-    /// ([`KvState::kv_savable`]) atomically: a temporary file in the same directory, renamed over
-    /// the target.
-    pub fn save(&self, state: &dyn KvState, tokens: &[u32]) -> Result<(), RunError> {
-        let n = state.kv_savable(tokens.len());
+    /// ([`Model::savable`]) by `seq` atomically: a temporary file in the same directory, renamed
+    /// over the target.
+    pub fn save(&self, model: &dyn Model, seq: &Sequence, tokens: &[u32]) -> Result<(), RunError> {
+        let n = model.savable(seq, tokens.len());
         if n == 0 {
             return Err(cache_err(
                 &self.path,
                 format!(
                     "no prefix of the {} tokens can be saved: the model holds its state at {} positions and at none shorter that it can save",
                     tokens.len(),
-                    state.kv_position()
+                    model.position(seq)?
                 ),
             ));
         }
-        let payload = state.kv_payload(n)?;
+        let saved = model.save(seq, n)?;
         let header = KvHeader {
             format: "megakv".into(),
             model: self.model.clone(),
-            layout: state.kv_layout(n)?,
+            layout: saved.layout,
             tokens: tokens[..n].to_vec(),
             payload_sha256: String::new(),
         };
-        let bytes = write_kv(&header, &payload).map_err(|e| cache_err(&self.path, e))?;
+        let bytes = write_kv(&header, &saved.payload).map_err(|e| cache_err(&self.path, e))?;
         let io = |source| RunError::Io {
             what: "write",
             path: self.path.display().to_string(),
@@ -207,6 +190,13 @@ impl PromptCache {
         tmp.persist(&self.path).map_err(|e| io(e.error))?;
         Ok(())
     }
+}
+
+/// The layout a state of `positions` positions has in `model`, or why it has none.
+fn layout_of(model: &dyn Model, positions: usize) -> Result<KvLayout, RunError> {
+    model
+        .state_layout(positions)
+        .ok_or_else(crate::adapter::no_state)
 }
 
 fn describe(m: &KvModel) -> String {

@@ -18,16 +18,14 @@ use std::path::Path;
 
 use artifact::gguf::GgufModel;
 
-use crate::adapter::{ArtifactModel, GgufWeights, ModelOptions};
+use crate::adapter::{GgufWeights, Model, ModelOptions};
 use crate::artifact::{ArtifactError, VerifiedArtifact};
 use crate::error::RunError;
 use crate::tokenizer::Tokenizer;
 
 /// Builds a family's adapter from a verified artifact.
-pub type OpenFn = for<'a> fn(
-    &'a VerifiedArtifact,
-    &ModelOptions<'a>,
-) -> Result<Box<dyn ArtifactModel + 'a>, RunError>;
+pub type OpenFn =
+    for<'a> fn(&'a VerifiedArtifact, &ModelOptions<'a>) -> Result<Box<dyn Model + 'a>, RunError>;
 
 /// Builds a family's text pipeline from a verified artifact.
 pub type TokenizerFn = fn(&VerifiedArtifact) -> Result<Tokenizer, RunError>;

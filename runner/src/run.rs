@@ -21,6 +21,7 @@ use crate::open::Opened;
 use crate::prompt_cache::PromptCache;
 use crate::registry::Entry;
 use crate::sample::{Sampler, SamplingParams};
+use crate::sequence::Input;
 use crate::step_stats::{ExpertCacheStats, StepStats, StepSummary};
 
 /// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
@@ -308,17 +309,21 @@ pub fn run_streaming(
     check_context(prompt_ids.len(), args.n, args.ctx_size, opened.context)?;
     let waiting = waiting::FirstToken::watch(prompt_ids.len());
     let mut model = opened.load(&args.model_options(&engine, prompt_ids.len() + args.n))?;
+    let seq = model.begin()?;
     let cache = match &args.prompt_cache {
         Some(p) => Some(PromptCache::new(p, opened.prompt_cache_identity()?)),
         None => None,
     };
     let reused = match &cache {
-        Some(c) => c.load(model.as_mut(), &prompt_ids)?.map_or(0, |t| t.len()),
+        Some(c) => c
+            .load(model.as_mut(), &seq, &prompt_ids)?
+            .map_or(0, |t| t.len()),
         None => 0,
     };
     let mut sampler = Sampler::new(sampling);
     let (g, text, dropped) = generate_text(
         model.as_mut(),
+        &seq,
         &prompt_ids[reused..],
         &args.gen_opts(),
         &mut sampler,
@@ -335,14 +340,14 @@ pub fn run_streaming(
         if args.n == 0 && reused + 1 < prompt_ids.len() {
             // Nothing was generated, so the prompt was not fed: feed it for the cache.
             let t0 = std::time::Instant::now();
-            model.argmax(&prompt_ids[reused..])?;
+            crate::generate::argmax(model.as_mut(), &seq, Input::Ids(&prompt_ids[reused..]))?;
             prefill_s = t0.elapsed().as_secs_f64();
         }
         // One rule for every model: the longest prefix of all but the last prompt token that
         // the model can save (a run feeds its prompt's last token whatever the cache holds).
-        let keep = model.kv_savable(prompt_ids.len() - 1);
+        let keep = model.savable(&seq, prompt_ids.len() - 1);
         if keep > reused {
-            c.save(model.as_ref(), &prompt_ids[..keep])?;
+            c.save(model.as_ref(), &seq, &prompt_ids[..keep])?;
         }
     }
     Ok(RunOutput {

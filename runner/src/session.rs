@@ -11,10 +11,12 @@ use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::adapter::Model;
 use crate::chat::{ChatFormat, Message};
 use crate::error::RunError;
-use crate::generate::{generate_text, Decoder, GenOpts};
+use crate::generate::{generate_text, GenOpts};
 use crate::sample::Sampler;
+use crate::sequence::Sequence;
 use crate::tokenizer::TextPipeline;
 
 /// Set by SIGINT while an answer is being written.
@@ -61,10 +63,15 @@ pub struct CachedPrefix {
 }
 
 impl CachedPrefix {
-    /// Rewinds `model` to the longest common prefix of the cache and `ids` (at most all but the
-    /// last id: one is always fed) and returns its length; a decoder that cannot keep a prefix is
-    /// rewound to 0, one that cannot even do that is an error.
-    pub fn reuse(&mut self, model: &mut dyn Decoder, ids: &[u32]) -> Result<usize, RunError> {
+    /// Rewinds `seq` to the longest common prefix of the cache and `ids` (at most all but the
+    /// last id: one is always fed) and returns its length; a model that cannot keep that prefix
+    /// goes back to one it can (a snapshot, or 0).
+    pub fn reuse(
+        &mut self,
+        model: &mut dyn Model,
+        seq: &Sequence,
+        ids: &[u32],
+    ) -> Result<usize, RunError> {
         let common = self
             .tokens
             .iter()
@@ -72,16 +79,7 @@ impl CachedPrefix {
             .take_while(|(a, b)| a == b)
             .count()
             .min(ids.len().saturating_sub(1));
-        let kept = match model.rewind(common) {
-            Some(kept) => kept.min(common),
-            None if self.tokens.is_empty() => 0,
-            None => {
-                return Err(RunError::Model {
-                    path: String::new(),
-                    detail: "this model cannot forget its context; it runs one prompt only".into(),
-                })
-            }
-        };
+        let kept = model.rewind(seq, common)?.min(common);
         self.tokens.truncate(kept);
         Ok(kept)
     }
@@ -99,10 +97,10 @@ impl CachedPrefix {
             .extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
     }
 
-    /// Forgets everything where the model can be rewound to 0 (otherwise the next
-    /// [`CachedPrefix::reuse`] refuses).
-    pub fn forget(&mut self, model: &mut dyn Decoder) {
-        if model.rewind(0).is_some() {
+    /// Forgets everything: `seq` goes back to position 0 (where that fails, the next
+    /// [`CachedPrefix::reuse`] says why).
+    pub fn forget(&mut self, model: &mut dyn Model, seq: &Sequence) {
+        if model.rewind(seq, 0).is_ok() {
             self.tokens.clear();
         }
     }
@@ -118,9 +116,10 @@ impl CachedPrefix {
     }
 }
 
-/// A conversation over a decoder whose KV cache it keeps.
+/// A conversation: one sequence of a model, whose state it keeps between turns.
 pub struct Session<'a> {
-    model: &'a mut dyn Decoder,
+    model: &'a mut dyn Model,
+    seq: Sequence,
     tok: &'a dyn TextPipeline,
     template: ChatFormat,
     sampler: Sampler,
@@ -133,10 +132,12 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session over `model` talking in `template` (the GGUF's chat template, or an
-    /// artifact family's chat format).
+    /// A session over the sequence `seq` of `model` talking in `template` (the GGUF's chat
+    /// template, or an artifact family's chat format).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        model: &'a mut dyn Decoder,
+        model: &'a mut dyn Model,
+        seq: Sequence,
         tok: &'a dyn TextPipeline,
         template: ChatFormat,
         sampler: Sampler,
@@ -146,6 +147,7 @@ impl<'a> Session<'a> {
     ) -> Result<Self, RunError> {
         let mut s = Self {
             model,
+            seq,
             tok,
             template,
             sampler,
@@ -155,7 +157,7 @@ impl<'a> Session<'a> {
             ctx,
             n_max,
         };
-        // The model's cache is left as it is: empty for a fresh runner, or a loaded prompt
+        // The sequence's state is left as it is: empty for a fresh one, or a loaded prompt
         // cache the caller names with `assume_cached`.
         if let Some(sys) = &s.system {
             s.messages.push(Message::new("system", sys));
@@ -175,7 +177,7 @@ impl<'a> Session<'a> {
         if let Some(sys) = &self.system {
             self.messages.push(Message::new("system", sys));
         }
-        self.cached.forget(&mut *self.model);
+        self.cached.forget(&mut *self.model, &self.seq);
     }
 
     /// One turn: `user` says something, the answer is streamed to `sink`.
@@ -191,7 +193,7 @@ impl<'a> Session<'a> {
                 self.ctx
             )));
         }
-        let common = self.cached.reuse(&mut *self.model, &ids)?;
+        let common = self.cached.reuse(&mut *self.model, &self.seq, &ids)?;
         let feed = &ids[common..];
         let opts = GenOpts {
             n: self.n_max.min(self.ctx - ids.len()),
@@ -203,6 +205,7 @@ impl<'a> Session<'a> {
         // The EOS token decodes to nothing (special tokens are skipped).
         let result = generate_text(
             &mut *self.model,
+            &self.seq,
             feed,
             &opts,
             &mut self.sampler,

@@ -75,6 +75,63 @@ fn resident_greedy_decode_is_one_submit_and_four_bytes() {
     assert_eq!(tokens, want);
 }
 
+/// The same greedy decode driven as every front-end drives it (`generate` over one sequence of
+/// the `adapter::Model` trait): the picked id is fed from the device (`Input::Picked`), so each
+/// step after the warm-up is still one submit, at most 8 bytes read, nothing created, only the
+/// position parameters uploaded; the tokens are the direct runner's.
+#[test]
+fn greedy_decode_through_the_model_trait_is_the_same_one_submit_step() {
+    use runner::adapter::Model;
+    let test = "greedy_decode_through_the_model_trait_is_the_same_one_submit_step";
+    let (Some(path), Some(e)) = (common::model_path(test), own_engine(test)) else {
+        return;
+    };
+    let model = LlamaModel::open(&path).unwrap();
+    let tok = Tokenizer::from_gguf(model.gguf.metadata()).unwrap();
+    let prompt = tok.encode(common::PROMPTS[0]).unwrap();
+    let cap = prompt.len() + STEPS + 1;
+    let mut direct = Runner::new(&e, &model, WeightMode::Resident, cap).unwrap();
+    let mut want = vec![direct.forward_argmax(&prompt).unwrap()];
+    let mut direct_steps = Vec::new();
+    for _ in 0..STEPS {
+        let before = direct.stats();
+        want.push(direct.step_argmax().unwrap());
+        direct_steps.push(direct.stats() - before);
+    }
+    let mut r = Runner::new(&e, &model, WeightMode::Resident, cap).unwrap();
+    let seq = r.begin().unwrap();
+    let mut sampler = runner::sample::Sampler::new(runner::sample::SamplingParams::default());
+    let opts = runner::generate::GenOpts {
+        n: STEPS + 1,
+        ignore_eos: true,
+        keep_logits: false,
+    };
+    let g = runner::generate::generate(
+        &mut r,
+        &seq,
+        &prompt,
+        &opts,
+        &mut sampler,
+        None,
+        &mut |_| Ok(true),
+    )
+    .unwrap();
+    assert_eq!(g.tokens, want);
+    assert_eq!(g.steps.len(), STEPS);
+    // the first decode step may rewrite every parameter slot (the chunk length changed)
+    for (step, (d, direct)) in g.steps.iter().zip(&direct_steps).enumerate().skip(1) {
+        let d = &d.gpu;
+        // the picked id is not uploaded again: the same bytes as the direct step's
+        assert_eq!(d.bytes_uploaded, direct.bytes_uploaded, "step {step}");
+        assert_eq!(d.dispatches, direct.dispatches, "step {step}");
+        assert_eq!(d.submits, 1, "step {step}: {d:?}");
+        assert!(d.bytes_read_back <= 8, "step {step}: {d:?}");
+        assert_eq!(d.buffers_created, 0, "step {step}: {d:?}");
+        assert_eq!(d.bind_groups_created, 0, "step {step}: {d:?}");
+        assert!(d.bytes_uploaded <= 5 * 48, "step {step}: {d:?}");
+    }
+}
+
 /// A streamed decode step reads each tile once, allocates nothing and is one submit a ring of
 /// tiles, for the default ring and a shorter one (`--ring-slots`); both give the resident tokens.
 #[test]

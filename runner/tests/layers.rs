@@ -23,6 +23,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "npy",
             "prompt_cache",
             "sample",
+            "sequence",
             "step_stats",
             "tokenizer",
         ],

@@ -19,6 +19,7 @@ mod kquant_run_gate;
 mod layers;
 mod profile;
 mod prompt_cache;
+mod sequence;
 mod session;
 mod smollm2_exact;
 mod smollm2_llamacpp;

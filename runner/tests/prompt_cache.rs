@@ -11,6 +11,7 @@ use crate::common;
 use std::process::Command;
 
 use artifact::mega::kv::KvModel;
+use runner::adapter::Model;
 use runner::llama::{Logits, Runner, WeightMode};
 use runner::model::LlamaModel;
 use runner::prompt_cache::{gguf_identity, PromptCache};
@@ -38,16 +39,18 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
 
     // Prefill, one decode step; save the prompt's state.
     let mut a = Runner::new(e, &model, WeightMode::Resident, 64).unwrap();
+    let sa = a.begin().unwrap();
     let after_prompt = a.forward(&prompt, Logits::Last).unwrap();
     let next = common::top2(&after_prompt).0 as u32;
     let after_next = a.forward(&[next], Logits::Last).unwrap();
     let cache = PromptCache::new(&file, id.clone());
-    cache.save(&a, &prompt).unwrap();
+    cache.save(&a, &sa, &prompt).unwrap();
 
     // A longer prompt reuses every cached position and feeds only the new token.
     let mut b = Runner::new(e, &model, WeightMode::Resident, 64).unwrap();
+    let sb = b.begin().unwrap();
     let longer: Vec<u32> = prompt.iter().copied().chain([next]).collect();
-    let reused = cache.load(&mut b, &longer).unwrap().unwrap();
+    let reused = cache.load(&mut b, &sb, &longer).unwrap().unwrap();
     assert_eq!(reused, prompt);
     assert_eq!(b.position(), prompt.len());
     assert_eq!(
@@ -55,7 +58,7 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
         bits(&after_next)
     );
     // The cached prompt itself: all but its last token come from the file.
-    let reused = cache.load(&mut b, &prompt).unwrap().unwrap();
+    let reused = cache.load(&mut b, &sb, &prompt).unwrap().unwrap();
     assert_eq!(reused.len(), prompt.len() - 1);
     let last = *prompt.last().unwrap();
     assert_eq!(
@@ -65,8 +68,9 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
 
     // Refusals: truncated, one byte altered, another model, no file at all.
     let mut c = Runner::new(e, &model, WeightMode::Resident, 64).unwrap();
+    let sc = c.begin().unwrap();
     common::cache_refuses_truncated_and_altered(&file, || {
-        cache.load(&mut c, &prompt).unwrap_err().to_string()
+        cache.load(&mut c, &sc, &prompt).unwrap_err().to_string()
     });
     let foreign = PromptCache::new(
         &file,
@@ -75,10 +79,10 @@ fn loaded_prefix_gives_the_prefilled_logits_and_bad_files_are_refused() {
             bytes: 1,
         },
     );
-    let err = foreign.load(&mut c, &prompt).unwrap_err().to_string();
+    let err = foreign.load(&mut c, &sc, &prompt).unwrap_err().to_string();
     assert!(err.contains("made for another model"), "{err}");
     std::fs::remove_file(&file).unwrap();
-    assert!(cache.load(&mut c, &prompt).unwrap().is_none());
+    assert!(cache.load(&mut c, &sc, &prompt).unwrap().is_none());
 }
 
 #[test]
@@ -143,12 +147,14 @@ fn a_session_reuses_a_loaded_prompt_cache() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("turn.megakv");
     let mut a = Runner::new(e, &model, WeightMode::Resident, 256).unwrap();
+    let sa = a.begin().unwrap();
     a.forward_argmax(&ids).unwrap();
     let cache = PromptCache::new(&file, gguf_identity(&path).unwrap());
-    cache.save(&a, &ids).unwrap();
+    cache.save(&a, &sa, &ids).unwrap();
 
     let mut b = Runner::new(e, &model, WeightMode::Resident, 256).unwrap();
-    let loaded = cache.load_all(&mut b).unwrap().unwrap();
+    let sb = b.begin().unwrap();
+    let loaded = cache.load_all(&mut b, &sb).unwrap().unwrap();
     assert_eq!(loaded, ids);
     let sampler = runner::sample::Sampler::new(runner::sample::SamplingParams {
         temperature: 0.0,
@@ -156,7 +162,7 @@ fn a_session_reuses_a_loaded_prompt_cache() {
     });
     let template = runner::chat::ChatFormat::Template(Box::new(tok.template().unwrap()));
     let mut s =
-        runner::session::Session::new(&mut b, &tok, template, sampler, None, 256, 2).unwrap();
+        runner::session::Session::new(&mut b, sb, &tok, template, sampler, None, 256, 2).unwrap();
     s.assume_cached(loaded);
     let t = s.turn(question, &mut |_| {}).unwrap();
     assert_eq!((t.reused, t.fed), (ids.len() - 1, 1));

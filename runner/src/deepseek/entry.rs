@@ -13,25 +13,40 @@ use artifact::mega::kv::KvLayout;
 use super::model::{Mode, V4Model};
 use super::state::Snapshot;
 use super::verified::VerifiedSource;
-use crate::adapter::{ArtifactModel, ModelOptions, Residency};
+use crate::adapter::{Model, ModelOptions, Residency};
 use crate::artifact::VerifiedArtifact;
 use crate::error::RunError;
 use crate::generate::Logits;
+use crate::sequence::{Feed, SavedState, Sequence, Slots, StateKind};
 use crate::tokenizer::Tokenizer;
 
 /// Snapshots of the decode state an adapter keeps (each is a copy of every layer's window and
 /// compressor state; a session needs the latest prompt's).
 const SNAPSHOTS: usize = 2;
 
-/// The adapter behind the registry's [`ArtifactModel`].
+/// The adapter behind the registry's [`Model`].
 pub struct V4Artifact {
     model: V4Model,
+    /// Positions a sequence may hold (`ModelOptions::capacity`).
+    capacity: usize,
+    /// The one sequence whose state `model` holds.
+    slots: Slots,
     /// Copies of the state taken during prefills, oldest first: where a chat session or the
     /// server can go back to (the state cannot be cut at an arbitrary position).
     snapshots: Vec<Snapshot>,
 }
 
 impl V4Artifact {
+    /// Refuses feeding `n` positions past the capacity the model was opened for.
+    fn check(&self, n: usize) -> Result<(), RunError> {
+        if self.model.position() + n > self.capacity {
+            return Err(RunError::ContextFull {
+                capacity: self.capacity,
+            });
+        }
+        Ok(())
+    }
+
     fn snapshot(&mut self) -> Result<(), RunError> {
         let s = self.model.snapshot()?;
         if self.snapshots.len() == SNAPSHOTS {
@@ -63,62 +78,87 @@ impl V4Artifact {
     }
 }
 
-impl ArtifactModel for V4Artifact {
+/// The V4 adapter as the runtime's model: one sequence, whose state is every layer's window and
+/// compressor state, kept and saved at its position or at a prefill's snapshot.
+impl Model for V4Artifact {
     fn vocab(&self) -> usize {
         self.model.config.vocab
     }
 
-    fn forward(&mut self, ids: &[u32], logits: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn state_kind(&self) -> StateKind {
+        StateKind::Snapshots
+    }
+
+    fn begin(&mut self) -> Result<Sequence, RunError> {
+        let seq = self.slots.begin()?;
+        self.model.reset();
+        self.snapshots.clear();
+        Ok(seq)
+    }
+
+    fn end(&mut self, seq: Sequence) {
+        self.slots.end(seq);
+    }
+
+    fn step(&mut self, feeds: &[Feed<'_>], logits: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+        let (_, f) = self.slots.one(feeds)?;
+        let mut buf = [0u32; 1];
+        let ids = f.input.ids(&mut buf);
+        self.check(ids.len())?;
         match logits {
             Logits::Last => Ok(vec![self.prefill(ids)?]),
             // One row per id: decode steps give the prefill's logits bit for bit (tested in
             // runner/tests/deepseek_reference.rs), so feeding them one at a time is exact.
-            Logits::All => ids
-                .iter()
-                .map(|&id| self.model.forward(&[id]).map_err(RunError::from))
-                .collect(),
+            Logits::All => {
+                let mut rows = Vec::with_capacity(ids.len() * self.model.config.vocab);
+                for &id in ids {
+                    rows.extend(self.model.forward(&[id])?);
+                }
+                Ok(vec![rows])
+            }
         }
     }
 
     /// The last token (a decode step, or a prefill's last) picks its argmax on the device
     /// where the model keeps the residual there ([`V4Model::forward_argmax`]).
-    fn argmax(&mut self, ids: &[u32]) -> Result<Option<u32>, RunError> {
+    fn step_argmax(&mut self, feeds: &[Feed<'_>]) -> Result<Option<Vec<u32>>, RunError> {
+        let (_, f) = self.slots.one(feeds)?;
+        let mut buf = [0u32; 1];
+        let ids = f.input.ids(&mut buf);
+        self.check(ids.len())?;
         let last = self.prefill_head(ids)?;
-        Ok(Some(self.model.forward_argmax(&[last])?))
+        Ok(Some(vec![self.model.forward_argmax(&[last])?]))
     }
 
-    fn tile_reads(&self) -> u64 {
-        self.model.tile_reads()
-    }
-
-    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
-        self.model.gpu_stats()
-    }
-
-    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
-        self.model.expert_cache()
+    fn position(&self, seq: &Sequence) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
+        Ok(self.model.position())
     }
 
     /// The whole state when `n` covers it, else the latest snapshot at or before `n`, else a
     /// new sequence: the window and compressor state cannot be cut at an arbitrary position.
-    fn rewind(&mut self, n: usize) -> Option<usize> {
+    fn rewind(&mut self, seq: &Sequence, n: usize) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
         if n >= self.model.position() {
-            return Some(self.model.position());
+            return Ok(self.model.position());
         }
         self.snapshots.retain(|s| s.position() <= n);
         match self.snapshots.last() {
             Some(s) if s.position() > 0 => self.model.restore(s),
             _ => self.model.reset(),
         }
-        Some(self.model.position())
-    }
-
-    fn position(&self) -> usize {
-        self.model.position()
+        Ok(self.model.position())
     }
 
     /// The whole state when `n` covers it, else the latest snapshot at or before `n`.
-    fn savable(&self, n: usize) -> usize {
+    fn savable(&self, seq: &Sequence, n: usize) -> usize {
+        if self.slots.slot(seq).is_err() {
+            return 0;
+        }
         let now = self.model.position();
         if n >= now {
             return now;
@@ -136,39 +176,55 @@ impl ArtifactModel for V4Artifact {
     }
 
     /// The state at the current position or at a snapshot's.
-    fn save_state(&self, n: usize) -> Result<Vec<u8>, RunError> {
-        if n == self.model.position() {
-            return Ok(self.model.save_state()?.1);
-        }
-        let snap = self
-            .snapshots
-            .iter()
-            .find(|s| s.position() == n)
-            .ok_or_else(|| {
-                RunError::Usage(format!(
-                    "the DeepSeek V4 state can be saved at position {} or at a prefill's last prompt token, not at {n}",
-                    self.model.position()
-                ))
-            })?;
-        Ok(self.model.save_state_of(snap)?.1)
+    fn save(&self, seq: &Sequence, n: usize) -> Result<SavedState, RunError> {
+        self.slots.slot(seq)?;
+        let (sections, payload) = if n == self.model.position() {
+            self.model.save_state()?
+        } else {
+            let snap = self
+                .snapshots
+                .iter()
+                .find(|s| s.position() == n)
+                .ok_or_else(|| {
+                    RunError::Usage(format!(
+                        "the DeepSeek V4 state can be saved at position {} or at a prefill's last prompt token, not at {n}",
+                        self.model.position()
+                    ))
+                })?;
+            self.model.save_state_of(snap)?
+        };
+        Ok(SavedState {
+            positions: n,
+            layout: KvLayout::Sections(sections),
+            payload,
+        })
     }
 
-    fn load_state(
-        &mut self,
-        positions: usize,
-        layout: &KvLayout,
-        payload: &[u8],
-    ) -> Result<(), RunError> {
-        let KvLayout::Sections(sections) = layout else {
+    fn restore(&mut self, seq: &Sequence, state: &SavedState) -> Result<(), RunError> {
+        self.slots.slot(seq)?;
+        let KvLayout::Sections(sections) = &state.layout else {
             return Err(RunError::Usage(
                 "a per-position KV layout is not a DeepSeek V4 decode state".into(),
             ));
         };
-        self.model.load_state(positions, sections, payload)?;
+        self.model
+            .load_state(state.positions, sections, &state.payload)?;
         // the loaded state is where a prompt that parts from the file's tokens after them, or
         // a chat whose first answer re-renders differently, goes back to
         self.snapshots.clear();
         self.snapshot()
+    }
+
+    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+        self.model.gpu_stats()
+    }
+
+    fn tile_reads(&self) -> u64 {
+        self.model.tile_reads()
+    }
+
+    fn expert_cache(&self) -> Option<crate::deepseek::linear::ExpertCacheStats> {
+        self.model.expert_cache()
     }
 }
 
@@ -177,7 +233,7 @@ impl ArtifactModel for V4Artifact {
 pub fn open_artifact<'a>(
     artifact: &'a VerifiedArtifact,
     opts: &ModelOptions<'a>,
-) -> Result<Box<dyn ArtifactModel + 'a>, RunError> {
+) -> Result<Box<dyn Model + 'a>, RunError> {
     let mode = Mode::Gpu {
         engine: opts.engine.clone(),
         streamed: opts.residency == Residency::Streamed,
@@ -186,6 +242,8 @@ pub fn open_artifact<'a>(
     let model = V4Model::open(Arc::new(VerifiedSource::new(artifact)), mode)?;
     Ok(Box::new(V4Artifact {
         model,
+        capacity: opts.capacity,
+        slots: Slots::new(1),
         snapshots: Vec::new(),
     }))
 }

@@ -715,6 +715,8 @@ impl Runner {
             capacity,
             pos: 0,
             host: Vec::new(),
+            slots: crate::sequence::Slots::new(1),
+            picked: None,
         })
     }
 }

@@ -19,11 +19,13 @@ mod plan;
 mod profile;
 mod tiles;
 
+use artifact::mega::kv::KvLayout;
 use kernels::gpu::GpuStats;
 
 use crate::engine::{Engine, ResidentMatrix};
 use crate::error::RunError;
 use crate::model::LlamaConfig;
+use crate::sequence::{Feed, Input, SavedState, Sequence, StateKind};
 use plan::{Op, ParamBlock, Shapes};
 use tiles::TileReader;
 
@@ -154,6 +156,10 @@ pub struct Runner {
     pos: usize,
     /// Read-back scratch (host side, reused).
     host: Vec<u8>,
+    /// The one sequence the KV cache holds (`adapter::Model`).
+    slots: crate::sequence::Slots,
+    /// The id the last greedy step picked, while it is still the device's input.
+    picked: Option<u32>,
 }
 
 impl Runner {
@@ -426,72 +432,101 @@ enum Part {
     All,
 }
 
-/// The Llama-family runner in the shared generation loop: the device picks greedy tokens.
-impl crate::generate::Decoder for Runner {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        self.forward(ids, Logits::Last)
+/// The Llama-family runner as the runtime's model: one sequence, whose state is the KV cache
+/// (any prefix kept, saved and restored); a greedy step fed the id the device just picked
+/// uploads nothing.
+impl crate::adapter::Model for Runner {
+    fn vocab(&self) -> usize {
+        self.shapes.c.vocab
     }
 
-    fn argmax(&mut self, ids: &[u32]) -> Result<u32, RunError> {
-        self.forward_argmax(ids)
+    fn capacity(&self) -> usize {
+        self.capacity
     }
 
-    /// The previous argmax is already the device's input: nothing is uploaded for it.
-    fn next(&mut self, _prev: u32) -> Result<u32, RunError> {
-        self.step_argmax()
+    fn state_kind(&self) -> StateKind {
+        StateKind::Positions
     }
 
-    fn stats(&self) -> Option<kernels::gpu::GpuStats> {
+    fn begin(&mut self) -> Result<Sequence, RunError> {
+        let seq = self.slots.begin()?;
+        self.reset();
+        self.picked = None;
+        Ok(seq)
+    }
+
+    fn end(&mut self, seq: Sequence) {
+        self.slots.end(seq);
+    }
+
+    fn step(&mut self, feeds: &[Feed<'_>], logits: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+        let (_, f) = self.slots.one(feeds)?;
+        self.picked = None;
+        let mut buf = [0u32; 1];
+        Ok(vec![self.forward(f.input.ids(&mut buf), logits)?])
+    }
+
+    fn step_argmax(&mut self, feeds: &[Feed<'_>]) -> Result<Option<Vec<u32>>, RunError> {
+        let (_, f) = self.slots.one(feeds)?;
+        let id = match f.input {
+            Input::Picked(prev) if self.picked == Some(prev) => self.step_argmax()?,
+            input => {
+                self.picked = None;
+                let mut buf = [0u32; 1];
+                self.forward_argmax(input.ids(&mut buf))?
+            }
+        };
+        self.picked = Some(id);
+        Ok(Some(vec![id]))
+    }
+
+    fn position(&self, seq: &Sequence) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
+        Ok(self.pos)
+    }
+
+    fn rewind(&mut self, seq: &Sequence, n: usize) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
+        self.picked = None;
+        Runner::rewind(self, n);
+        Ok(self.pos)
+    }
+
+    fn savable(&self, seq: &Sequence, n: usize) -> usize {
+        self.slots.slot(seq).map_or(0, |_| n.min(self.pos))
+    }
+
+    fn state_layout(&self, _positions: usize) -> Option<KvLayout> {
+        let c = self.config();
+        Some(KvLayout::Heads(artifact::mega::kv::KvHeads {
+            layers: c.n_layers as u32,
+            kv_heads: c.n_kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            dtype: "f32".into(),
+        }))
+    }
+
+    fn save(&self, seq: &Sequence, n: usize) -> Result<SavedState, RunError> {
+        self.slots.slot(seq)?;
+        let n = n.min(self.pos);
+        Ok(SavedState {
+            positions: n,
+            layout: self.state_layout(n).ok_or_else(crate::adapter::no_state)?,
+            payload: self.kv_payload(n)?,
+        })
+    }
+
+    fn restore(&mut self, seq: &Sequence, state: &SavedState) -> Result<(), RunError> {
+        self.slots.slot(seq)?;
+        self.picked = None;
+        self.kv_restore(state.positions, &state.payload)
+    }
+
+    fn stats(&self) -> Option<GpuStats> {
         Some(Runner::stats(self))
     }
 
     fn tile_reads(&self) -> u64 {
         Runner::tile_reads(self)
-    }
-
-    fn rewind(&mut self, n: usize) -> Option<usize> {
-        Runner::rewind(self, n);
-        Some(self.position())
-    }
-}
-
-/// The runner's keys and values per position, for `--prompt-cache`.
-impl crate::prompt_cache::KvState for Runner {
-    fn kv_layout(&self, _positions: usize) -> Result<artifact::mega::kv::KvLayout, RunError> {
-        let c = self.config();
-        Ok(artifact::mega::kv::KvLayout::Heads(
-            artifact::mega::kv::KvHeads {
-                layers: c.n_layers as u32,
-                kv_heads: c.n_kv_heads as u32,
-                head_dim: c.head_dim as u32,
-                dtype: "f32".into(),
-            },
-        ))
-    }
-
-    fn kv_position(&self) -> usize {
-        self.position()
-    }
-
-    fn kv_capacity(&self) -> usize {
-        self.capacity()
-    }
-
-    fn kv_payload(&self, n: usize) -> Result<Vec<u8>, RunError> {
-        Runner::kv_payload(self, n)
-    }
-
-    fn kv_restore(
-        &mut self,
-        n: usize,
-        _: &artifact::mega::kv::KvLayout,
-        payload: &[u8],
-    ) -> Result<(), RunError> {
-        Runner::kv_restore(self, n, payload)
-    }
-
-    fn kv_rewind(&mut self, n: usize) -> usize {
-        self.rewind(n);
-        self.position()
     }
 }

@@ -32,14 +32,16 @@ pub fn run_interactive_with(args: &RunArgs, entries: &[Entry]) -> Result<(), Run
         .with_reasoning_effort(args.reasoning_effort.as_deref())?;
     let ctx = session_ctx(args.ctx_size, opened.context)?;
     let mut model = opened.load(&args.model_options(&engine, ctx))?;
+    let seq = model.begin()?;
     let loaded = match &args.prompt_cache {
         Some(p) => crate::prompt_cache::PromptCache::new(p, opened.prompt_cache_identity()?)
-            .load_all(model.as_mut())?,
+            .load_all(model.as_mut(), &seq)?,
         None => None,
     };
     let sampler = Sampler::new(args.sampling()?);
     let mut session = Session::new(
         model.as_mut(),
+        seq,
         &opened,
         template,
         sampler,

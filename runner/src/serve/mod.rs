@@ -415,9 +415,10 @@ fn run_worker(
         ..ModelOptions::from_flags(&engine, a.stream, ctx, a.expert_cache_mib)
     };
     let mut model = opened.load(&opts)?;
+    let seq = model.begin()?;
     let preloaded = match &a.prompt_cache {
         Some(p) => PromptCache::new(p, opened.prompt_cache_identity()?)
-            .load_all(model.as_mut())?
+            .load_all(model.as_mut(), &seq)?
             .unwrap_or_default(),
         None => Vec::new(),
     };
@@ -427,7 +428,8 @@ fn run_worker(
     let _ = ready.send(Ok((info, true)));
     let encode = |t: &str| opened.encode(t);
     let mut backend = Backend {
-        decoder: model.as_mut(),
+        model: model.as_mut(),
+        seq,
         encode: &encode,
         detok: &opened,
         template,

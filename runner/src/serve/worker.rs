@@ -11,10 +11,12 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, Finish, GenRequest, Prompt};
 use super::stop::StopMatcher;
+use crate::adapter::Model;
 use crate::chat::ChatFormat;
 use crate::error::RunError;
-use crate::generate::{generate, Decoder, GenOpts};
+use crate::generate::{generate, GenOpts};
 use crate::sample::Sampler;
+use crate::sequence::Sequence;
 use crate::session::CachedPrefix;
 use crate::tokenizer::{Detokenize, TextStream};
 
@@ -76,9 +78,11 @@ pub struct Job {
     pub slot: Slot,
 }
 
-/// What the worker runs on: the decoder, the text pipeline and the context.
+/// What the worker runs on: the model and the sequence it serves requests on, the text
+/// pipeline and the context.
 pub struct Backend<'a> {
-    pub decoder: &'a mut dyn Decoder,
+    pub model: &'a mut dyn Model,
+    pub seq: Sequence,
     pub encode: &'a dyn Fn(&str) -> Result<Vec<u32>, RunError>,
     pub detok: &'a dyn Detokenize,
     /// The model's chat format, or why there is none.
@@ -105,7 +109,7 @@ pub fn serve_jobs(
         let events = job.events.clone();
         if let Err(e) = run_job(backend, &mut cache, &job, stats) {
             // A model or engine failure leaves the cache unknown: start the next one afresh.
-            cache.forget(&mut *backend.decoder);
+            cache.forget(&mut *backend.model, &backend.seq);
             let _ = events.send(Event::Failed(e));
         }
         drop(job);
@@ -178,7 +182,9 @@ fn run_job(
         prompt_tokens: ids.len(),
     });
     let server = |e: RunError| ApiError::server(e.to_string());
-    let common = cache.reuse(&mut *backend.decoder, &ids).map_err(server)?;
+    let common = cache
+        .reuse(&mut *backend.model, &backend.seq, &ids)
+        .map_err(server)?;
     stats
         .reused_prompt_tokens
         .fetch_add(common, Ordering::SeqCst);
@@ -193,7 +199,8 @@ fn run_job(
     };
     let eos = backend.detok.eos();
     let g = generate(
-        &mut *backend.decoder,
+        &mut *backend.model,
+        &backend.seq,
         feed,
         &opts,
         &mut sampler,

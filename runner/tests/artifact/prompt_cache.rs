@@ -8,24 +8,21 @@
 use std::process::Command;
 
 use artifact::mega::kv::{read_kv, write_kv, KvModel};
-use runner::adapter::{ArtifactDecoder, ModelOptions};
+use runner::adapter::ModelOptions;
 use runner::artifact::prompt_cache_identity as artifact_identity;
 use runner::artifact::{OpenOptions, VerifiedArtifact};
-use runner::generate::Decoder;
 use runner::prompt_cache::PromptCache;
 
 use super::registry::StartOnly;
 use super::{deepseek_common, engine, fixture};
+use crate::common::One;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-fn open<'a>(a: &'a VerifiedArtifact, opts: &ModelOptions<'a>) -> ArtifactDecoder<'a> {
-    ArtifactDecoder(
-        runner::deepseek::entry::open_artifact(a, opts).unwrap(),
-        opts.capacity,
-    )
+fn open<'a>(a: &'a VerifiedArtifact, opts: &ModelOptions<'a>) -> One<'a> {
+    One::new(runner::deepseek::entry::open_artifact(a, opts).unwrap())
 }
 
 /// The demo artifact opened under its evidence (a prompt cache binds to the verified commit).
@@ -59,12 +56,17 @@ fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
     let after_prompt = d.logits(&prompt).unwrap();
     let next = runner::deepseek::argmax(&after_prompt);
     let after_next = d.logits(&[next]).unwrap();
-    cache.save(&d, &prompt[..keep]).unwrap();
+    cache
+        .save(d.model.as_ref(), &d.seq, &prompt[..keep])
+        .unwrap();
     let (header, _) = read_kv(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(header.tokens, prompt[..keep]);
     assert_eq!(header.model, id);
     // a prefix the adapter holds no state within cannot be saved (the file is kept)
-    let err = cache.save(&d, &prompt[..5]).unwrap_err().to_string();
+    let err = cache
+        .save(d.model.as_ref(), &d.seq, &prompt[..5])
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("no prefix of the 5 tokens can be saved"),
         "{err}"
@@ -74,9 +76,12 @@ fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
 
     // A fresh adapter: the file's state, then the last prompt token and the next one.
     let mut b = open(&a, &opts);
-    let reused = cache.load(&mut b, &prompt).unwrap().unwrap();
+    let reused = cache
+        .load(b.model.as_mut(), &b.seq, &prompt)
+        .unwrap()
+        .unwrap();
     assert_eq!(reused, prompt[..keep]);
-    assert_eq!(b.0.position(), keep);
+    assert_eq!(b.position(), keep);
     assert_eq!(
         bits(&b.logits(&prompt[keep..]).unwrap()),
         bits(&after_prompt)
@@ -86,15 +91,21 @@ fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
     // reused and the adapter starts again.
     let mut other = prompt.clone();
     other[10] = other[11];
-    let reused = cache.load(&mut b, &other).unwrap().unwrap();
+    let reused = cache
+        .load(b.model.as_mut(), &b.seq, &other)
+        .unwrap()
+        .unwrap();
     assert!(reused.is_empty());
-    assert_eq!(b.0.position(), 0);
+    assert_eq!(b.position(), 0);
 
     // Refusals: truncated, one byte altered, another commit, another position count.
     let good = std::fs::read(&file).unwrap();
     let mut c = open(&a, &opts);
     crate::common::cache_refuses_truncated_and_altered(&file, || {
-        cache.load(&mut c, &prompt).unwrap_err().to_string()
+        cache
+            .load(c.model.as_mut(), &c.seq, &prompt)
+            .unwrap_err()
+            .to_string()
     });
     let KvModel::Artifact {
         repo,
@@ -112,15 +123,21 @@ fn v4_state_from_megakv_gives_the_prefilled_logits_and_bad_files_are_refused() {
             tokenizer_sha256,
         },
     );
-    let err = foreign.load(&mut c, &prompt).unwrap_err().to_string();
+    let err = foreign
+        .load(c.model.as_mut(), &c.seq, &prompt)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("made for another model"), "{err}");
     // A well-formed file whose arrays are those of 39 positions but whose tokens say 38.
     let (mut h, payload) = read_kv(&good).unwrap();
     h.tokens.pop();
     std::fs::write(&file, write_kv(&h, payload).unwrap()).unwrap();
-    let err = cache.load(&mut c, &prompt).unwrap_err().to_string();
+    let err = cache
+        .load(c.model.as_mut(), &c.seq, &prompt)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not this model's after 38 positions"), "{err}");
-    assert_eq!(c.0.position(), 0, "a refused file leaves the state alone");
+    assert_eq!(c.position(), 0, "a refused file leaves the state alone");
 }
 
 fn run_cached(file: &std::path::Path, ids: &str) -> serde_json::Value {
@@ -168,12 +185,13 @@ fn a_v4_chat_session_reuses_its_turns_with_the_same_answers() {
     let opts = resident(&e, 512);
     let tok: runner::tokenizer::Tokenizer = runner::deepseek::entry::tokenizer(&a).unwrap();
     let run = |reuse: bool, effort: Option<&str>| -> (Vec<String>, Vec<TurnStats>) {
-        let inner = open(&a, &opts);
-        let mut d: Box<dyn Decoder> = if reuse {
-            Box::new(inner)
+        let inner = runner::deepseek::entry::open_artifact(&a, &opts).unwrap();
+        let mut d: Box<dyn runner::adapter::Model> = if reuse {
+            inner
         } else {
             Box::new(StartOnly(inner))
         };
+        let seq = d.begin().unwrap();
         let format = runner::deepseek::entry::chat(&a)
             .unwrap()
             .with_reasoning_effort(effort)
@@ -182,7 +200,7 @@ fn a_v4_chat_session_reuses_its_turns_with_the_same_answers() {
             temperature: 0.0,
             ..Default::default()
         });
-        let mut s = Session::new(d.as_mut(), &tok, format, sampler, None, 512, 3).unwrap();
+        let mut s = Session::new(d.as_mut(), seq, &tok, format, sampler, None, 512, 3).unwrap();
         let (mut texts, mut stats) = (Vec::new(), Vec::new());
         for q in ["hello", "again"] {
             let mut t = String::new();

@@ -5,13 +5,14 @@
 //! per-forward loads behave; the DeepSeek V4 adapter replaces it for `deepseek-v4`.
 
 use clap::Parser;
-use runner::adapter::{ArtifactModel, ModelOptions, Residency};
+use runner::adapter::{Model, ModelOptions, Residency};
 use runner::artifact::{tokenizer_of, OpenOptions, VerifiedArtifact};
 use runner::error::RunError;
 use runner::llama::Logits;
 use runner::registry::Entry;
 use runner::run::run_with;
 use runner::run::RunArgs;
+use runner::sequence::{Feed, Sequence, Slots, StateKind};
 
 use super::{engine, fixture};
 
@@ -27,6 +28,9 @@ struct Bigram<'a> {
     weights: Option<(Vec<f32>, Vec<f32>)>,
     hidden: usize,
     vocab: usize,
+    capacity: usize,
+    pos: usize,
+    slots: Slots,
 }
 
 fn load(a: &VerifiedArtifact) -> Result<(Vec<f32>, Vec<f32>), RunError> {
@@ -42,11 +46,28 @@ fn logits(embed: &[f32], head: &[f32], hidden: usize, id: u32) -> Vec<f32> {
         .collect()
 }
 
-impl ArtifactModel for Bigram<'_> {
+impl Model for Bigram<'_> {
     fn vocab(&self) -> usize {
         self.vocab
     }
-    fn forward(&mut self, ids: &[u32], which: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// A bigram keeps nothing of a position but its count: any prefix is kept.
+    fn state_kind(&self) -> StateKind {
+        StateKind::Positions
+    }
+    fn begin(&mut self) -> Result<Sequence, RunError> {
+        self.pos = 0;
+        self.slots.begin()
+    }
+    fn end(&mut self, seq: Sequence) {
+        self.slots.end(seq)
+    }
+    fn step(&mut self, feeds: &[Feed<'_>], which: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+        let (_, f) = self.slots.one(feeds)?;
+        let mut buf = [0u32; 1];
+        let ids = f.input.ids(&mut buf);
         let fresh;
         let (e, h) = match &self.weights {
             Some((e, h)) => (e, h),
@@ -55,25 +76,34 @@ impl ArtifactModel for Bigram<'_> {
                 (&fresh.0, &fresh.1)
             }
         };
-        let mut rows: Vec<Vec<f32>> = ids
+        let rows = match which {
+            Logits::Last => &ids[ids.len().saturating_sub(1)..],
+            Logits::All => ids,
+        };
+        self.pos += ids.len();
+        Ok(vec![rows
             .iter()
-            .map(|&id| logits(e, h, self.hidden, id))
-            .collect();
-        if matches!(which, Logits::Last) {
-            rows = rows.split_off(rows.len() - 1);
-        }
-        Ok(rows)
+            .flat_map(|&id| logits(e, h, self.hidden, id))
+            .collect()])
     }
-    /// A bigram keeps no state between positions.
-    fn rewind(&mut self, n: usize) -> Option<usize> {
-        Some(n)
+    fn position(&self, seq: &Sequence) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
+        Ok(self.pos)
+    }
+    fn rewind(&mut self, seq: &Sequence, n: usize) -> Result<usize, RunError> {
+        self.slots.slot(seq)?;
+        self.pos = self.pos.min(n);
+        Ok(self.pos)
+    }
+    fn savable(&self, _seq: &Sequence, n: usize) -> usize {
+        n.min(self.pos)
     }
 }
 
 fn open_bigram<'a>(
     a: &'a VerifiedArtifact,
     o: &ModelOptions<'a>,
-) -> Result<Box<dyn ArtifactModel + 'a>, RunError> {
+) -> Result<Box<dyn Model + 'a>, RunError> {
     let hidden = a.config()["hidden_size"].as_u64().unwrap_or(0) as usize;
     let vocab = a.vocab_size() as usize;
     let weights = match o.residency {
@@ -85,6 +115,9 @@ fn open_bigram<'a>(
         weights,
         hidden,
         vocab,
+        capacity: o.capacity,
+        pos: 0,
+        slots: Slots::new(1),
     }))
 }
 
@@ -220,21 +253,41 @@ fn chat_renders_the_family_format_with_one_bos() {
 /// adapter in the family's chat format. An adapter that can only rewind to the start is fed the
 /// whole conversation again on the next turn; one that can rewind reuses the previous turns from
 /// its cache (the V4 adapter's snapshots: `prompt_cache.rs`).
-/// A decoder that can only start again: the conversation is fed whole each turn.
-pub(super) struct StartOnly<D>(pub(super) D);
+/// A model that can only start again: the conversation is fed whole each turn.
+pub(super) struct StartOnly<'a>(pub(super) Box<dyn Model + 'a>);
 
-impl<D: runner::generate::Decoder> runner::generate::Decoder for StartOnly<D> {
-    fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, RunError> {
-        self.0.logits(ids)
+impl Model for StartOnly<'_> {
+    fn vocab(&self) -> usize {
+        self.0.vocab()
     }
-    fn rewind(&mut self, _n: usize) -> Option<usize> {
-        self.0.rewind(0)
+    fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+    fn state_kind(&self) -> StateKind {
+        StateKind::Snapshots
+    }
+    fn begin(&mut self) -> Result<Sequence, RunError> {
+        self.0.begin()
+    }
+    fn end(&mut self, seq: Sequence) {
+        self.0.end(seq)
+    }
+    fn step(&mut self, feeds: &[Feed<'_>], which: Logits) -> Result<Vec<Vec<f32>>, RunError> {
+        self.0.step(feeds, which)
+    }
+    fn position(&self, seq: &Sequence) -> Result<usize, RunError> {
+        self.0.position(seq)
+    }
+    fn rewind(&mut self, seq: &Sequence, _n: usize) -> Result<usize, RunError> {
+        self.0.rewind(seq, 0)
+    }
+    fn savable(&self, _seq: &Sequence, _n: usize) -> usize {
+        0
     }
 }
 
 #[test]
 fn an_artifact_session_talks_in_the_family_format() {
-    use runner::generate::Decoder;
     use runner::session::Session;
     if engine("an_artifact_session_talks_in_the_family_format").is_none() {
         return;
@@ -253,15 +306,17 @@ fn an_artifact_session_talks_in_the_family_format() {
         })
     };
     for start_only in [false, true] {
-        let inner = runner::adapter::ArtifactDecoder(open_bigram(&a, &opts).unwrap(), 256);
-        let mut d: Box<dyn Decoder> = if start_only {
+        let inner = open_bigram(&a, &opts).unwrap();
+        let mut d: Box<dyn Model> = if start_only {
             Box::new(StartOnly(inner))
         } else {
-            Box::new(inner)
+            inner
         };
+        let seq = d.begin().unwrap();
         let format = runner::deepseek::entry::chat(&a).unwrap();
         let mut s = Session::new(
             d.as_mut(),
+            seq,
             &tok,
             format,
             greedy(),

@@ -113,3 +113,32 @@ pub fn cache_refuses_truncated_and_altered(
     assert!(err.contains("digest mismatch"), "{err}");
     write(&good);
 }
+
+/// A model with one live sequence, as the tests drive it (the front-ends go through
+/// `generate`, the session and the prompt cache, which take the pair).
+pub struct One<'a> {
+    pub model: Box<dyn runner::adapter::Model + 'a>,
+    pub seq: runner::sequence::Sequence,
+}
+
+impl<'a> One<'a> {
+    /// `model` with a sequence begun.
+    pub fn new(mut model: Box<dyn runner::adapter::Model + 'a>) -> Self {
+        let seq = model.begin().expect("a sequence of a fresh model");
+        Self { model, seq }
+    }
+
+    /// The last position's logits after feeding `ids`.
+    pub fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, runner::error::RunError> {
+        runner::generate::logits(
+            self.model.as_mut(),
+            &self.seq,
+            runner::sequence::Input::Ids(ids),
+        )
+    }
+
+    /// Positions fed so far.
+    pub fn position(&self) -> usize {
+        self.model.position(&self.seq).expect("the live sequence")
+    }
+}
