@@ -168,6 +168,64 @@ def test_a_disconnect_mid_stream_cancels_and_the_next_request_runs():
     assert r.choices[0].message.content
 
 
+def test_chat_logprobs_streamed_and_not():
+    import math
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=8, temperature=0,
+                                         logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    # one entry per generated token, EOS excepted, whose texts make the answer
+    assert 0 < len(content) <= r.usage.completion_tokens
+    assert "".join(t.token for t in content) == r.choices[0].message.content
+    for t in content:
+        assert len(t.top_logprobs) == 3 and t.logprob <= 0
+        assert bytes(t.bytes) == t.token.encode()
+        tops = [a.logprob for a in t.top_logprobs]
+        assert tops == sorted(tops, reverse=True)
+        # greedy: the chosen token is the most likely one
+        assert t.token == t.top_logprobs[0].token and math.isclose(t.logprob, tops[0], abs_tol=1e-6)
+        assert sum(math.exp(l) for l in tops) <= 1 + 1e-5
+    s = list(client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=8, temperature=0,
+                                              logprobs=True, top_logprobs=3, stream=True))
+    streamed = [t for ch in s if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.content]
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+    # without logprobs the field is null
+    plain = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2, temperature=0)
+    assert plain.choices[0].logprobs is None
+
+
+def test_completion_logprobs_have_offsets():
+    r = client().completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6,
+                                    temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    assert all(len(t) <= 2 for t in lp.top_logprobs) and all(l <= 0 for l in lp.token_logprobs)
+    with pytest.raises(openai.BadRequestError) as e:
+        client().completions.create(model=MODEL, prompt="x", max_tokens=1, logprobs=9)
+    assert e.value.param == "logprobs"
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=1, top_logprobs=2)
+    assert e.value.param == "top_logprobs"
+
+
+def test_frequency_and_presence_penalties_change_a_repetitive_answer():
+    prompt = "Repeat after me: the the the the the the the the"
+    ask = lambda **kw: client().completions.create(
+        model=MODEL, prompt=prompt, max_tokens=12, temperature=0, **kw).choices[0].text
+    plain = ask()
+    assert ask(frequency_penalty=0.0) == plain
+    penalized = ask(frequency_penalty=2.0, presence_penalty=2.0)
+    assert penalized != plain
+    # a generated token's count lowers it: no token of the penalized answer repeats as often
+    def most(text):
+        words = text.split()
+        return max((words.count(w) for w in words), default=0)
+    assert most(penalized) < most(plain), (plain, penalized)
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(presence_penalty=2.5)
+    assert e.value.param == "presence_penalty"
+
+
 def test_errors_are_openai_error_bodies():
     with pytest.raises(openai.BadRequestError) as e:
         client().chat.completions.create(model="no-such-model", messages=QUESTION, max_tokens=2)

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::adapter::Model;
 use crate::error::RunError;
+use crate::logprobs::TokenLogprobs;
 use crate::sample::Sampler;
 use crate::sequence::{Feed, Input, Sequence};
 use crate::step_stats::{Counters, StepStats};
@@ -63,7 +64,7 @@ pub fn generate_text(
         opts,
         sampler,
         tok.eos(),
-        &mut |id| {
+        &mut |id, _| {
             let piece = stream.push(id)?;
             if !piece.is_empty() {
                 sink(&piece);
@@ -100,6 +101,9 @@ pub struct GenOpts {
     pub ignore_eos: bool,
     /// Keep each step's logits row (`--dump-logits`).
     pub keep_logits: bool,
+    /// Hand each token's log-probability and this many most likely alternatives to `on_token`
+    /// (`None`: none; the logits then cross to the host every step).
+    pub logprobs: Option<usize>,
 }
 
 /// The last position's logits of `seq` after feeding it `input`.
@@ -132,9 +136,13 @@ pub fn argmax(model: &mut dyn Model, seq: &Sequence, input: Input<'_>) -> Result
         .unwrap_or(0))
 }
 
+/// What `on_token` is handed: each token as soon as it is chosen, with its log-probabilities when
+/// [`GenOpts::logprobs`] asks; it answers whether to go on (`false` stops, e.g. Ctrl-C in a
+/// session).
+pub type OnToken<'a> = &'a mut dyn FnMut(u32, Option<&TokenLogprobs>) -> Result<bool, RunError>;
+
 /// The generation loop every `minirun-run` path shares: prefill `prompt_ids`, then up to
-/// `opts.n` tokens, each handed to `on_token` as soon as it is chosen (which answers whether to go
-/// on: `false` stops, e.g. Ctrl-C in a session), stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a model that picks on the device do so
+/// `opts.n` tokens, each handed to `on_token`, stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a model that picks on the device do so
 /// (only the chosen ids cross to the host); otherwise each step's logits row is read back and the
 /// sampler picks.
 pub fn generate(
@@ -144,9 +152,10 @@ pub fn generate(
     opts: &GenOpts,
     sampler: &mut Sampler,
     eos: Option<u32>,
-    on_token: &mut dyn FnMut(u32) -> Result<bool, RunError>,
+    on_token: OnToken<'_>,
 ) -> Result<Generation, RunError> {
-    let on_device = sampler.params().is_greedy() && !opts.keep_logits;
+    let on_device = sampler.params().is_greedy() && !opts.keep_logits && opts.logprobs.is_none();
+    sampler.start_output();
     let counters = |m: &dyn Model| {
         m.stats().map(|gpu| Counters {
             gpu,
@@ -168,29 +177,33 @@ pub fn generate(
         });
     }
     let mut pick = |model: &mut dyn Model, input: Input<'_>, history: &[u32]| {
-        if on_device {
-            return argmax(model, seq, input);
-        }
-        let last = logits(model, seq, input)?;
-        let id = sampler.sample(&last, history);
-        if opts.keep_logits {
-            kept.push(last);
-        }
-        Ok(id)
+        let (id, lp) = if on_device {
+            (argmax(model, seq, input)?, None)
+        } else {
+            let last = logits(model, seq, input)?;
+            let id = sampler.sample(&last, history);
+            let lp = opts.logprobs.map(|top| TokenLogprobs::of(&last, id, top));
+            if opts.keep_logits {
+                kept.push(last);
+            }
+            (id, lp)
+        };
+        sampler.accept(id);
+        Ok::<_, RunError>((id, lp))
     };
     let t0 = Instant::now();
-    let mut next = pick(model, Input::Ids(prompt_ids), &history)?;
+    let (mut next, mut lp) = pick(model, Input::Ids(prompt_ids), &history)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     for step in 0..opts.n {
         tokens.push(next);
         history.push(next);
-        let go_on = on_token(next)?;
+        let go_on = on_token(next, lp.as_ref())?;
         if !go_on || (!opts.ignore_eos && eos == Some(next)) || step + 1 == opts.n {
             break;
         }
         let before = counters(model);
-        next = pick(model, Input::Picked(next), &history)?;
+        (next, lp) = pick(model, Input::Picked(next), &history)?;
         if let (Some(a), Some(b)) = (before, counters(model)) {
             steps.push(StepStats::between(&a, &b));
         }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod llama;
+pub mod logprobs;
 pub mod model;
 pub mod npy;
 pub mod open;

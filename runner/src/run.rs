@@ -201,6 +201,9 @@ impl RunArgs {
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            // the OpenAI API's per-request penalties (a request sets them)
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             seed: self.seed.unwrap_or_else(random_seed),
         };
         p.validate().map_err(|e| RunError::Usage(e.to_string()))?;
@@ -242,6 +245,7 @@ impl RunArgs {
             n: self.n,
             ignore_eos: self.ignore_eos,
             keep_logits: self.dump_logits.is_some(),
+            logprobs: None,
         }
     }
 }

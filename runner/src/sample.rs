@@ -1,5 +1,6 @@
 //! Token sampling on the host from one position's logits (docs/runner.md "Sampling"): the chain
-//! llama.cpp applies by default — repetition penalty over the last N tokens, top-k, top-p, min-p,
+//! llama.cpp applies by default — repetition penalty over the last N tokens, the OpenAI API's
+//! frequency and presence penalties over the tokens generated so far, top-k, top-p, min-p,
 //! temperature, then one draw from a seeded ChaCha8 stream. Temperature 0 is greedy (the argmax,
 //! ties to the lowest id, as the device kernel picks). The same seed and settings over the same
 //! logits give the same tokens on every machine.
@@ -23,6 +24,12 @@ pub struct SamplingParams {
     pub repeat_penalty: f32,
     /// How many of the latest tokens the penalty looks at (0 = off).
     pub repeat_last_n: usize,
+    /// Subtracted from a token's logit once per time it was generated (0 = off; OpenAI's
+    /// `frequency_penalty`, in [-2, 2]).
+    pub frequency_penalty: f32,
+    /// Subtracted from the logit of every token generated at least once (0 = off; OpenAI's
+    /// `presence_penalty`, in [-2, 2]).
+    pub presence_penalty: f32,
     pub seed: u64,
 }
 
@@ -38,6 +45,8 @@ impl Default for SamplingParams {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             seed: 0,
         }
     }
@@ -54,6 +63,8 @@ pub enum SamplingError {
     MinP(f32),
     #[error("--repeat-penalty {0} must be a finite number > 0")]
     Penalty(f32),
+    #[error("{0} {1} must be in [-2, 2]")]
+    OpenAiPenalty(&'static str, f32),
 }
 
 impl SamplingParams {
@@ -71,12 +82,23 @@ impl SamplingParams {
         if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
             return Err(SamplingError::Penalty(self.repeat_penalty));
         }
+        for (name, v) in [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&v) {
+                return Err(SamplingError::OpenAiPenalty(name, v));
+            }
+        }
         Ok(())
     }
 
     /// Whether every token is the argmax (the device can pick it; no logits cross to the host).
     pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0 && (self.repeat_penalty == 1.0 || self.repeat_last_n == 0)
+        self.temperature == 0.0
+            && (self.repeat_penalty == 1.0 || self.repeat_last_n == 0)
+            && self.frequency_penalty == 0.0
+            && self.presence_penalty == 0.0
     }
 }
 
@@ -86,6 +108,9 @@ pub struct Sampler {
     rng: ChaCha8Rng,
     /// Scratch: (logit, id) of the candidates.
     cand: Vec<(f32, u32)>,
+    /// How many times each token was generated since [`Sampler::start_output`] (for the
+    /// frequency and presence penalties).
+    generated: std::collections::HashMap<u32, u32>,
 }
 
 impl Sampler {
@@ -94,7 +119,18 @@ impl Sampler {
             params,
             rng: ChaCha8Rng::seed_from_u64(params.seed),
             cand: Vec::new(),
+            generated: std::collections::HashMap::new(),
         }
+    }
+
+    /// A new output begins: the frequency and presence penalties count from here.
+    pub fn start_output(&mut self) {
+        self.generated.clear();
+    }
+
+    /// `id` was generated (whoever picked it).
+    pub fn accept(&mut self, id: u32) {
+        *self.generated.entry(id).or_insert(0) += 1;
     }
 
     pub fn params(&self) -> &SamplingParams {
@@ -120,6 +156,14 @@ impl Sampler {
                     } else {
                         c.0 * p.repeat_penalty
                     };
+                }
+            }
+        }
+        if p.frequency_penalty != 0.0 || p.presence_penalty != 0.0 {
+            for (&id, &n) in &self.generated {
+                if let Some(c) = self.cand.get_mut(id as usize) {
+                    // OpenAI: μ − c·α_frequency − [c > 0]·α_presence
+                    c.0 -= n as f32 * p.frequency_penalty + p.presence_penalty;
                 }
             }
         }
@@ -289,6 +333,49 @@ mod tests {
             ..params(0.0)
         }
         .is_greedy());
+    }
+
+    #[test]
+    fn frequency_and_presence_penalties_count_the_output_only() {
+        let logits = [1.0, 3.0, 2.9, 2.0];
+        let greedy = |f: f32, pr: f32| {
+            Sampler::new(SamplingParams {
+                frequency_penalty: f,
+                presence_penalty: pr,
+                ..params(0.0)
+            })
+        };
+        // the prompt (history) does not count, only accepted output
+        let mut s = greedy(0.2, 0.0);
+        assert_eq!(s.sample(&logits, &[1, 1, 1]), 1);
+        s.accept(1);
+        assert_eq!(s.sample(&logits, &[]), 2, "3.0 − 0.2 < 2.9");
+        // frequency grows with the count; presence does not
+        let mut s = greedy(0.0, 0.5);
+        for _ in 0..5 {
+            s.accept(2);
+        }
+        s.accept(1);
+        assert_eq!(s.sample(&logits, &[]), 1, "3.0 − 0.5 > 2.9 − 0.5");
+        let mut s = greedy(0.5, 0.0);
+        s.accept(1);
+        s.accept(1);
+        s.accept(1);
+        assert_eq!(s.sample(&logits, &[]), 2, "3.0 − 1.5 < 2.9");
+        s.start_output();
+        assert_eq!(s.sample(&logits, &[]), 1, "a new output counts from zero");
+        assert!(!SamplingParams {
+            presence_penalty: 0.1,
+            ..params(0.0)
+        }
+        .is_greedy());
+        let err = SamplingParams {
+            frequency_penalty: 2.5,
+            ..params(0.0)
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(err.to_string(), "frequency_penalty 2.5 must be in [-2, 2]");
     }
 
     #[test]

@@ -199,6 +199,7 @@ impl<'a> Session<'a> {
             n: self.n_max.min(self.ctx - ids.len()),
             ignore_eos: false,
             keep_logits: false,
+            logprobs: None,
         };
         INTERRUPTED.store(false, Ordering::SeqCst);
         GENERATING.store(true, Ordering::SeqCst);

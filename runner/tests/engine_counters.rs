@@ -105,6 +105,7 @@ fn greedy_decode_through_the_model_trait_is_the_same_one_submit_step() {
         n: STEPS + 1,
         ignore_eos: true,
         keep_logits: false,
+        logprobs: None,
     };
     let g = runner::generate::generate(
         &mut r,
@@ -113,7 +114,7 @@ fn greedy_decode_through_the_model_trait_is_the_same_one_submit_step() {
         &opts,
         &mut sampler,
         None,
-        &mut |_| Ok(true),
+        &mut |_, _| Ok(true),
     )
     .unwrap();
     assert_eq!(g.tokens, want);

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "chat",
             "error",
             "generate",
+            "logprobs",
             "npy",
             "prompt_cache",
             "sample",

@@ -157,8 +157,12 @@ pub struct Common {
     pub frequency_penalty: Option<f32>,
     #[serde(default)]
     pub presence_penalty: Option<f32>,
+    /// Chat: `true`/`false`; completions: how many alternatives (0..=5).
     #[serde(default)]
     pub logprobs: Option<Value>,
+    /// Chat: how many alternatives per token (0..=20), with `logprobs: true`.
+    #[serde(default)]
+    pub top_logprobs: Option<u64>,
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
     #[serde(default)]
@@ -214,7 +218,21 @@ pub struct GenRequest {
     pub stop: Vec<String>,
     pub stream: bool,
     pub include_usage: bool,
+    /// Each token's log-probability and this many alternatives (`None`: not asked).
+    pub logprobs: Option<usize>,
 }
+
+/// Which endpoint a request came to (their `logprobs` fields differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completions,
+}
+
+/// Alternatives a chat request may ask per token (OpenAI's bound).
+pub const MAX_TOP_LOGPROBS: u64 = 20;
+/// Alternatives a completions request may ask per token (OpenAI's bound).
+pub const MAX_COMPLETION_LOGPROBS: u64 = 5;
 
 /// Parses a JSON body into `T`, or the 400 that names what is wrong.
 pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -248,31 +266,6 @@ impl Common {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid("only n = 1 is supported", Some("n")));
         }
-        for (v, name) in [
-            (self.frequency_penalty, "frequency_penalty"),
-            (self.presence_penalty, "presence_penalty"),
-        ] {
-            if v.is_some_and(|v| v != 0.0) {
-                return Err(ApiError::invalid(
-                    format!("{name} is not supported (the server's --repeat-penalty applies)"),
-                    Some(if name == "frequency_penalty" {
-                        "frequency_penalty"
-                    } else {
-                        "presence_penalty"
-                    }),
-                ));
-            }
-        }
-        if self
-            .logprobs
-            .as_ref()
-            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
-        {
-            return Err(ApiError::invalid(
-                "logprobs are not supported",
-                Some("logprobs"),
-            ));
-        }
         if self
             .response_format
             .as_ref()
@@ -300,13 +293,19 @@ impl Common {
         if let Some(p) = self.top_p {
             sampling.top_p = p;
         }
+        sampling.frequency_penalty = self.frequency_penalty.unwrap_or(0.0);
+        sampling.presence_penalty = self.presence_penalty.unwrap_or(0.0);
         sampling.seed = match self.seed {
             Some(s) => s as u64,
             None => crate::run::random_seed(),
         };
-        sampling
-            .validate()
-            .map_err(|e| ApiError::invalid(e.to_string(), None))?;
+        sampling.validate().map_err(|e| {
+            let param = match &e {
+                crate::sample::SamplingError::OpenAiPenalty(name, _) => Some(*name),
+                _ => None,
+            };
+            ApiError::invalid(e.to_string(), param)
+        })?;
         let stop = match &self.stop {
             None => Vec::new(),
             Some(StopField::One(s)) => vec![s.clone()],
@@ -319,6 +318,52 @@ impl Common {
             ));
         }
         Ok((max, sampling, stop))
+    }
+
+    /// How many alternatives per token the request asks log-probabilities for (`None`: none):
+    /// chat's `logprobs: true` with `top_logprobs` (default 0), completions' `logprobs: N`.
+    pub fn logprobs(&self, endpoint: Endpoint) -> Result<Option<usize>, ApiError> {
+        let field = self.logprobs.as_ref().filter(|v| !v.is_null());
+        let asked = match (endpoint, field) {
+            (_, None) | (Endpoint::Chat, Some(Value::Bool(false))) => None,
+            (Endpoint::Chat, Some(Value::Bool(true))) => Some(self.top_logprobs.unwrap_or(0)),
+            (Endpoint::Completions, Some(Value::Number(n))) => match n.as_u64() {
+                Some(k) if k <= MAX_COMPLETION_LOGPROBS => Some(k),
+                _ => {
+                    return Err(ApiError::invalid(
+                        format!("logprobs: an integer in 0..={MAX_COMPLETION_LOGPROBS}"),
+                        Some("logprobs"),
+                    ))
+                }
+            },
+            (Endpoint::Chat, Some(_)) => {
+                return Err(ApiError::invalid(
+                    "logprobs: true or false (top_logprobs says how many alternatives)",
+                    Some("logprobs"),
+                ))
+            }
+            (Endpoint::Completions, Some(_)) => {
+                return Err(ApiError::invalid(
+                    format!("logprobs: an integer in 0..={MAX_COMPLETION_LOGPROBS}"),
+                    Some("logprobs"),
+                ))
+            }
+        };
+        match (endpoint, self.top_logprobs) {
+            (Endpoint::Chat, Some(k)) if k > MAX_TOP_LOGPROBS => Err(ApiError::invalid(
+                format!("top_logprobs: an integer in 0..={MAX_TOP_LOGPROBS}"),
+                Some("top_logprobs"),
+            )),
+            (Endpoint::Chat, Some(_)) if asked.is_none() => Err(ApiError::invalid(
+                "top_logprobs needs logprobs: true",
+                Some("top_logprobs"),
+            )),
+            (Endpoint::Completions, Some(_)) => Err(ApiError::invalid(
+                "top_logprobs is a chat field; /v1/completions takes logprobs: N",
+                Some("top_logprobs"),
+            )),
+            _ => Ok(asked.map(|k| k as usize)),
+        }
     }
 
     fn stream_flags(&self) -> (bool, bool) {
@@ -394,6 +439,7 @@ impl ChatRequest {
             stop,
             stream,
             include_usage,
+            logprobs: self.common.logprobs(Endpoint::Chat)?,
         })
     }
 }
@@ -430,6 +476,7 @@ impl CompletionRequest {
             stop,
             stream,
             include_usage,
+            logprobs: self.common.logprobs(Endpoint::Completions)?,
         })
     }
 }

@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequest};
+use super::logprobs::Pending;
 use super::reasoning::Splitter;
 use super::tools::{call_json, CallStage};
 use super::worker::{Event, Job, ServeStats, Slot};
@@ -229,6 +230,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let (tx, mut rx) = unbounded_channel();
     let stream = gen.stream;
     let include_usage = gen.include_usage;
+    let logprobs = gen.logprobs.is_some();
     // thinking mode and tools are only accepted for a format that reads its answers back
     let answer = state.info.answer;
     let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_), _))
@@ -274,6 +276,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         prompt_tokens,
         thinking,
         tools,
+        logprobs,
     };
     if stream {
         Ok(Sse::new(sse(meta, rx, include_usage)).into_response())
@@ -292,6 +295,8 @@ struct Meta {
     thinking: Option<&'static str>,
     /// Tools were offered: a tool-call block in the answer goes out as `tool_calls`.
     tools: Option<&'static AnswerSyntax>,
+    /// `logprobs` were asked: each choice carries the entries of its tokens.
+    logprobs: bool,
 }
 
 /// The finish reason: `tool_calls` when the answer called tools.
@@ -304,6 +309,17 @@ fn finish_name(finish: Finish, calls: &[ToolCall]) -> &'static str {
 }
 
 impl Meta {
+    /// `v`'s choice with the waiting log-probabilities, where they were asked and any wait.
+    fn with_logprobs(&self, mut v: Value, pending: &mut Pending) -> Value {
+        if self.logprobs && !pending.is_empty() {
+            v["choices"][0]["logprobs"] = match self.kind {
+                Kind::Chat => pending.chat(),
+                Kind::Completion => pending.completion(),
+            };
+        }
+        v
+    }
+
     fn object(&self, chunk: bool) -> &'static str {
         match (self.kind, chunk) {
             (Kind::Chat, false) => "chat.completion",
@@ -391,6 +407,7 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
     let mut split = Splitter::new(meta.thinking);
     let mut stage = CallStage::new(meta.tools);
     let (mut reasoning, mut text) = (String::new(), String::new());
+    let mut pending = Pending::default();
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => {
@@ -398,6 +415,7 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
                 reasoning.push_str(&r);
                 text.push_str(&stage.push(&c));
             }
+            Event::Logprob(e) => pending.push(e),
             Event::Failed(e) => return Err(e),
             Event::Started { .. } => {}
             Event::Done {
@@ -413,9 +431,12 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
                     calls: &calls,
                 };
                 let finish = finish_name(finish, &calls);
-                let mut body = meta.envelope(
-                    false,
-                    json!([meta.choice(false, Some(piece), Some(finish))]),
+                let mut body = meta.with_logprobs(
+                    meta.envelope(
+                        false,
+                        json!([meta.choice(false, Some(piece), Some(finish))]),
+                    ),
+                    &mut pending,
                 );
                 body["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
                 return Ok(Json(body));
@@ -441,7 +462,11 @@ fn sse(
         )),
         Kind::Completion => None,
     };
-    let split = (Splitter::new(meta.thinking), CallStage::new(meta.tools));
+    let split = (
+        Splitter::new(meta.thinking),
+        CallStage::new(meta.tools),
+        Pending::default(),
+    );
     let meta = Arc::new(meta);
     let body = stream::unfold((rx, false, split), move |(mut rx, ended, mut split)| {
         let meta = Arc::clone(&meta);
@@ -461,11 +486,13 @@ fn sse(
                             content: &content,
                             calls: &[],
                         };
-                        out.push(data(
+                        out.push(data(meta.with_logprobs(
                             meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
-                        ));
+                            &mut split.2,
+                        )));
                     }
                 }
+                Some(Event::Logprob(e)) => split.2.push(e),
                 Some(Event::Done {
                     finish,
                     completion_tokens,
@@ -494,9 +521,10 @@ fn sse(
                         }
                     }
                     let finish = finish_name(finish, &calls);
-                    out.push(data(
+                    out.push(data(meta.with_logprobs(
                         meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
-                    ));
+                        &mut split.2,
+                    )));
                     if include_usage {
                         let mut u = meta.envelope(true, json!([]));
                         u["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
@@ -534,6 +562,7 @@ mod tests {
             prompt_tokens: 3,
             thinking: None,
             tools: syntax.filter(|_| tools),
+            logprobs: false,
         }
     }
 

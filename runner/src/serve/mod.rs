@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod http;
+pub mod logprobs;
 pub mod reasoning;
 pub mod stop;
 pub mod tools;
@@ -152,6 +153,9 @@ impl ServeArgs {
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            // the OpenAI API's per-request penalties (a request sets them)
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             seed: 0,
         };
         p.validate().map_err(|e| RunError::Usage(e.to_string()))?;

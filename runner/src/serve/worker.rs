@@ -27,6 +27,8 @@ pub enum Event {
     Started { prompt_tokens: usize },
     /// Text ready to send.
     Text(String),
+    /// A generated token's log-probabilities (asked with `logprobs`), sent before its text.
+    Logprob(super::logprobs::Entry),
     /// The end.
     Done {
         finish: Finish,
@@ -196,6 +198,7 @@ fn run_job(
         n,
         ignore_eos: false,
         keep_logits: false,
+        logprobs: req.logprobs,
     };
     let eos = backend.detok.eos();
     let g = generate(
@@ -205,7 +208,11 @@ fn run_job(
         &opts,
         &mut sampler,
         eos,
-        &mut |id| {
+        &mut |id, lp| {
+            if let Some(lp) = lp.filter(|_| Some(id) != eos) {
+                let text = |t: u32| backend.detok.detokenize(&[t]).unwrap_or_default();
+                let _ = events.send(Event::Logprob(super::logprobs::Entry::new(lp, &text)));
+            }
             let piece = stops.push(&stream.push(id)?);
             if !piece.is_empty() {
                 let _ = events.send(Event::Text(piece));
