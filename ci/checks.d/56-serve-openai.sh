@@ -44,7 +44,7 @@ printf '%s\n' "$key" > "$work/key"
 # by the server at start: its first chat request feeds one token of the prompt.
 "$target/debug/minirun-run" --model "$model" --chat -p "What is the capital of France?" -n 0 \
     --prompt-cache "$work/question.megakv" 2> "$work/run.err" || { cat "$work/run.err"; exit 1; }
-"$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 \
+"$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 --sse-ping 0.2 \
     --prompt-cache "$work/question.megakv" > "$work/out" 2> "$work/err" &
 pid=$!
 url=$(listening "$work/out" 600) || { echo "minirun-serve did not start:"; cat "$work/err"; exit 1; }

@@ -226,6 +226,51 @@ def test_frequency_and_presence_penalties_change_a_repetitive_answer():
     assert e.value.param == "presence_penalty"
 
 
+def test_a_long_prefill_streams_pings():
+    # the script starts the server with --sse-ping 0.2: a prefill of a few hundred tokens is
+    # silent for longer than that, and the stream says it is alive with `: ping` comments
+    prompt = "Once upon a time, in a land far away, there lived a curious fox. " * 20
+    status, _, data = raw("POST", "/v1/completions", json.dumps(
+        {"model": MODEL, "prompt": prompt, "max_tokens": 2, "stream": True}).encode())
+    assert status == 200
+    lines = data.decode().split("\n")
+    assert ": ping" in lines, lines[:8]
+    assert lines.index(": ping") < lines.index("data: [DONE]")
+
+
+def test_each_answer_carries_its_timings():
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=5, temperature=0)
+    t = r.model_extra["timings"]
+    assert t["cache_n"] + t["prompt_n"] == r.usage.prompt_tokens
+    assert t["predicted_n"] == r.usage.completion_tokens
+    assert t["prompt_ms"] > 0 and t["predicted_ms"] >= 0 and t["prompt_per_second"] > 0
+    chunks = list(client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=5,
+                                                   temperature=0, stream=True))
+    last = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason][0]
+    assert last.model_extra["timings"]["predicted_n"] == t["predicted_n"]
+
+
+def test_tokenize_and_detokenize_round_trip():
+    root = openai.OpenAI(api_key=KEY, base_url=URL, max_retries=0)
+    text = "The capital of France is Paris."
+    r = root.post("/tokenize", body={"content": text}, cast_to=object)
+    ids = r["tokens"]
+    assert ids and all(isinstance(i, int) for i in ids)
+    # the same ids the server feeds: a completion of this prompt counts them
+    c = client().completions.create(model=MODEL, prompt=text, max_tokens=1, temperature=0)
+    assert c.usage.prompt_tokens == len(ids)
+    back = root.post("/detokenize", body={"tokens": ids}, cast_to=object)
+    assert back["content"] == text
+    pieces = root.post("/tokenize", body={"content": text, "with_pieces": True}, cast_to=object)["tokens"]
+    assert [p["id"] for p in pieces] == ids and "".join(p["piece"] for p in pieces) == text
+    with pytest.raises(openai.BadRequestError) as e:
+        root.post("/detokenize", body={"tokens": [10**9]}, cast_to=object)
+    assert "past the vocabulary" in str(e.value)
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(api_key="wrong", base_url=URL, max_retries=0).post(
+            "/tokenize", body={"content": "x"}, cast_to=object)
+
+
 def test_errors_are_openai_error_bodies():
     with pytest.raises(openai.BadRequestError) as e:
         client().chat.completions.create(model="no-such-model", messages=QUESTION, max_tokens=2)

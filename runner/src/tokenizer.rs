@@ -14,6 +14,7 @@ use crate::chat::{ChatTemplate, Message};
 use crate::error::RunError;
 
 /// A tokenizer with the model's special ids.
+#[derive(Clone)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     pub eos: Option<u32>,
@@ -128,9 +129,14 @@ impl Tokenizer {
     /// Token ids of `text` (special tokens in the text are recognised; BOS added when the
     /// metadata says so).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, RunError> {
+        self.encode_with(text, self.add_bos)
+    }
+
+    /// [`Tokenizer::encode`] with BOS added only when `add_bos` (and the model has one).
+    pub fn encode_with(&self, text: &str, add_bos: bool) -> Result<Vec<u32>, RunError> {
         let enc = self.inner.encode(text, false).map_err(tk_err)?;
         let mut ids = Vec::with_capacity(enc.len() + 1);
-        if self.add_bos {
+        if add_bos {
             ids.extend(self.bos);
         }
         // A text that already starts with BOS (a chat template printed it) gets no second one.

@@ -502,6 +502,35 @@ impl Finish {
     }
 }
 
+/// How long a generation took, as llama-server's `timings` reports it: the prompt's tokens the
+/// cache already held (`cache_n`), those fed (`prompt_n`) and the time to the first token, then
+/// the tokens generated and the time after the first (its decode steps; the first token comes
+/// from the prompt's forward).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timings {
+    pub cached: usize,
+    pub prompt: usize,
+    pub prompt_s: f64,
+    pub predicted: usize,
+    pub predicted_s: f64,
+}
+
+impl Timings {
+    pub fn json(&self) -> Value {
+        let per_s = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+        let steps = self.predicted.saturating_sub(1);
+        json!({
+            "cache_n": self.cached,
+            "prompt_n": self.prompt,
+            "prompt_ms": self.prompt_s * 1e3,
+            "prompt_per_second": per_s(self.prompt, self.prompt_s),
+            "predicted_n": self.predicted,
+            "predicted_ms": self.predicted_s * 1e3,
+            "predicted_per_second": per_s(steps, self.predicted_s),
+        })
+    }
+}
+
 /// `usage`.
 pub fn usage(prompt: usize, completion: usize) -> Value {
     json!({

@@ -12,7 +12,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -64,6 +64,10 @@ pub struct AppState {
     pub key_digest: Option<[u8; 32]>,
     pub created: u64,
     pub stats: Arc<ServeStats>,
+    /// The model's tokenizer (`None` for a model that is listed, not run).
+    pub text: Option<Arc<super::text::Text>>,
+    /// Silence after which a streamed answer gets a `: ping` comment (`--sse-ping`).
+    pub sse_ping: Option<std::time::Duration>,
 }
 
 /// The router: `/health` is open; `/v1/*` needs the key when one is set.
@@ -72,6 +76,8 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/tokenize", post(super::text::tokenize))
+        .route("/detokenize", post(super::text::detokenize))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
     Router::new()
         .route("/health", get(health))
@@ -166,7 +172,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
 }
 
 /// The body, or the 413/400 that says why not.
-fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(super) fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|r| {
         let status = r.status();
         let e = ApiError::invalid(format!("the request body: {}", r.body_text()), None);
@@ -279,7 +285,13 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         logprobs,
     };
     if stream {
-        Ok(Sse::new(sse(meta, rx, include_usage)).into_response())
+        let events = Sse::new(sse(meta, rx, include_usage));
+        Ok(match state.sse_ping {
+            Some(every) => events
+                .keep_alive(KeepAlive::new().interval(every).text("ping"))
+                .into_response(),
+            None => events.into_response(),
+        })
     } else {
         whole(meta, &mut rx).await.map(IntoResponse::into_response)
     }
@@ -421,6 +433,7 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
             Event::Done {
                 finish,
                 completion_tokens,
+                timings,
             } => {
                 reasoning.push_str(&split.finish());
                 let (rest, calls) = stage.finish();
@@ -439,6 +452,7 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
                     &mut pending,
                 );
                 body["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
+                body["timings"] = timings.json();
                 return Ok(Json(body));
             }
         }
@@ -496,6 +510,7 @@ fn sse(
                 Some(Event::Done {
                     finish,
                     completion_tokens,
+                    timings,
                 }) => {
                     let held = split.0.finish();
                     let (rest, calls) = split.1.finish();
@@ -521,10 +536,12 @@ fn sse(
                         }
                     }
                     let finish = finish_name(finish, &calls);
-                    out.push(data(meta.with_logprobs(
+                    let mut last = meta.with_logprobs(
                         meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
                         &mut split.2,
-                    )));
+                    );
+                    last["timings"] = timings.json();
+                    out.push(data(last));
                     if include_usage {
                         let mut u = meta.envelope(true, json!([]));
                         u["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
@@ -575,6 +592,7 @@ mod tests {
         let _ = tx.send(Event::Done {
             finish: Finish::Stop,
             completion_tokens: 9,
+            timings: api::Timings::default(),
         });
         rx
     }

@@ -9,6 +9,7 @@ pub mod http;
 pub mod logprobs;
 pub mod reasoning;
 pub mod stop;
+pub mod text;
 pub mod tools;
 pub mod worker;
 
@@ -93,6 +94,10 @@ pub struct ServeArgs {
     /// Request bodies over this many bytes get 413.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY)]
     pub max_body_bytes: usize,
+    /// Seconds of silence after which a streamed answer gets an SSE comment line (`: ping`),
+    /// so that a client's idle timeout does not cut a long prefill (0: never).
+    #[arg(long, default_value_t = 15.0)]
+    pub sse_ping: f64,
     /// Default temperature (a request's `temperature` overrides it); 0 is greedy.
     #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
@@ -172,6 +177,12 @@ impl ServeArgs {
         }
         if self.max_body_bytes == 0 {
             return Err(RunError::Usage("--max-body-bytes must be positive".into()));
+        }
+        if !(self.sse_ping.is_finite() && self.sse_ping >= 0.0) {
+            return Err(RunError::Usage(format!(
+                "--sse-ping {}: a number of seconds ≥ 0 (0: never)",
+                self.sse_ping
+            )));
         }
         Ok(SocketAddr::new(self.host, self.port))
     }
@@ -282,7 +293,7 @@ pub fn start(
         source,
     })?;
     let (job_tx, job_rx) = sync_channel::<Job>(limit);
-    let (ready_tx, ready_rx) = sync_channel::<Result<(ModelInfo, bool), RunError>>(1);
+    let (ready_tx, ready_rx) = sync_channel(1);
     let owned = args.clone();
     let stats = Arc::new(ServeStats::default());
     let worker_stats = Arc::clone(&stats);
@@ -298,7 +309,7 @@ pub fn start(
             path: String::new(),
             source,
         })?;
-    let (info, runnable) = match ready_rx.recv() {
+    let (info, runnable, text) = match ready_rx.recv() {
         Ok(Ok(ready)) => ready,
         Ok(Err(e)) => {
             let _ = model_thread.join();
@@ -321,6 +332,8 @@ pub fn start(
         key_digest,
         created: http::unix_now(),
         stats,
+        text,
+        sse_ping: (args.sse_ping > 0.0).then(|| std::time::Duration::from_secs_f64(args.sse_ping)),
     });
     let app = http::router(state, args.max_body_bytes);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -377,7 +390,9 @@ async fn os_signal(signals: bool) {
     }
 }
 
-type Ready = SyncSender<Result<(ModelInfo, bool), RunError>>;
+/// What the model thread says once the model is open: what `/v1/models` lists, whether it
+/// runs, and its tokenizer.
+type Ready = SyncSender<Result<(ModelInfo, bool, Option<Arc<text::Text>>), RunError>>;
 
 fn run_worker(
     a: &ServeArgs,
@@ -403,7 +418,7 @@ fn run_worker(
             let ctx = session_ctx(a.ctx_size, u.context)?;
             let mut info = model_info(a, &u.origin, ctx, false);
             info.reason = Some(u.refusal.to_string());
-            let _ = ready.send(Ok((info, false)));
+            let _ = ready.send(Ok((info, false, None)));
             return Ok(());
         }
     };
@@ -429,7 +444,11 @@ fn run_worker(
     let mut info = model_info(a, &opened.origin, ctx, true);
     info.chat_template = template.is_ok();
     info.answer = template.as_ref().ok().and_then(|f| f.answer_syntax());
-    let _ = ready.send(Ok((info, true)));
+    let text = text::Text {
+        tokenizer: opened.tokenizer.clone(),
+        vocab: opened.vocab,
+    };
+    let _ = ready.send(Ok((info, true, Some(Arc::new(text)))));
     let encode = |t: &str| opened.encode(t);
     let mut backend = Backend {
         model: model.as_mut(),

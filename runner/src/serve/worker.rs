@@ -33,6 +33,7 @@ pub enum Event {
     Done {
         finish: Finish,
         completion_tokens: usize,
+        timings: super::api::Timings,
     },
     /// The request was refused (before `Started`) or failed.
     Failed(ApiError),
@@ -244,6 +245,13 @@ fn run_job(
     let _ = events.send(Event::Done {
         finish,
         completion_tokens: g.tokens.len(),
+        timings: super::api::Timings {
+            cached: common,
+            prompt: feed.len(),
+            prompt_s: g.prefill_s,
+            predicted: g.tokens.len(),
+            predicted_s: g.decode_s,
+        },
     });
     Ok(())
 }
