@@ -250,6 +250,36 @@ def test_each_answer_carries_its_timings():
     assert last.model_extra["timings"]["predicted_n"] == t["predicted_n"]
 
 
+def metrics():
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    status, headers, data = raw("GET", "/metrics", key=None)
+    assert status == 200 and headers["content-type"].startswith("application/openmetrics-text")
+    samples = {}
+    for family in text_string_to_metric_families(data.decode()):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def test_metrics_parse_as_openmetrics_and_count_a_request():
+    def get(m, name, **labels):
+        return m.get((name, tuple(sorted(labels.items()))), 0)
+    before = metrics()
+    r = client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=6, temperature=0)
+    after = metrics()
+    delta = lambda name, **l: get(after, name, **l) - get(before, name, **l)
+    finish = r.choices[0].finish_reason
+    assert delta("minirun_requests_total", outcome=finish) == 1
+    assert delta("minirun_prompt_tokens_total") == r.usage.prompt_tokens
+    assert delta("minirun_generation_tokens_total") == r.usage.completion_tokens
+    assert delta("minirun_time_to_first_token_seconds_count") == 1
+    assert delta("minirun_inter_token_latency_seconds_count") == r.usage.completion_tokens - 1
+    assert get(after, "minirun_device_memory_bytes") > 0
+    assert get(after, "minirun_requests_admitted") == 0
+    # /health reads the same counters
+    assert health()["completion_tokens"] == get(after, "minirun_generation_tokens_total")
+
+
 def test_tokenize_and_detokenize_round_trip():
     root = openai.OpenAI(api_key=KEY, base_url=URL, max_retries=0)
     text = "The capital of France is Paris."

@@ -2,7 +2,7 @@
 //! limit, and the JSON and server-sent-event answers built from the worker's [`Event`]s.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -81,6 +81,7 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .merge(v1)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body))
@@ -138,16 +139,19 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
 
 /// Liveness and what the worker has done (open without the API key: counts only).
 async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let n = |a: &AtomicUsize| a.load(Ordering::SeqCst);
-    let s = &state.stats;
-    Json(json!({
-        "status": "ok",
-        "admitted": n(&state.admitted),
-        "generations": n(&s.generations),
-        "cancelled": n(&s.cancelled),
-        "completion_tokens": n(&s.completion_tokens),
-        "reused_prompt_tokens": n(&s.reused_prompt_tokens),
-    }))
+    Json(state.stats.health(&state.admitted))
+}
+
+/// The Prometheus text exposition (open without the API key, as `/health`: counts only).
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.stats.render(&state.admitted),
+    )
+        .into_response()
 }
 
 async fn not_found(req: Request) -> ApiError {

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod http;
 pub mod logprobs;
+pub mod metrics;
 pub mod reasoning;
 pub mod stop;
 pub mod text;

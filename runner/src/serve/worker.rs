@@ -61,18 +61,7 @@ impl Drop for Slot {
     }
 }
 
-/// What the worker has done since the server started (reported by `GET /health`).
-#[derive(Debug, Default)]
-pub struct ServeStats {
-    /// Generations that ran to an end (stop, length or cancel).
-    pub generations: AtomicUsize,
-    /// Generations stopped because their client went away.
-    pub cancelled: AtomicUsize,
-    /// Tokens generated, in all.
-    pub completion_tokens: AtomicUsize,
-    /// Prompt tokens the KV cache already held (not fed again), in all.
-    pub reused_prompt_tokens: AtomicUsize,
-}
+pub use super::metrics::ServeStats;
 
 /// One request for the worker.
 pub struct Job {
@@ -106,11 +95,16 @@ pub fn serve_jobs(
     cache.assume(std::mem::take(&mut backend.preloaded));
     for job in jobs {
         if job.events.is_closed() {
-            stats.cancelled.fetch_add(1, Ordering::SeqCst);
+            stats.dropped();
             continue;
         }
         let events = job.events.clone();
-        if let Err(e) = run_job(backend, &mut cache, &job, stats) {
+        let ran = run_job(backend, &mut cache, &job, stats);
+        if let Some(gpu) = backend.model.stats() {
+            stats.device_memory(gpu.device_bytes_allocated);
+        }
+        if let Err(e) = ran {
+            stats.ended(None, 0);
             // A model or engine failure leaves the cache unknown: start the next one afresh.
             cache.forget(&mut *backend.model, &backend.seq);
             let _ = events.send(Event::Failed(e));
@@ -184,13 +178,13 @@ fn run_job(
     let _ = events.send(Event::Started {
         prompt_tokens: ids.len(),
     });
+    let started = std::time::Instant::now();
+    let mut last_token: Option<std::time::Instant> = None;
     let server = |e: RunError| ApiError::server(e.to_string());
     let common = cache
         .reuse(&mut *backend.model, &backend.seq, &ids)
         .map_err(server)?;
-    stats
-        .reused_prompt_tokens
-        .fetch_add(common, Ordering::SeqCst);
+    stats.prompt(ids.len(), common);
     let feed = &ids[common..];
     let mut sampler = Sampler::new(req.sampling);
     let mut stream = TextStream::new(backend.detok);
@@ -210,6 +204,11 @@ fn run_job(
         &mut sampler,
         eos,
         &mut |id, lp| {
+            let now = std::time::Instant::now();
+            match last_token.replace(now) {
+                None => stats.first_token(now - started),
+                Some(before) => stats.next_token(now - before),
+            }
             if let Some(lp) = lp.filter(|_| Some(id) != eos) {
                 let text = |t: u32| backend.detok.detokenize(&[t]).unwrap_or_default();
                 let _ = events.send(Event::Logprob(super::logprobs::Entry::new(lp, &text)));
@@ -235,13 +234,7 @@ fn run_job(
     } else {
         Finish::Length
     };
-    stats.generations.fetch_add(1, Ordering::SeqCst);
-    stats
-        .completion_tokens
-        .fetch_add(g.tokens.len(), Ordering::SeqCst);
-    if finish == Finish::Cancelled {
-        stats.cancelled.fetch_add(1, Ordering::SeqCst);
-    }
+    stats.ended(Some(finish), g.tokens.len());
     let _ = events.send(Event::Done {
         finish,
         completion_tokens: g.tokens.len(),
