@@ -44,7 +44,7 @@ printf '%s\n' "$key" > "$work/key"
 # by the server at start: its first chat request feeds one token of the prompt.
 "$target/debug/minirun-run" --model "$model" --chat -p "What is the capital of France?" -n 0 \
     --prompt-cache "$work/question.megakv" 2> "$work/run.err" || { cat "$work/run.err"; exit 1; }
-"$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 --sse-ping 0.2 \
+"$bin" --model "$model" --port 0 --api-key-file "$work/key" --queue 1 -c 2048 --sse-ping 0.2 --drain-seconds 2 \
     --prompt-cache "$work/question.megakv" > "$work/out" 2> "$work/err" &
 pid=$!
 url=$(listening "$work/out" 600) || { echo "minirun-serve did not start:"; cat "$work/err"; exit 1; }
@@ -54,10 +54,42 @@ fail=0
 SERVE_URL="$url" SERVE_MODEL="SmolLM2-135M-Instruct.Q4_1" SERVE_KEY_FILE="$work/key" \
     "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_openai.py || fail=1
 
-# A clean stop on SIGTERM, and the key never printed.
+# SIGTERM while an answer far longer than --drain-seconds 2 streams: the server stops accepting,
+# waits 2 s, then closes the connection (which cancels the generation) and exits 0 promptly;
+# the client's stream ends without [DONE]. The key is never printed.
+before=$(grep -c 'POST /v1/completions' "$work/err" || true)
+"$py" - "$url" "$key" > "$work/long" 2>&1 <<'PY' &
+import http.client, json, sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+body = {"model": "SmolLM2-135M-Instruct.Q4_1", "prompt": "Count to 2000: 1, 2, 3, 4, 5,",
+        "max_tokens": 1800, "temperature": 0, "stream": True}
+c.request("POST", "/v1/completions", body=json.dumps(body),
+          headers={"Content-Type": "application/json", "Authorization": "Bearer " + sys.argv[2]})
+r, data = c.getresponse(), b""
+try:
+    while chunk := r.read1(65536):
+        data += chunk
+except Exception as e:
+    print("read ended:", type(e).__name__)
+print("DONE" if b"data: [DONE]" in data else "CUT", data.count(b"data: {"))
+PY
+long=$!
+for _ in $(seq 1 100); do
+    [ "$(grep -c 'POST /v1/completions' "$work/err" || true)" -gt "$before" ] && break
+    sleep 0.1
+done
+sleep 1
+t0=$(date +%s)
 kill -TERM "$pid"
 if ! wait "$pid"; then echo "minirun-serve did not exit 0 on SIGTERM"; fail=1; fi
+took=$(( $(date +%s) - t0 ))
 pid=
+wait "$long" || true
+echo "--- SIGTERM with a long answer running: exit after ${took} s; client: $(tail -1 "$work/long")"
+[ "$took" -le 15 ] || { echo "minirun-serve took ${took} s to stop with --drain-seconds 2"; fail=1; }
+grep -q '^CUT [1-9]' "$work/long" || { echo "the long answer was not streaming, then cut: $(cat "$work/long")"; fail=1; }
+grep -q 'drain-seconds' "$work/err" || { echo "no drain line in the server's log"; fail=1; }
 if grep -qF "$key" "$work/out" "$work/err"; then echo "the API key appears in the server's output"; fail=1; fi
 grep -q 'POST /v1/chat/completions 200' "$work/err" || { echo "no request log line"; fail=1; }
 [ "$fail" -eq 0 ] || tail -40 "$work/err"

@@ -99,6 +99,10 @@ pub struct ServeArgs {
     /// so that a client's idle timeout does not cut a long prefill (0: never).
     #[arg(long, default_value_t = 15.0)]
     pub sse_ping: f64,
+    /// Seconds a stop (SIGTERM, Ctrl-C) waits for running answers before it cuts their
+    /// connections, which cancels them (Kubernetes' default grace period is 30).
+    #[arg(long, default_value_t = 25.0)]
+    pub drain_seconds: f64,
     /// Default temperature (a request's `temperature` overrides it); 0 is greedy.
     #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
@@ -179,11 +183,15 @@ impl ServeArgs {
         if self.max_body_bytes == 0 {
             return Err(RunError::Usage("--max-body-bytes must be positive".into()));
         }
-        if !(self.sse_ping.is_finite() && self.sse_ping >= 0.0) {
-            return Err(RunError::Usage(format!(
-                "--sse-ping {}: a number of seconds ≥ 0 (0: never)",
-                self.sse_ping
-            )));
+        for (flag, v) in [
+            ("--sse-ping", self.sse_ping),
+            ("--drain-seconds", self.drain_seconds),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(RunError::Usage(format!(
+                    "{flag} {v}: a number of seconds ≥ 0"
+                )));
+            }
         }
         Ok(SocketAddr::new(self.host, self.port))
     }
@@ -338,25 +346,18 @@ pub fn start(
     });
     let app = http::router(state, args.max_body_bytes);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let drain = std::time::Duration::from_secs_f64(args.drain_seconds);
     let thread = std::thread::Builder::new()
         .name("minirun-serve-http".into())
         .spawn(move || {
-            rt.block_on(async move {
-                let stop = async move {
-                    tokio::select! {
-                        _ = stop_rx => {}
-                        () = os_signal(signals) => {}
-                    }
-                };
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stop)
-                    .await
-                    .map_err(|source| RunError::Io {
-                        what: "serve",
-                        path: bound.to_string(),
-                        source,
-                    })
-            })
+            // Dropping the runtime when this thread ends drops every connection still open, so
+            // their receivers close and the model thread cancels what it runs.
+            rt.block_on(serve_until_drained(listener, app, stop_rx, signals, drain))
+                .map_err(|source| RunError::Io {
+                    what: "serve",
+                    path: bound.to_string(),
+                    source,
+                })
         })
         .map_err(|source| RunError::Io {
             what: "start the HTTP thread",
@@ -370,6 +371,46 @@ pub fn start(
         thread: Some(thread),
         model_thread: Some(model_thread),
     })
+}
+
+/// Serves until `stop` fires or a signal comes, then stops accepting and lets running answers
+/// end for at most `drain`; returns then, answers still running or not (docs/runner.md
+/// "Lifecycle").
+async fn serve_until_drained(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: tokio::sync::oneshot::Receiver<()>,
+    signals: bool,
+    drain: std::time::Duration,
+) -> std::io::Result<()> {
+    use std::future::IntoFuture;
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let stopping = async move {
+        tokio::select! {
+            _ = stop => {}
+            () = os_signal(signals) => {}
+        }
+        let _ = fired_tx.send(());
+    };
+    let serve = axum::serve(listener, app)
+        .with_graceful_shutdown(stopping)
+        .into_future();
+    let deadline = async move {
+        if fired_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(drain).await;
+    };
+    tokio::select! {
+        r = serve => r,
+        () = deadline => {
+            eprintln!(
+                "minirun-serve: answers still running {:.1} s after the stop (--drain-seconds): their connections are closed, which cancels them",
+                drain.as_secs_f64()
+            );
+            Ok(())
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM (never, without `signals`).
