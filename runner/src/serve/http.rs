@@ -23,9 +23,10 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::api::{self, ApiError, ChatRequest, CompletionRequest, Finish, GenRequest};
 use super::logprobs::Pending;
+use super::metrics::ServeStats;
 use super::reasoning::Splitter;
 use super::tools::{call_json, CallStage};
-use super::worker::{Event, Job, ServeStats, Slot};
+use super::worker::{Event, Job, Slot};
 use crate::chat::AnswerSyntax;
 use crate::chat::ToolCall;
 use crate::sample::SamplingParams;

@@ -33,7 +33,8 @@ use crate::run::{ShapeArg, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::sample::SamplingParams;
 use crate::session::session_ctx;
 use http::{AppState, ModelInfo};
-use worker::{Backend, Job, ServeStats};
+use metrics::ServeStats;
+use worker::{Backend, Job};
 
 /// Request bodies larger than this get 413 (default of `--max-body-bytes`).
 pub const DEFAULT_MAX_BODY: usize = 4 << 20;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, Finish, GenRequest, Prompt};
+use super::metrics::ServeStats;
 use super::stop::StopMatcher;
 use crate::adapter::Model;
 use crate::chat::ChatFormat;
@@ -60,8 +61,6 @@ impl Drop for Slot {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
-
-pub use super::metrics::ServeStats;
 
 /// One request for the worker.
 pub struct Job {
