@@ -128,9 +128,13 @@ impl Sampler {
         self.generated.clear();
     }
 
-    /// `id` was generated (whoever picked it).
+    /// `id` was generated (whoever picked it). Counted only where a penalty reads the counts,
+    /// so a greedy decode on the device does no host work per token for it.
     pub fn accept(&mut self, id: u32) {
-        *self.generated.entry(id).or_insert(0) += 1;
+        let p = &self.params;
+        if p.frequency_penalty != 0.0 || p.presence_penalty != 0.0 {
+            *self.generated.entry(id).or_insert(0) += 1;
+        }
     }
 
     pub fn params(&self) -> &SamplingParams {
