@@ -35,6 +35,8 @@ pub enum RunError {
     Kernel(#[from] kernels::KernelError),
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    #[error(transparent)]
+    Constraint(#[from] crate::constrain::ConstraintError),
     #[error("{what} `{path}`: {source}")]
     Io {
         what: &'static str,

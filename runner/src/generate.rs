@@ -143,8 +143,8 @@ pub type OnToken<'a> = &'a mut dyn FnMut(u32, Option<&TokenLogprobs>) -> Result<
 
 /// The generation loop every `minirun-run` path shares: prefill `prompt_ids`, then up to
 /// `opts.n` tokens, each handed to `on_token`, stopping at `eos` unless `ignore_eos`. Greedy settings without kept logits let a model that picks on the device do so
-/// (only the chosen ids cross to the host); otherwise each step's logits row is read back and the
-/// sampler picks.
+/// (only the chosen ids cross to the host); otherwise (a constraint among them) each step's logits
+/// row is read back and the sampler picks.
 pub fn generate(
     model: &mut dyn Model,
     seq: &Sequence,
@@ -154,7 +154,10 @@ pub fn generate(
     eos: Option<u32>,
     on_token: OnToken<'_>,
 ) -> Result<Generation, RunError> {
-    let on_device = sampler.params().is_greedy() && !opts.keep_logits && opts.logprobs.is_none();
+    let on_device = sampler.params().is_greedy()
+        && !sampler.constrained()
+        && !opts.keep_logits
+        && opts.logprobs.is_none();
     sampler.start_output();
     let counters = |m: &dyn Model| {
         m.stats().map(|gpu| Counters {
@@ -181,14 +184,14 @@ pub fn generate(
             (argmax(model, seq, input)?, None)
         } else {
             let last = logits(model, seq, input)?;
-            let id = sampler.sample(&last, history);
+            let id = sampler.sample(&last, history)?;
             let lp = opts.logprobs.map(|top| TokenLogprobs::of(&last, id, top));
             if opts.keep_logits {
                 kept.push(last);
             }
             (id, lp)
         };
-        sampler.accept(id);
+        sampler.accept(id)?;
         Ok::<_, RunError>((id, lp))
     };
     let t0 = Instant::now();

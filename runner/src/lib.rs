@@ -7,6 +7,7 @@
 pub mod adapter;
 pub mod artifact;
 pub mod chat;
+pub mod constrain;
 pub mod deepseek;
 pub mod engine;
 pub mod error;

@@ -3,10 +3,13 @@
 //! frequency and presence penalties over the tokens generated so far, top-k, top-p, min-p,
 //! temperature, then one draw from a seeded ChaCha8 stream. Temperature 0 is greedy (the argmax,
 //! ties to the lowest id, as the device kernel picks). The same seed and settings over the same
-//! logits give the same tokens on every machine.
+//! logits give the same tokens on every machine. A [`Constraint`] (structured output) masks the
+//! candidates to what its grammar allows before any of the chain, and is told each token chosen.
 
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
+
+use crate::constrain::{Constraint, ConstraintError};
 
 /// The sampling settings (`--temp`, `--top-k`, `--top-p`, `--min-p`, `--repeat-penalty`,
 /// `--repeat-last-n`, `--seed`).
@@ -111,6 +114,8 @@ pub struct Sampler {
     /// How many times each token was generated since [`Sampler::start_output`] (for the
     /// frequency and presence penalties).
     generated: std::collections::HashMap<u32, u32>,
+    /// The output's grammar, if it has one.
+    constraint: Option<Constraint>,
 }
 
 impl Sampler {
@@ -120,7 +125,18 @@ impl Sampler {
             rng: ChaCha8Rng::seed_from_u64(params.seed),
             cand: Vec::new(),
             generated: std::collections::HashMap::new(),
+            constraint: None,
         }
+    }
+
+    /// The output must follow `c` (from the next [`Sampler::sample`] on).
+    pub fn constrain(&mut self, c: Constraint) {
+        self.constraint = Some(c);
+    }
+
+    /// Whether a grammar constrains the output (then every pick is the host's).
+    pub fn constrained(&self) -> bool {
+        self.constraint.is_some()
     }
 
     /// A new output begins: the frequency and presence penalties count from here.
@@ -129,11 +145,15 @@ impl Sampler {
     }
 
     /// `id` was generated (whoever picked it). Counted only where a penalty reads the counts,
-    /// so a greedy decode on the device does no host work per token for it.
-    pub fn accept(&mut self, id: u32) {
+    /// so a greedy decode on the device does no host work per token for it; a constraint is told.
+    pub fn accept(&mut self, id: u32) -> Result<(), ConstraintError> {
         let p = &self.params;
         if p.frequency_penalty != 0.0 || p.presence_penalty != 0.0 {
             *self.generated.entry(id).or_insert(0) += 1;
+        }
+        match &mut self.constraint {
+            Some(c) => c.commit(id),
+            None => Ok(()),
         }
     }
 
@@ -141,12 +161,16 @@ impl Sampler {
         &self.params
     }
 
-    /// The next token from `logits`, given the tokens so far (`history`: prompt and output).
-    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+    /// The next token from `logits`, given the tokens so far (`history`: prompt and output);
+    /// fails only where a constraint does.
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, ConstraintError> {
         let p = self.params;
         self.cand.clear();
         self.cand
             .extend(logits.iter().enumerate().map(|(i, &l)| (l, i as u32)));
+        if let Some(c) = &mut self.constraint {
+            c.mask(&mut self.cand)?;
+        }
         if p.repeat_penalty != 1.0 && p.repeat_last_n > 0 {
             let from = history.len().saturating_sub(p.repeat_last_n);
             let mut seen: Vec<u32> = history[from..].to_vec();
@@ -172,7 +196,7 @@ impl Sampler {
             }
         }
         if p.temperature == 0.0 {
-            return argmax(&self.cand);
+            return Ok(argmax(&self.cand));
         }
         // Highest logit first, ties to the lower id (a total order: NaN last).
         let by_logit = |a: &(f32, u32), b: &(f32, u32)| {
@@ -214,10 +238,10 @@ impl Sampler {
         for (q, c) in probs.iter().zip(&self.cand) {
             acc += q;
             if r < acc {
-                return c.1;
+                return Ok(c.1);
             }
         }
-        self.cand.last().map_or(0, |c| c.1)
+        Ok(self.cand.last().map_or(0, |c| c.1))
     }
 }
 
@@ -255,6 +279,15 @@ fn softmax(cand: &[(f32, u32)], temperature: f32) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
+    /// `Sampler::sample` without a constraint (which alone can fail).
+    fn pick(s: &mut Sampler, logits: &[f32], history: &[u32]) -> u32 {
+        s.sample(logits, history).unwrap_or(u32::MAX)
+    }
+
+    fn accept(s: &mut Sampler, id: u32) {
+        assert!(s.accept(id).is_ok(), "no constraint to fail");
+    }
+
     use super::*;
 
     fn params(temperature: f32) -> SamplingParams {
@@ -268,7 +301,7 @@ mod tests {
     #[test]
     fn temperature_zero_is_the_argmax_with_ties_to_the_lowest_id() {
         let mut s = Sampler::new(params(0.0));
-        assert_eq!(s.sample(&[0.5, 2.0, 2.0, -1.0], &[]), 1);
+        assert_eq!(pick(&mut s, &[0.5, 2.0, 2.0, -1.0], &[]), 1);
     }
 
     #[test]
@@ -283,7 +316,9 @@ mod tests {
                 temperature: 1.5,
                 ..SamplingParams::default()
             });
-            (0..64).map(|_| s.sample(&logits, &[])).collect::<Vec<_>>()
+            (0..64)
+                .map(|_| pick(&mut s, &logits, &[]))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(1), draw(1));
         assert_ne!(draw(1), draw(2));
@@ -303,7 +338,7 @@ mod tests {
             },
         ] {
             let mut s = Sampler::new(p);
-            assert!((0..50).all(|_| s.sample(&logits, &[]) == 1), "{p:?}");
+            assert!((0..50).all(|_| pick(&mut s, &logits, &[]) == 1), "{p:?}");
         }
         // min-p 0.5: only tokens with p ≥ 0.5·p(best) survive: ids 1 and 2, never 0 or 3.
         let mut s = Sampler::new(SamplingParams {
@@ -312,7 +347,7 @@ mod tests {
             top_p: 1.0,
             ..params(1.0)
         });
-        let got: Vec<u32> = (0..200).map(|_| s.sample(&logits, &[])).collect();
+        let got: Vec<u32> = (0..200).map(|_| pick(&mut s, &logits, &[])).collect();
         assert!(got.iter().all(|&t| t == 1 || t == 2), "{got:?}");
         assert!(got.contains(&1) && got.contains(&2));
     }
@@ -324,14 +359,14 @@ mod tests {
             repeat_penalty: 1.3,
             ..params(0.0)
         });
-        assert_eq!(s.sample(&logits, &[1]), 2);
+        assert_eq!(pick(&mut s, &logits, &[1]), 2);
         // Outside the window it does not apply.
         let mut s = Sampler::new(SamplingParams {
             repeat_penalty: 1.3,
             repeat_last_n: 2,
             ..params(0.0)
         });
-        assert_eq!(s.sample(&logits, &[1, 0, 0]), 1);
+        assert_eq!(pick(&mut s, &logits, &[1, 0, 0]), 1);
         assert!(!SamplingParams {
             repeat_penalty: 1.3,
             ..params(0.0)
@@ -351,23 +386,27 @@ mod tests {
         };
         // the prompt (history) does not count, only accepted output
         let mut s = greedy(0.2, 0.0);
-        assert_eq!(s.sample(&logits, &[1, 1, 1]), 1);
-        s.accept(1);
-        assert_eq!(s.sample(&logits, &[]), 2, "3.0 − 0.2 < 2.9");
+        assert_eq!(pick(&mut s, &logits, &[1, 1, 1]), 1);
+        accept(&mut s, 1);
+        assert_eq!(pick(&mut s, &logits, &[]), 2, "3.0 − 0.2 < 2.9");
         // frequency grows with the count; presence does not
         let mut s = greedy(0.0, 0.5);
         for _ in 0..5 {
-            s.accept(2);
+            accept(&mut s, 2);
         }
-        s.accept(1);
-        assert_eq!(s.sample(&logits, &[]), 1, "3.0 − 0.5 > 2.9 − 0.5");
+        accept(&mut s, 1);
+        assert_eq!(pick(&mut s, &logits, &[]), 1, "3.0 − 0.5 > 2.9 − 0.5");
         let mut s = greedy(0.5, 0.0);
-        s.accept(1);
-        s.accept(1);
-        s.accept(1);
-        assert_eq!(s.sample(&logits, &[]), 2, "3.0 − 1.5 < 2.9");
+        accept(&mut s, 1);
+        accept(&mut s, 1);
+        accept(&mut s, 1);
+        assert_eq!(pick(&mut s, &logits, &[]), 2, "3.0 − 1.5 < 2.9");
         s.start_output();
-        assert_eq!(s.sample(&logits, &[]), 1, "a new output counts from zero");
+        assert_eq!(
+            pick(&mut s, &logits, &[]),
+            1,
+            "a new output counts from zero"
+        );
         assert!(!SamplingParams {
             presence_penalty: 0.1,
             ..params(0.0)

@@ -11,6 +11,7 @@ use artifact::gguf::Metadata;
 use serde_json::{json, Map, Value};
 
 use crate::chat::{ChatTemplate, Message};
+use crate::constrain::{ConstraintError, Grammars};
 use crate::error::RunError;
 
 /// A tokenizer with the model's special ids.
@@ -29,6 +30,11 @@ fn tk_err(e: impl std::fmt::Display) -> RunError {
 }
 
 impl Tokenizer {
+    /// Grammars (structured output) over this vocabulary, for a model that scores `vocab` ids.
+    pub fn grammars(&self, vocab: usize) -> Result<Grammars, ConstraintError> {
+        Grammars::new(&self.inner, self.eos, vocab)
+    }
+
     /// Builds the tokenizer the GGUF metadata describes.
     pub fn from_gguf(m: &Metadata) -> Result<Self, RunError> {
         let meta = |e: artifact::gguf::metadata::MetaError| RunError::Tokenizer(e.to_string());

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "adapter",
             "chat",
+            "constrain",
             "error",
             "generate",
             "logprobs",

@@ -6,6 +6,7 @@ mod artifact;
 mod chat_templates;
 mod cli;
 mod common;
+mod constrain;
 mod deepseek_bench;
 mod deepseek_chat;
 mod deepseek_common;

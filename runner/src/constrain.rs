@@ -1,0 +1,203 @@
+//! Structured output enforced while sampling (docs/runner.md "Structured output"): a
+//! [`Grammar`] (any JSON object, a JSON Schema, a Lark grammar or a regular expression) compiled
+//! by `llguidance` over the model's own tokenizer into a [`Constraint`], which masks each step's
+//! candidates to the tokens the grammar allows next and is told each token chosen. Once the
+//! grammar is complete only the end-of-sequence token is allowed, so the answer ends there.
+//! Names no family: a `tokenizers` tokenizer and its end-of-sequence id are all it needs
+//! ([`crate::tokenizer::Tokenizer::grammars`]).
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
+use serde_json::Value;
+
+/// What the output must match.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Grammar {
+    /// Any JSON object (`response_format` `json_object`).
+    JsonObject,
+    /// A JSON Schema (`response_format` `json_schema`); the schema must be an object.
+    JsonSchema(Value),
+    /// A grammar in llguidance's Lark syntax.
+    Lark(String),
+    /// A regular expression the whole output matches.
+    Regex(String),
+}
+
+/// Why a grammar cannot be built or followed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConstraintError {
+    #[error("structured output needs {0}")]
+    Tokenizer(String),
+    /// The grammar itself is wrong (the request's fault: a 400).
+    #[error("{0}")]
+    Grammar(String),
+    #[error("the output grammar failed while decoding: {0}")]
+    Step(String),
+}
+
+/// JSON as compact as `json.dumps` writes it, with no free whitespace: a model cannot spend its
+/// budget on blank lines inside an object.
+fn json_options() -> JsonCompileOptions {
+    JsonCompileOptions {
+        item_separator: ", ".into(),
+        key_separator: ": ".into(),
+        whitespace_flexible: false,
+        ..JsonCompileOptions::default()
+    }
+}
+
+impl Grammar {
+    /// The grammar llguidance compiles.
+    fn top_level(&self) -> Result<TopLevelGrammar, ConstraintError> {
+        let schema = |mut s: Value| {
+            if !s.is_object() {
+                return Err(ConstraintError::Grammar(
+                    "the JSON schema must be a JSON object".into(),
+                ));
+            }
+            json_options().apply_to(&mut s);
+            Ok(TopLevelGrammar::from_json_schema(s))
+        };
+        match self {
+            Grammar::JsonObject => schema(serde_json::json!({"type": "object"})),
+            Grammar::JsonSchema(s) => schema(s.clone()),
+            Grammar::Lark(g) => Ok(TopLevelGrammar::from_lark(g.clone())),
+            Grammar::Regex(r) => Ok(TopLevelGrammar::from_regex(r)),
+        }
+    }
+}
+
+/// The model's tokenizer as llguidance sees it: each id's bytes in a trie, and the tokenizer for
+/// the text llguidance tokenizes itself.
+struct Env {
+    trie: TokTrie,
+    tok: tokenizers::Tokenizer,
+}
+
+impl TokenizerEnv for Env {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        self.trie.tokenize_with_greedy_fallback(s, |s| {
+            self.tok
+                .encode(s, false)
+                .map(|e| e.get_ids().to_vec())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// Compiles grammars over one tokenizer (built once per model: the trie of a 130k-token vocabulary
+/// takes a moment).
+pub struct Grammars {
+    factory: ParserFactory,
+}
+
+impl Grammars {
+    /// Grammars over `tok`, whose model scores `vocab` ids (at least the tokenizer's) and ends
+    /// an answer with `eos`.
+    pub fn new(
+        tok: &tokenizers::Tokenizer,
+        eos: Option<u32>,
+        vocab: usize,
+    ) -> Result<Self, ConstraintError> {
+        let eos = eos.ok_or_else(|| {
+            ConstraintError::Tokenizer("an end-of-sequence token; the tokenizer names none".into())
+        })?;
+        let spec: Value = serde_json::from_str(
+            &tok.to_string(false)
+                .map_err(|e| ConstraintError::Tokenizer(format!("the tokenizer as JSON ({e})")))?,
+        )
+        .map_err(|e| ConstraintError::Tokenizer(format!("the tokenizer as JSON ({e})")))?;
+        // llguidance asserts on some malformed vocabularies: a panic there is a refusal here.
+        let bytes = std::panic::catch_unwind(|| llguidance::token_bytes_from_tokenizer_json(&spec))
+            .map_err(|_| {
+                ConstraintError::Tokenizer("a byte-level or byte-fallback vocabulary".into())
+            })?
+            .map_err(|e| ConstraintError::Tokenizer(format!("each token's bytes ({e})")))?;
+        let mut bytes = bytes;
+        if bytes.len() > vocab {
+            return Err(ConstraintError::Tokenizer(format!(
+                "a vocabulary the model scores: the tokenizer has {} tokens, the model {vocab}",
+                bytes.len()
+            )));
+        }
+        // Ids the model scores but the tokenizer lacks: special (never text), so never allowed.
+        while bytes.len() < vocab {
+            let mut name = format!(".<[{}]>", bytes.len()).into_bytes();
+            name[0] = TokTrie::SPECIAL_TOKEN_MARKER;
+            bytes.push(name);
+        }
+        let info = TokRxInfo::new(vocab as u32, eos);
+        let env: TokEnv = Arc::new(Env {
+            trie: TokTrie::from(&info, &bytes),
+            tok: tok.clone(),
+        });
+        let mut factory = ParserFactory::new_simple(&env)
+            .map_err(|e| ConstraintError::Tokenizer(format!("a token trie ({e})")))?;
+        factory.quiet();
+        Ok(Self { factory })
+    }
+
+    /// A fresh constraint for one output.
+    pub fn constraint(&self, grammar: &Grammar) -> Result<Constraint, ConstraintError> {
+        let parser = self
+            .factory
+            .create_parser(grammar.top_level()?)
+            .map_err(|e| ConstraintError::Grammar(e.to_string()))?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(ConstraintError::Grammar(e));
+        }
+        Ok(Constraint { matcher })
+    }
+}
+
+/// One output's grammar state.
+pub struct Constraint {
+    matcher: Matcher,
+}
+
+impl Constraint {
+    /// Sets the logit of every candidate `(logit, id)` the grammar does not allow next to −∞.
+    pub fn mask(&mut self, cand: &mut [(f32, u32)]) -> Result<(), ConstraintError> {
+        let allowed = self
+            .matcher
+            .compute_mask_or_eos()
+            .map_err(|e| ConstraintError::Step(e.to_string()))?;
+        let mut any = false;
+        for c in cand.iter_mut() {
+            if allowed.is_allowed(c.1) {
+                any |= c.0 > f32::NEG_INFINITY;
+            } else {
+                c.0 = f32::NEG_INFINITY;
+            }
+        }
+        if !any {
+            return Err(ConstraintError::Step(
+                "no token the model scores is allowed next".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `id` was chosen.
+    pub fn commit(&mut self, id: u32) -> Result<(), ConstraintError> {
+        if self.matcher.is_stopped() {
+            return Ok(());
+        }
+        self.matcher
+            .consume_token(id)
+            .map_err(|e| ConstraintError::Step(e.to_string()))
+    }
+
+    /// Whether the output so far is complete under the grammar.
+    pub fn is_complete(&mut self) -> bool {
+        self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false)
+    }
+}
