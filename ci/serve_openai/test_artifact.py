@@ -5,6 +5,7 @@ artifact (minirun-demo's consumer copy, generated weights) at $SERVE_URL as $SER
 Its chat format is DeepSeek's own encoding (deepseek-recipe, chat mode): the generated weights
 answer nonsense, so these tests check the protocol and the accounting, not the words.
 """
+import json
 import os
 
 import openai
@@ -144,3 +145,21 @@ def test_function_calling_is_accepted_and_rendered_in_deepseeks_format():
         assert e.param == "tool_choice"
     else:
         raise AssertionError("tool_choice=required was accepted")
+
+
+def test_a_json_schema_holds_even_on_generated_weights():
+    # The weights answer nonsense; the grammar alone makes the answer valid JSON of this shape.
+    schema = {"type": "object",
+              "properties": {"ok": {"type": "boolean"},
+                             "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+              "required": ["ok", "n"], "additionalProperties": False}
+    kw = dict(model=MODEL, messages=MESSAGES, max_tokens=60, temperature=0.8, seed=4,
+              response_format={"type": "json_schema",
+                               "json_schema": {"name": "t", "strict": True, "schema": schema}})
+    r = client().chat.completions.create(**kw)
+    assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+    answer = json.loads(r.choices[0].message.content)
+    assert set(answer) == {"ok", "n"} and isinstance(answer["ok"], bool) and 0 <= answer["n"] <= 9
+    streamed = "".join(c.choices[0].delta.content or ""
+                       for c in client().chat.completions.create(stream=True, **kw) if c.choices)
+    assert streamed == r.choices[0].message.content

@@ -8,11 +8,14 @@ the standard library's http.client, a second independent client.
 import http.client
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
 
+import jsonschema
 import openai
+import pydantic
 import pytest
 
 URL = os.environ["SERVE_URL"]
@@ -248,6 +251,82 @@ def test_each_answer_carries_its_timings():
                                                    temperature=0, stream=True))
     last = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason][0]
     assert last.model_extra["timings"]["predicted_n"] == t["predicted_n"]
+
+
+CITY = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 24},
+        "country": {"type": "string", "maxLength": 24},
+        "size": {"type": "string", "enum": ["village", "town", "city", "megacity"]},
+        "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 2},
+        "location": {
+            "type": "object",
+            "properties": {"lat": {"type": "number"}, "coastal": {"type": "boolean"}},
+            "required": ["lat", "coastal"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["city", "country", "size", "landmarks", "location"],
+    "additionalProperties": False,
+}
+CITY_FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "strict": True, "schema": CITY}}
+
+
+def test_json_schema_output_validates_streamed_and_not():
+    ask = [{"role": "user", "content": "Describe Paris as JSON."}]
+    kw = dict(model=MODEL, messages=ask, max_tokens=400, temperature=0.8, seed=11,
+              response_format=CITY_FORMAT)
+    r = client().chat.completions.create(**kw)
+    assert r.choices[0].finish_reason == "stop"
+    answer = json.loads(r.choices[0].message.content)
+    jsonschema.validate(answer, CITY)
+    streamed = "".join(c.choices[0].delta.content or ""
+                       for c in client().chat.completions.create(stream=True, **kw) if c.choices)
+    assert streamed == r.choices[0].message.content
+    # the client's own structured-output helper: a pydantic model sent as a strict json_schema
+    class Answer(pydantic.BaseModel):
+        capital: str
+        confident: bool
+    p = client().chat.completions.parse(model=MODEL, messages=QUESTION, max_tokens=200,
+                                        temperature=0.8, seed=3, response_format=Answer)
+    assert isinstance(p.choices[0].message.parsed, Answer)
+
+
+def test_json_object_and_the_grammar_extension():
+    r = client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Give me a JSON object about cats."}],
+        max_tokens=300, temperature=0, response_format={"type": "json_object"})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+    else:
+        assert r.choices[0].message.content.startswith("{")
+    c = client().completions.create(
+        model=MODEL, prompt="The year the Berlin wall fell:", max_tokens=20, temperature=0.8, seed=5,
+        extra_body={"grammar": {"type": "regex", "value": " [0-9]{4}\\."}})
+    assert re.fullmatch(r" [0-9]{4}\.", c.choices[0].text), c.choices[0].text
+    assert c.choices[0].finish_reason == "stop"
+    lark = 'start: " " answer\nanswer: "yes" | "no"'
+    c = client().completions.create(
+        model=MODEL, prompt="Is Paris in France? Answer:", max_tokens=5, temperature=0,
+        extra_body={"grammar": {"type": "lark", "value": lark}})
+    assert c.choices[0].text in (" yes", " no")
+
+
+def test_a_wrong_schema_or_grammar_is_a_400_naming_it():
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(
+            model=MODEL, messages=QUESTION, max_tokens=5,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "no-such-type"}}})
+    assert e.value.param == "response_format"
+    with pytest.raises(openai.BadRequestError) as e:
+        client().completions.create(model=MODEL, prompt="x", max_tokens=5,
+                                    extra_body={"grammar": {"type": "lark", "value": "start: nowhere"}})
+    assert e.value.param == "grammar"
+    with pytest.raises(openai.BadRequestError) as e:
+        client().chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=5,
+                                         response_format={"type": "yaml"})
+    assert e.value.param == "response_format"
 
 
 def metrics():

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::chat::Message;
+use crate::constrain::Grammar;
 use crate::sample::SamplingParams;
 
 /// At most this many stop sequences (OpenAI allows 4; llama-server more).
@@ -167,6 +168,9 @@ pub struct Common {
     pub tools: Option<Vec<Value>>,
     #[serde(default)]
     pub response_format: Option<Value>,
+    /// The extension: `{"type": "lark" | "regex" | "json_schema", "value": …}`.
+    #[serde(default)]
+    pub grammar: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,6 +224,8 @@ pub struct GenRequest {
     pub include_usage: bool,
     /// Each token's log-probability and this many alternatives (`None`: not asked).
     pub logprobs: Option<usize>,
+    /// What the output must match (`response_format`, `grammar`).
+    pub grammar: Option<Grammar>,
 }
 
 /// Which endpoint a request came to (their `logprobs` fields differ).
@@ -266,16 +272,6 @@ impl Common {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid("only n = 1 is supported", Some("n")));
         }
-        if self
-            .response_format
-            .as_ref()
-            .is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text"))
-        {
-            return Err(ApiError::invalid(
-                "response_format other than {\"type\": \"text\"} is not supported",
-                Some("response_format"),
-            ));
-        }
         let max = match self.max_completion_tokens.or(self.max_tokens) {
             Some(0) => {
                 return Err(ApiError::invalid(
@@ -318,6 +314,11 @@ impl Common {
             ));
         }
         Ok((max, sampling, stop))
+    }
+
+    /// What the output must match, from `response_format` and `grammar`.
+    pub fn grammar(&self) -> Result<Option<Grammar>, ApiError> {
+        super::format::grammar(self.response_format.as_ref(), self.grammar.as_ref())
     }
 
     /// How many alternatives per token the request asks log-probabilities for (`None`: none):
@@ -431,6 +432,19 @@ impl ChatRequest {
             messages.push(msg);
         }
         let tools = super::tools::offered(self.common.tools.as_deref(), self.tool_choice.as_ref())?;
+        let grammar = self.common.grammar()?;
+        if grammar.is_some() && self.reasoning_effort.is_some() {
+            return Err(ApiError::invalid(
+                "a response_format or grammar applies to the whole answer, so it cannot follow thinking: drop reasoning_effort",
+                Some("reasoning_effort"),
+            ));
+        }
+        if grammar.is_some() && !tools.is_empty() {
+            return Err(ApiError::invalid(
+                "a response_format or grammar leaves no room for tool calls: offer no tools with it",
+                Some("tools"),
+            ));
+        }
         let (stream, include_usage) = self.common.stream_flags();
         Ok(GenRequest {
             prompt: Prompt::Chat(messages, self.reasoning_effort.clone(), tools),
@@ -440,6 +454,7 @@ impl ChatRequest {
             stream,
             include_usage,
             logprobs: self.common.logprobs(Endpoint::Chat)?,
+            grammar,
         })
     }
 }
@@ -477,6 +492,7 @@ impl CompletionRequest {
             stream,
             include_usage,
             logprobs: self.common.logprobs(Endpoint::Completions)?,
+            grammar: self.common.grammar()?,
         })
     }
 }
@@ -587,8 +603,12 @@ mod tests {
             "tools",
         );
         refused(
-            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"yaml"}}"#,
             "response_format",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"},"reasoning_effort":"high"}"#,
+            "reasoning_effort",
         );
         refused(
             r#"{"model":"m","messages":[{"role":"user","content":"a"}],"stop":[""]}"#,

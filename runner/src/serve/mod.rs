@@ -5,6 +5,7 @@
 //! server-sent events.
 
 pub mod api;
+pub mod format;
 pub mod http;
 pub mod logprobs;
 pub mod metrics;
@@ -493,6 +494,8 @@ fn run_worker(
     };
     let _ = ready.send(Ok((info, true, Some(Arc::new(text)))));
     let encode = |t: &str| opened.encode(t);
+    let vocab = model.vocab();
+    let grammars = || opened.tokenizer.grammars(vocab);
     let mut backend = Backend {
         model: model.as_mut(),
         seq,
@@ -501,6 +504,7 @@ fn run_worker(
         template,
         ctx,
         preloaded,
+        grammars: &grammars,
     };
     worker::serve_jobs(&mut backend, jobs, stats);
     Ok(())

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, Finish, GenRequest, Prompt};
+use super::format::Formats;
 use super::metrics::ServeStats;
 use super::stop::StopMatcher;
 use crate::adapter::Model;
 use crate::chat::ChatFormat;
+use crate::constrain::{ConstraintError, Grammars};
 use crate::error::RunError;
 use crate::generate::{generate, GenOpts};
 use crate::sample::Sampler;
@@ -82,6 +84,9 @@ pub struct Backend<'a> {
     pub ctx: usize,
     /// What the model's cache already holds (a loaded `--prompt-cache`).
     pub preloaded: Vec<u32>,
+    /// Builds the grammars of structured output over the model's tokenizer (called once, at
+    /// the first request that asks for a format).
+    pub grammars: &'a dyn Fn() -> Result<Grammars, ConstraintError>,
 }
 
 /// Serves jobs until the queue's sender is dropped.
@@ -92,13 +97,14 @@ pub fn serve_jobs(
 ) {
     let mut cache = CachedPrefix::default();
     cache.assume(std::mem::take(&mut backend.preloaded));
+    let mut formats = Formats::new(backend.grammars);
     for job in jobs {
         if job.events.is_closed() {
             stats.dropped();
             continue;
         }
         let events = job.events.clone();
-        let ran = run_job(backend, &mut cache, &job, stats);
+        let ran = run_job(backend, &mut cache, &mut formats, &job, stats);
         if let Some(gpu) = backend.model.stats() {
             stats.device_memory(gpu.device_bytes_allocated);
         }
@@ -167,12 +173,17 @@ fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize,
 fn run_job(
     backend: &mut Backend<'_>,
     cache: &mut CachedPrefix,
+    formats: &mut Formats<'_>,
     job: &Job,
     stats: &ServeStats,
 ) -> Result<(), ApiError> {
     let req = &job.request;
     let ids = prompt_ids(backend, &req.prompt)?;
     let n = budget(backend.ctx, ids.len(), req.max_tokens)?;
+    let mut sampler = Sampler::new(req.sampling);
+    if let Some(g) = &req.grammar {
+        sampler.constrain(formats.constraint(g)?);
+    }
     let events = &job.events;
     let _ = events.send(Event::Started {
         prompt_tokens: ids.len(),
@@ -185,7 +196,6 @@ fn run_job(
         .map_err(server)?;
     stats.prompt(ids.len(), common);
     let feed = &ids[common..];
-    let mut sampler = Sampler::new(req.sampling);
     let mut stream = TextStream::new(backend.detok);
     let mut stops = StopMatcher::new(req.stop.clone());
     let opts = GenOpts {
