@@ -32,7 +32,7 @@ use crate::chat::ToolCall;
 use crate::sample::SamplingParams;
 
 /// What `/v1/models` says of the served model.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ModelInfo {
     pub id: String,
     /// `gguf` or `artifact`.
@@ -145,12 +145,17 @@ async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
 
 /// The Prometheus text exposition (open without the API key, as `/health`: counts only).
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    openmetrics(&state.stats, &state.admitted)
+}
+
+/// `GET /metrics`'s answer (before the model is ready as after).
+pub fn openmetrics(stats: &ServeStats, admitted: &AtomicUsize) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.stats.render(&state.admitted),
+        stats.render(admitted),
     )
         .into_response()
 }

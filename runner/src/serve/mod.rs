@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod format;
+pub mod gate;
 pub mod http;
 pub mod logprobs;
 pub mod metrics;
@@ -271,17 +272,109 @@ impl Drop for Server {
     }
 }
 
-/// Loads the model on its worker thread, binds, and serves on a background thread. With
-/// `signals`, Ctrl-C and SIGTERM stop it as well.
+/// Binds, serves on a background thread (the [`gate`] answers while the model loads), loads the
+/// model on its worker thread, and returns once it is ready. With `signals`, Ctrl-C and SIGTERM
+/// stop it as well.
 pub fn start(
     args: &ServeArgs,
     entries: &'static [Entry],
     signals: bool,
 ) -> Result<Server, RunError> {
+    start_with(args, entries, signals, &|_| {})
+}
+
+/// [`start`], calling `on_bound` with the address as soon as the server listens (before the
+/// model is loaded).
+pub fn start_with(
+    args: &ServeArgs,
+    entries: &'static [Entry],
+    signals: bool,
+    on_bound: &dyn Fn(SocketAddr),
+) -> Result<Server, RunError> {
     let addr = args.addr()?;
     let defaults = args.defaults()?;
     let key_digest = args.key_digest()?;
     let limit = args.queue.saturating_add(1);
+    let (rt, listener, bound) = bind(addr)?;
+    let stats = Arc::new(ServeStats::default());
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(gate::Gate::new(Arc::clone(&stats), Arc::clone(&admitted)));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let drain = std::time::Duration::from_secs_f64(args.drain_seconds);
+    let app = Arc::clone(&gate).router();
+    let thread = spawn("minirun-serve-http", move || {
+        // Dropping the runtime when this thread ends drops every connection still open, so
+        // their receivers close and the model thread cancels what it runs.
+        rt.block_on(serve_until_drained(listener, app, stop_rx, signals, drain))
+            .map_err(|source| RunError::Io {
+                what: "serve",
+                path: bound.to_string(),
+                source,
+            })
+    })?;
+    on_bound(bound);
+    let (job_tx, job_rx) = sync_channel::<Job>(limit);
+    let (ready_tx, ready_rx) = sync_channel(1);
+    let owned = args.clone();
+    let worker_stats = Arc::clone(&stats);
+    let model_thread = spawn("minirun-serve-model", move || {
+        if let Err(e) = run_worker(&owned, entries, &ready_tx, job_rx, &worker_stats) {
+            let _ = ready_tx.send(Err(e));
+        }
+    })?;
+    let mut server = Server {
+        addr: bound,
+        info: ModelInfo::default(),
+        shutdown: Some(stop_tx),
+        thread: Some(thread),
+        model_thread: Some(model_thread),
+    };
+    let (info, runnable, text) = match ready_rx.recv() {
+        Ok(Ok(ready)) => ready,
+        Ok(Err(e)) => {
+            drop(job_tx);
+            let _ = server.halt();
+            return Err(e);
+        }
+        Err(_) => {
+            drop(job_tx);
+            let _ = server.halt();
+            return Err(RunError::Model {
+                path: String::new(),
+                detail: "the model thread ended before the model was ready".into(),
+            });
+        }
+    };
+    if server.thread.as_ref().is_some_and(|t| t.is_finished()) {
+        // Ctrl-C or SIGTERM came while the model loaded.
+        drop(job_tx);
+        let _ = server.halt();
+        return Err(RunError::Model {
+            path: String::new(),
+            detail: "stopped (Ctrl-C or SIGTERM) while the model loaded".into(),
+        });
+    }
+    let state = Arc::new(AppState {
+        info: info.clone(),
+        defaults,
+        jobs: runnable.then_some(job_tx),
+        admitted,
+        limit,
+        key_digest,
+        created: http::unix_now(),
+        stats,
+        text,
+        sse_ping: (args.sse_ping > 0.0).then(|| std::time::Duration::from_secs_f64(args.sse_ping)),
+    });
+    gate.open(http::router(state, args.max_body_bytes));
+    server.info = info;
+    Ok(server)
+}
+
+/// The HTTP runtime and its listener on `addr`; the address bound (port 0: the one chosen).
+fn bind(
+    addr: SocketAddr,
+) -> Result<(tokio::runtime::Runtime, tokio::net::TcpListener, SocketAddr), RunError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -291,88 +384,31 @@ pub fn start(
             path: String::new(),
             source,
         })?;
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|source| RunError::Io {
-            what: "listen on",
-            path: addr.to_string(),
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| RunError::Io {
+    let listen = |source| RunError::Io {
         what: "listen on",
         path: addr.to_string(),
         source,
-    })?;
-    let (job_tx, job_rx) = sync_channel::<Job>(limit);
-    let (ready_tx, ready_rx) = sync_channel(1);
-    let owned = args.clone();
-    let stats = Arc::new(ServeStats::default());
-    let worker_stats = Arc::clone(&stats);
-    let model_thread = std::thread::Builder::new()
-        .name("minirun-serve-model".into())
-        .spawn(move || {
-            if let Err(e) = run_worker(&owned, entries, &ready_tx, job_rx, &worker_stats) {
-                let _ = ready_tx.send(Err(e));
-            }
-        })
-        .map_err(|source| RunError::Io {
-            what: "start the model thread",
-            path: String::new(),
-            source,
-        })?;
-    let (info, runnable, text) = match ready_rx.recv() {
-        Ok(Ok(ready)) => ready,
-        Ok(Err(e)) => {
-            let _ = model_thread.join();
-            return Err(e);
-        }
-        Err(_) => {
-            let _ = model_thread.join();
-            return Err(RunError::Model {
-                path: String::new(),
-                detail: "the model thread ended before the model was ready".into(),
-            });
-        }
     };
-    let state = Arc::new(AppState {
-        info: info.clone(),
-        defaults,
-        jobs: runnable.then_some(job_tx),
-        admitted: Arc::new(AtomicUsize::new(0)),
-        limit,
-        key_digest,
-        created: http::unix_now(),
-        stats,
-        text,
-        sse_ping: (args.sse_ping > 0.0).then(|| std::time::Duration::from_secs_f64(args.sse_ping)),
-    });
-    let app = http::router(state, args.max_body_bytes);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let drain = std::time::Duration::from_secs_f64(args.drain_seconds);
-    let thread = std::thread::Builder::new()
-        .name("minirun-serve-http".into())
-        .spawn(move || {
-            // Dropping the runtime when this thread ends drops every connection still open, so
-            // their receivers close and the model thread cancels what it runs.
-            rt.block_on(serve_until_drained(listener, app, stop_rx, signals, drain))
-                .map_err(|source| RunError::Io {
-                    what: "serve",
-                    path: bound.to_string(),
-                    source,
-                })
-        })
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
+    Ok((rt, listener, bound))
+}
+
+/// A named thread.
+fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<std::thread::JoinHandle<T>, RunError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
         .map_err(|source| RunError::Io {
-            what: "start the HTTP thread",
-            path: String::new(),
+            what: "start a thread",
+            path: name.to_string(),
             source,
-        })?;
-    Ok(Server {
-        addr: bound,
-        info,
-        shutdown: Some(stop_tx),
-        thread: Some(thread),
-        model_thread: Some(model_thread),
-    })
+        })
 }
 
 /// Serves until `stop` fires or a signal comes, then stops accepting and lets running answers
@@ -612,7 +648,13 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             Err(e) => fail(e),
         };
     }
-    let server = match start(&args, crate::registry::ENTRIES, true) {
+    let loading = |addr: SocketAddr| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "minirun-serve: bound to http://{addr}; loading the model (GET /health answers 503 until it is ready)"
+        );
+    };
+    let server = match start_with(&args, crate::registry::ENTRIES, true, &loading) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };

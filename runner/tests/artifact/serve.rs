@@ -8,10 +8,17 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use clap::Parser;
-use runner::serve::{start, ServeArgs};
+use runner::serve::{start, start_with, ServeArgs};
 use serde_json::Value;
+
+use runner::adapter::{Model, ModelOptions};
+use runner::artifact::VerifiedArtifact;
+use runner::error::RunError;
+use runner::registry::Entry;
 
 use super::registry::TOY;
 use super::{engine, fixture};
@@ -147,7 +154,7 @@ fn serve_an_artifact_with_and_without_a_runtime() {
     );
     server.stop().unwrap();
 
-    // A copy without evidence is refused before anything listens.
+    // A copy without evidence is refused: start fails, and what listened while it verified stops.
     let copy = fx.scratch.join("serve-unverified");
     let _ = std::fs::remove_dir_all(&copy);
     let status = std::process::Command::new("cp")
@@ -158,10 +165,71 @@ fn serve_an_artifact_with_and_without_a_runtime() {
         .unwrap();
     assert!(status.success());
     std::fs::remove_dir_all(copy.join(".minirun-evidence")).unwrap();
-    let err = start(&args(copy.to_str().unwrap()), &TOY, false)
-        .err()
-        .unwrap()
-        .to_string();
+    let bound = std::sync::Mutex::new(None);
+    let err = start_with(&args(copy.to_str().unwrap()), &TOY, false, &|a| {
+        *bound.lock().unwrap() = Some(a);
+    })
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("evidence"), "{err}");
+    let addr = bound
+        .lock()
+        .unwrap()
+        .expect("it listened while it verified");
+    assert!(TcpStream::connect(addr).is_err(), "{addr} still listens");
     let _ = std::fs::remove_dir_all(&copy);
+}
+
+/// Holds the model's load until [`HELD_RELEASE`] is set.
+static HELD_RELEASE: AtomicBool = AtomicBool::new(false);
+
+fn open_held<'a>(
+    a: &'a VerifiedArtifact,
+    o: &ModelOptions<'a>,
+) -> Result<Box<dyn Model + 'a>, RunError> {
+    while !HELD_RELEASE.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (TOY[0].open)(a, o)
+}
+
+/// [`TOY`] whose load waits for the test.
+static HELD: [Entry; 1] = [Entry {
+    open: open_held,
+    ..TOY[0]
+}];
+
+#[test]
+fn health_tells_loading_from_ready() {
+    if engine("health_tells_loading_from_ready").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let a = args(fx.consumer.to_str().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let starting = std::thread::spawn(move || {
+        start_with(&a, &HELD, false, &|addr| {
+            let _ = tx.send(addr);
+        })
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(120)).unwrap();
+    let (st, h) = request(addr, "GET", "/health", "");
+    assert_eq!((st, h["status"].as_str()), (503, Some("loading")), "{h}");
+    let (st, e) = request(addr, "GET", "/v1/models", "");
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (503, Some("model_loading")),
+        "{e}"
+    );
+    let (st, _) = request(addr, "GET", "/metrics", "");
+    assert_eq!(st, 200);
+    HELD_RELEASE.store(true, Ordering::SeqCst);
+    let server = starting.join().unwrap().unwrap();
+    assert_eq!(server.addr, addr);
+    let (st, h) = request(addr, "GET", "/health", "");
+    assert_eq!((st, h["status"].as_str()), (200, Some("ok")), "{h}");
+    let (st, m) = request(addr, "GET", "/v1/models", "");
+    assert_eq!(st, 200, "{m}");
+    server.stop().unwrap();
 }
