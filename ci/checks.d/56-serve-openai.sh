@@ -3,7 +3,8 @@
 # openai 3.57.0): SmolLM2-135M-Instruct Q4_1 on the wgpu engine (lavapipe without a GPU), behind
 # an API key, with a queue of one. The pytest suite (ci/serve_openai/test_openai.py) covers
 # streamed and non-streamed chat and completions, seeds, stop sequences, log-probabilities,
-# frequency and presence penalties, a disconnect mid-stream,
+# frequency and presence penalties, structured output (json_schema, json_object, the grammar
+# extension), a disconnect mid-stream,
 # the error bodies, 401, 413 and 503, and a `.megakv` prompt cache loaded at start. Afterwards the key must not appear in anything the server
 # printed. Then the verified DeepSeek V4 demo artifact is served and chatted with through the same
 # client in DeepSeek's own chat encoding (ci/serve_openai/test_artifact.py).
