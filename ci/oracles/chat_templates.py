@@ -33,7 +33,31 @@ TEMPLATES = {
         "<｜end▁of▁sentence｜>",
     ),
     "mistral-small-3.1": ("mistralai-Mistral-Small-3.1-24B-Instruct-2503.jinja", "<s>", "</s>"),
+    "qwen2.5": ("Qwen-Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>"),
+    "qwen3": ("Qwen-Qwen3-0.6B.jinja", "", "<|im_end|>"),
+    "llama-3.1": ("meta-llama-Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
+    "llama-3.2": ("meta-llama-Llama-3.2-3B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
 }
+
+# Functions offered, as transformers takes them (OpenAI's `tools` entries).
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather now in a city — in °C or °F.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. \"Paris\""},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+CLOCK = {"type": "function", "function": {"name": "now", "description": "The time.",
+                                          "parameters": {"type": "object", "properties": {}}}}
+
 
 CASES = [
     ("one user turn", [{"role": "user", "content": "What is 2+2?"}], True),
@@ -65,6 +89,35 @@ CASES = [
         [{"role": "user", "content": "x"}, {"role": "narrator", "content": "y"}],
         True,
     ),
+    (
+        "tools offered",
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+        ],
+        True,
+        [WEATHER, CLOCK],
+    ),
+    (
+        "a tool call and its result",
+        [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call12345",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call12345", "content": "18 degrees, sunny"},
+        ],
+        True,
+        [WEATHER],
+    ),
 ]
 
 
@@ -89,11 +142,15 @@ def render_all():
     for name, (file, bos, eos) in TEMPLATES.items():
         text = (HERE / "chat_templates" / file).read_text(encoding="utf-8")
         cases = []
-        for case, messages, gen in CASES:
+        for case, messages, gen, *tools in CASES:
+            tools = tools[0] if tools else None
             rec = {"case": case, "messages": messages, "add_generation_prompt": gen}
+            if tools:
+                rec["tools"] = tools
             try:
                 rec["rendered"] = render_jinja_template(
                     conversations=[messages],
+                    tools=tools,
                     chat_template=text,
                     add_generation_prompt=gen,
                     bos_token=bos,
@@ -101,6 +158,7 @@ def render_all():
                 )[0][0]
             except Exception as e:  # the template refused the conversation
                 rec["error"] = str(e)
+                rec["error_type"] = type(e).__name__
             cases.append(rec)
         out["templates"][name] = {
             "file": file,

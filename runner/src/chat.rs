@@ -2,12 +2,17 @@
 //! from GGUF `tokenizer.chat_template` or a `tokenizer_config.json` — rendered with minijinja in
 //! the environment transformers gives it (`apply_chat_template`): `trim_blocks` and
 //! `lstrip_blocks`, Python string and dict methods (`.strip()`, `.split()`, `.get()` …),
-//! `raise_exception(message)`, `strftime_now(format)`, and the variables `messages`,
+//! `raise_exception(message)`, `strftime_now(format)`, transformers' `tojson` (Python's
+//! `json.dumps`: `", "` and `": "`, no HTML escaping, `indent=`), and the variables `messages`
+//! (transformers' shape: an assistant's `tool_calls` as `{id, type, function: {name, arguments}}`
+//! with the arguments an object), `tools` (OpenAI's `tools` entries, when offered),
 //! `add_generation_prompt`, `bos_token`, `eos_token`. Rendering is checked byte for byte against
 //! transformers on recorded real templates (`runner/tests/chat_templates.rs`).
 
-use minijinja::{context, Environment, Error, ErrorKind};
+use minijinja::value::Kwargs;
+use minijinja::{context, Environment, Error, ErrorKind, Value};
 use serde::Serialize;
+use serde_json::{json, Value as Json};
 
 use crate::error::RunError;
 
@@ -23,6 +28,9 @@ pub struct Message {
     /// An assistant message's tool calls (absent from what a template sees unless set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// A tool message's answer to this call (absent from what a template sees unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -32,7 +40,36 @@ impl Message {
             content: content.to_owned(),
             reasoning_content: None,
             tool_calls: Vec::new(),
+            tool_call_id: None,
         }
+    }
+
+    /// The message as a Jinja template sees it (transformers' shape): `role`, `content`, and
+    /// where set `reasoning_content`, `tool_calls` (`{id, type: "function", function: {name,
+    /// arguments}}`, the arguments parsed into an object when they are JSON, as transformers
+    /// asks callers to pass them) and `tool_call_id`.
+    fn for_template(&self) -> Json {
+        let mut m = json!({"role": self.role, "content": self.content});
+        if let Some(r) = &self.reasoning_content {
+            m["reasoning_content"] = json!(r);
+        }
+        if !self.tool_calls.is_empty() {
+            let calls: Vec<Json> = self
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = serde_json::from_str::<Json>(&c.arguments)
+                        .unwrap_or_else(|_| json!(c.arguments));
+                    json!({"id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": args}})
+                })
+                .collect();
+            m["tool_calls"] = json!(calls);
+        }
+        if let Some(id) = &self.tool_call_id {
+            m["tool_call_id"] = json!(id);
+        }
+        m
     }
 }
 
@@ -55,11 +92,28 @@ pub struct ToolDef {
     pub parameters: Option<serde_json::Value>,
 }
 
+impl ToolDef {
+    /// OpenAI's `tools` entry, as a Jinja template sees it: `{type: "function", function: {name,
+    /// description, parameters}}`, absent fields left out.
+    fn for_template(&self) -> Json {
+        let mut f = json!({"name": self.name});
+        if let Some(d) = &self.description {
+            f["description"] = json!(d);
+        }
+        if let Some(p) = &self.parameters {
+            f["parameters"] = p.clone();
+        }
+        json!({"type": "function", "function": f})
+    }
+}
+
 /// A compiled chat template with the special-token texts it may print.
 pub struct ChatTemplate {
     env: Environment<'static>,
     pub bos_token: String,
     pub eos_token: String,
+    /// Whether the template reads `tools` (renders functions offered).
+    pub reads_tools: bool,
 }
 
 /// How the model is asked to answer: directly (chat mode), or reasoning first at an effort
@@ -200,16 +254,17 @@ impl ChatFormat {
                 tools,
             ),
             ChatFormat::Template(_) if thinking.is_some() => Err(no_thinking()),
-            ChatFormat::Template(t) if tools.is_empty() => {
-                t.render(messages, add_generation_prompt)
-            }
-            ChatFormat::Template(_) => Err(RunError::Usage(NO_TOOLS.into())),
+            ChatFormat::Template(t) => t.render_tools(messages, add_generation_prompt, tools),
         }
     }
 
-    /// Whether the format renders tools and tool calls.
+    /// Whether the format renders tools and tool calls: an encoder does; a template does when
+    /// its text reads `tools`.
     pub fn renders_tools(&self) -> bool {
-        matches!(self, ChatFormat::Encoder(..))
+        match self {
+            ChatFormat::Encoder(..) => true,
+            ChatFormat::Template(t) => t.reads_tools,
+        }
     }
 
     /// How an answer is read back (a template's answers are plain text: `None`).
@@ -237,9 +292,9 @@ impl ChatFormat {
     }
 }
 
-/// Why tools were refused: only a family's published encoder renders them.
+/// Why tools were refused: the model's chat template never reads them.
 pub const NO_TOOLS: &str =
-    "tools are rendered only by a family's published chat encoder; this model renders its own chat template";
+    "this model's chat template does not render tools (it never reads `tools`)";
 
 fn no_thinking() -> RunError {
     RunError::Usage(
@@ -284,12 +339,18 @@ impl ChatTemplate {
                 strftime(&fmt, t).map_err(|m| Error::new(ErrorKind::InvalidOperation, m))
             },
         );
+        env.add_filter("tojson", tojson);
         env.add_template_owned("chat_template", python_string_continuations(source))
             .map_err(|e| template_err("the chat template does not compile", &e))?;
+        let reads_tools = env
+            .get_template("chat_template")
+            .map(|t| t.undeclared_variables(false).contains("tools"))
+            .unwrap_or(false);
         Ok(Self {
             env,
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
+            reads_tools,
         })
     }
 
@@ -299,17 +360,95 @@ impl ChatTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, RunError> {
+        self.render_tools(messages, add_generation_prompt, &[])
+    }
+
+    /// As [`ChatTemplate::render`] with `tools` offered (none: `tools` is undefined, as
+    /// transformers leaves it).
+    pub fn render_tools(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        tools: &[ToolDef],
+    ) -> Result<String, RunError> {
         let t = self
             .env
             .get_template("chat_template")
             .map_err(|e| template_err("the chat template", &e))?;
+        let messages: Vec<Json> = messages.iter().map(Message::for_template).collect();
+        let tools = (!tools.is_empty())
+            .then(|| tools.iter().map(ToolDef::for_template).collect::<Vec<_>>());
         t.render(context! {
             messages => messages,
+            tools => tools,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token,
             eos_token => self.eos_token,
         })
         .map_err(|e| template_err("the chat template refused the conversation", &e))
+    }
+}
+
+/// transformers' `tojson` filter: Python's `json.dumps(value, ensure_ascii=False,
+/// indent=indent)` — `", "` and `": "` between items, or with `indent` a newline and that many
+/// spaces per level and `","`; keys in their order; no HTML escaping (minijinja's own `tojson`
+/// escapes `<`, `>`, `&` and `'`, and writes no spaces).
+fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(&value)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let mut out = Vec::new();
+    let written = match indent {
+        Some(n) => {
+            let pad = vec![b' '; n];
+            let mut ser = serde_json::Serializer::with_formatter(
+                &mut out,
+                serde_json::ser::PrettyFormatter::with_indent(&pad),
+            );
+            json.serialize(&mut ser)
+        }
+        None => json.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out,
+            PythonFormatter,
+        )),
+    };
+    written.map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let text = String::from_utf8(out)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    Ok(Value::from_safe_string(text))
+}
+
+/// Python's `json.dumps` separators without `indent`: `", "` and `": "`.
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
     }
 }
 
