@@ -95,6 +95,21 @@ if grep -qF "$key" "$work/out" "$work/err"; then echo "the API key appears in th
 grep -q 'POST /v1/chat/completions 200' "$work/err" || { echo "no request log line"; fail=1; }
 [ "$fail" -eq 0 ] || tail -40 "$work/err"
 
+# Function calling through Jinja templates: SmolLM2 served with Qwen2.5's and Llama 3.1's
+# templates (--chat-template-file), forced calls checked against their schemas
+# (ci/serve_openai/test_tools.py).
+for tmpl in Qwen-Qwen2.5-7B-Instruct meta-llama-Llama-3.1-8B-Instruct; do
+    "$bin" --model "$model" --port 0 -c 2048 \
+        --chat-template-file "ci/oracles/chat_templates/$tmpl.jinja" > "$work/tout" 2> "$work/terr" &
+    pid=$!
+    url=$(listening "$work/tout" 600) || { echo "minirun-serve ($tmpl) did not start:"; cat "$work/terr"; exit 1; }
+    echo "--- minirun-serve with $tmpl.jinja at $url"
+    SERVE_URL="$url" SERVE_MODEL="SmolLM2-135M-Instruct.Q4_1" \
+        "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_tools.py || { fail=1; tail -20 "$work/terr"; }
+    kill -TERM "$pid"; wait "$pid" || { echo "minirun-serve ($tmpl) did not exit 0 on SIGTERM"; fail=1; }
+    pid=
+done
+
 # The verified DeepSeek V4 demo artifact (minirun-demo's consumer copy), chatting in DeepSeek's
 # own encoding through the same client (ci/serve_openai/test_artifact.py).
 cargo build -q --workspace --bin minirun-demo

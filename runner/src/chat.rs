@@ -9,6 +9,8 @@
 //! `add_generation_prompt`, `bos_token`, `eos_token`. Rendering is checked byte for byte against
 //! transformers on recorded real templates (`runner/tests/chat_templates.rs`).
 
+pub mod calls;
+
 use minijinja::value::Kwargs;
 use minijinja::{context, Environment, Error, ErrorKind, Value};
 use serde::Serialize;
@@ -114,6 +116,8 @@ pub struct ChatTemplate {
     pub eos_token: String,
     /// Whether the template reads `tools` (renders functions offered).
     pub reads_tools: bool,
+    /// The call syntax it teaches, when it reads `tools` and the syntax is one read here.
+    pub calls: Option<&'static AnswerSyntax>,
 }
 
 /// How the model is asked to answer: directly (chat mode), or reasoning first at an effort
@@ -177,6 +181,10 @@ pub trait ChatEncoder: Sync {
 /// Splits an answer into the content before its tool-call block and the block's calls.
 pub type ParseCalls = fn(&str) -> Option<(String, Vec<ToolCall>)>;
 
+/// The Lark grammar (llguidance's) of an answer that calls one or more of `tools` (only the one
+/// named, when one is), each call's arguments held to the function's JSON Schema.
+pub type ForceCall = fn(&[ToolDef], Option<&str>) -> String;
+
 /// How an answer in a family's encoding is read back: where thinking mode's reasoning ends and
 /// where a tool-call block starts and what calls it holds (`minirun-serve` sends reasoning
 /// apart from content, and calls as `tool_calls`).
@@ -189,6 +197,9 @@ pub struct AnswerSyntax {
     /// The content before the block and the block's calls (`None`: the text holds no
     /// well-formed block).
     pub parse_calls: ParseCalls,
+    /// The grammar that forces a call (`tool_choice` `required` or a named function), where
+    /// the syntax has one.
+    pub force: Option<ForceCall>,
 }
 
 /// How a model's conversation becomes prompt text: its own Jinja template, or the published
@@ -258,20 +269,20 @@ impl ChatFormat {
         }
     }
 
-    /// Whether the format renders tools and tool calls: an encoder does; a template does when
-    /// its text reads `tools`.
+    /// Whether the format renders tools and reads calls back: an encoder does; a template does
+    /// when its text reads `tools` and teaches a call syntax read here ([`calls::syntax_of`]).
     pub fn renders_tools(&self) -> bool {
         match self {
             ChatFormat::Encoder(..) => true,
-            ChatFormat::Template(t) => t.reads_tools,
+            ChatFormat::Template(t) => t.calls.is_some(),
         }
     }
 
-    /// How an answer is read back (a template's answers are plain text: `None`).
+    /// How an answer is read back (a template's: its call syntax, if it has one read here).
     pub fn answer_syntax(&self) -> Option<&'static AnswerSyntax> {
         match self {
             ChatFormat::Encoder(e, _) => Some(e.answer_syntax()),
-            ChatFormat::Template(_) => None,
+            ChatFormat::Template(t) => t.calls,
         }
     }
 
@@ -292,9 +303,10 @@ impl ChatFormat {
     }
 }
 
-/// Why tools were refused: the model's chat template never reads them.
+/// Why tools were refused: the model's chat template does not render them, or teaches a call
+/// syntax not read here.
 pub const NO_TOOLS: &str =
-    "this model's chat template does not render tools (it never reads `tools`)";
+    "this model's chat template does not render tools, or teaches a tool-call syntax minirun does not read back (it reads <tool_call> JSON blocks and bare {\"name\", \"parameters\"} objects)";
 
 fn no_thinking() -> RunError {
     RunError::Usage(
@@ -351,6 +363,7 @@ impl ChatTemplate {
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
             reads_tools,
+            calls: calls::syntax_of(source).filter(|_| reads_tools),
         })
     }
 

@@ -168,8 +168,14 @@ impl Tokenizer {
         let t = self.chat_template.as_deref().ok_or_else(|| {
             RunError::Tokenizer("the model has no `tokenizer.chat_template`".into())
         })?;
+        self.template_from(t)
+    }
+
+    /// `source` compiled as this model's chat template (`--chat-template-file`), with the
+    /// BOS/EOS texts of this tokenizer.
+    pub fn template_from(&self, source: &str) -> Result<ChatTemplate, RunError> {
         let text = |id: Option<u32>| id.and_then(|i| self.token_text(i)).unwrap_or_default();
-        ChatTemplate::new(t, &text(self.bos), &text(self.eos), None)
+        ChatTemplate::new(source, &text(self.bos), &text(self.eos), None)
     }
 
     /// The prompt for one user message (after an optional system message) in the file's chat

@@ -226,6 +226,8 @@ pub struct GenRequest {
     pub logprobs: Option<usize>,
     /// What the output must match (`response_format`, `grammar`).
     pub grammar: Option<Grammar>,
+    /// Whether the answer must call one of the tools offered (`tool_choice`).
+    pub tool_choice: super::tools::Choice,
 }
 
 /// Which endpoint a request came to (their `logprobs` fields differ).
@@ -431,7 +433,8 @@ impl ChatRequest {
             }
             messages.push(msg);
         }
-        let tools = super::tools::offered(self.common.tools.as_deref(), self.tool_choice.as_ref())?;
+        let (tools, tool_choice) =
+            super::tools::offered(self.common.tools.as_deref(), self.tool_choice.as_ref())?;
         let grammar = self.common.grammar()?;
         if grammar.is_some() && self.reasoning_effort.is_some() {
             return Err(ApiError::invalid(
@@ -455,6 +458,7 @@ impl ChatRequest {
             include_usage,
             logprobs: self.common.logprobs(Endpoint::Chat)?,
             grammar,
+            tool_choice,
         })
     }
 }
@@ -493,6 +497,7 @@ impl CompletionRequest {
             include_usage,
             logprobs: self.common.logprobs(Endpoint::Completions)?,
             grammar: self.common.grammar()?,
+            tool_choice: super::tools::Choice::Auto,
         })
     }
 }
@@ -623,7 +628,7 @@ mod tests {
             "messages",
         );
         refused(
-            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}"#,
             "tool_choice",
         );
         refused(

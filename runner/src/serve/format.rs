@@ -76,7 +76,7 @@ fn from_extension(g: &Value) -> Result<Grammar, ApiError> {
 }
 
 /// The request field a grammar came from (for the 400 that a wrong one earns).
-fn param(g: &Grammar) -> &'static str {
+pub fn param(g: &Grammar) -> &'static str {
     match g {
         Grammar::JsonObject | Grammar::JsonSchema(_) => "response_format",
         Grammar::Lark(_) | Grammar::Regex(_) => "grammar",
@@ -95,8 +95,13 @@ impl<'a> Formats<'a> {
         Self { build, built: None }
     }
 
-    /// The constraint for one output following `g`, or the error that says why there is none.
-    pub fn constraint(&mut self, g: &Grammar) -> Result<crate::constrain::Constraint, ApiError> {
+    /// The constraint for one output following `g`, or the error (naming the request field
+    /// `param`) that says why there is none.
+    pub fn constraint(
+        &mut self,
+        g: &Grammar,
+        param: &'static str,
+    ) -> Result<crate::constrain::Constraint, ApiError> {
         let build = self.build;
         let grammars = self
             .built
@@ -105,13 +110,13 @@ impl<'a> Formats<'a> {
             .map_err(|why| {
                 ApiError::invalid(
                     format!("this model cannot follow a grammar: {why}"),
-                    Some(param(g)),
+                    Some(param),
                 )
             })?;
         grammars.constraint(g).map_err(|e| match e {
             ConstraintError::Grammar(why) => ApiError::invalid(
-                format!("the {} cannot be compiled: {why}", param(g)),
-                Some(param(g)),
+                format!("the {param} cannot be compiled: {why}"),
+                Some(param),
             ),
             other => ApiError::server(other.to_string()),
         })

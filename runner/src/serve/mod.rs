@@ -144,6 +144,10 @@ pub struct ServeArgs {
     /// `dx12`, `gl`). Default: WGPU_BACKEND, else Vulkan, Metal and DX12.
     #[arg(long, value_name = "LIST", value_parser = crate::open::parse_backend)]
     pub backend: Option<String>,
+    /// A Jinja chat template to render conversations with instead of the model's own (as
+    /// llama-server's `--chat-template-file`; e.g. one that renders tools).
+    #[arg(long, value_name = "FILE")]
+    pub chat_template_file: Option<PathBuf>,
     /// A `.megakv` prompt cache to load at start (read, never written; made by `minirun-run
     /// --prompt-cache` for the same model): requests whose prompt starts like its tokens do not
     /// feed them again.
@@ -503,7 +507,18 @@ fn run_worker(
         }
     };
     let ctx = session_ctx(a.ctx_size, opened.context)?;
-    let template = opened.take_chat().map_err(|e| e.to_string());
+    let template = match &a.chat_template_file {
+        Some(path) => {
+            let source = std::fs::read_to_string(path).map_err(|source| RunError::Io {
+                what: "read the chat template",
+                path: path.display().to_string(),
+                source,
+            })?;
+            let t = opened.tokenizer.template_from(&source)?;
+            Ok(crate::chat::ChatFormat::Template(Box::new(t)))
+        }
+        None => opened.take_chat().map_err(|e| e.to_string()),
+    };
     let engine = crate::open::engine(&crate::open::DeviceFlags {
         backend: a.backend.clone(),
         shape: a.matvec_shape.map(Into::into),

@@ -34,24 +34,66 @@ struct FunctionIn {
     arguments: String,
 }
 
-/// The functions offered, or the 400 naming what is wrong. `tool_choice` `none` offers none;
-/// `auto` (the default) lets the model choose; forcing a call is not supported.
-pub fn offered(tools: Option<&[Value]>, choice: Option<&Value>) -> Result<Vec<ToolDef>, ApiError> {
-    match choice {
-        None => {}
-        Some(Value::String(s)) if s == "auto" => {}
-        Some(Value::String(s)) if s == "none" => return Ok(Vec::new()),
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "tool_choice: `auto` or `none` (forcing a call is not supported)",
-                Some("tool_choice"),
-            ))
+/// Whether the answer must call a tool (`tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Choice {
+    /// The model chooses (`auto`, the default where tools are offered).
+    #[default]
+    Auto,
+    /// At least one call to any of the tools (`required`).
+    Required,
+    /// A call to this function (`{"type": "function", "function": {"name": …}}`).
+    Named(String),
+}
+
+impl Choice {
+    /// The function a forced call must name (`None`: any); `None` overall when not forced.
+    pub fn forced(&self) -> Option<Option<&str>> {
+        match self {
+            Choice::Auto => None,
+            Choice::Required => Some(None),
+            Choice::Named(n) => Some(Some(n)),
         }
     }
-    let Some(tools) = tools else {
-        return Ok(Vec::new());
+}
+
+/// The functions offered and the choice, or the 400 naming what is wrong. `tool_choice` `none`
+/// offers none (the template renders no tools); `auto` (the default) lets the model choose;
+/// `required` and a named function force a call (`Choice`).
+pub fn offered(
+    tools: Option<&[Value]>,
+    choice: Option<&Value>,
+) -> Result<(Vec<ToolDef>, Choice), ApiError> {
+    let bad = |why: String| ApiError::invalid(why, Some("tool_choice"));
+    let choice = match choice {
+        None | Some(Value::Null) => Choice::Auto,
+        Some(Value::String(s)) if s == "auto" => Choice::Auto,
+        Some(Value::String(s)) if s == "none" => return Ok((Vec::new(), Choice::Auto)),
+        Some(Value::String(s)) if s == "required" => Choice::Required,
+        Some(v @ Value::Object(_)) => {
+            match v.pointer("/function/name").and_then(Value::as_str) {
+                Some(n) if v.get("type").and_then(Value::as_str) == Some("function") => {
+                    Choice::Named(n.to_owned())
+                }
+                _ => return Err(bad(
+                    "tool_choice: {\"type\": \"function\", \"function\": {\"name\": …}} expected"
+                        .into(),
+                )),
+            }
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "tool_choice: `auto`, `none`, `required` or a named function, not {other}"
+            )))
+        }
     };
-    tools
+    let tools = tools.unwrap_or(&[]);
+    if choice != Choice::Auto && tools.is_empty() {
+        return Err(bad(
+            "tool_choice forces a call, but no tools are offered".into()
+        ));
+    }
+    let defs = tools
         .iter()
         .map(|t| {
             let t: ToolIn = serde_json::from_value(t.clone()).map_err(|e| {
@@ -72,7 +114,15 @@ pub fn offered(tools: Option<&[Value]>, choice: Option<&Value>) -> Result<Vec<To
                 )),
             }
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Choice::Named(n) = &choice {
+        if !defs.iter().any(|d| &d.name == n) {
+            return Err(bad(format!(
+                "tool_choice names `{n}`, which tools do not offer"
+            )));
+        }
+    }
+    Ok((defs, choice))
 }
 
 /// An assistant message's calls as the chat format takes them.

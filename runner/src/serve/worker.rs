@@ -15,7 +15,7 @@ use super::metrics::ServeStats;
 use super::stop::StopMatcher;
 use crate::adapter::Model;
 use crate::chat::ChatFormat;
-use crate::constrain::{ConstraintError, Grammars};
+use crate::constrain::{ConstraintError, Grammar, Grammars};
 use crate::error::RunError;
 use crate::generate::{generate, GenOpts};
 use crate::sample::Sampler;
@@ -149,6 +149,27 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
     Ok(ids)
 }
 
+/// The grammar of a forced tool call (`tool_choice` `required` or a named function) in the
+/// chat format's call syntax, or the 400 for a format that cannot force one.
+fn forced_call(backend: &Backend<'_>, req: &GenRequest) -> Result<Option<Grammar>, ApiError> {
+    let (Some(only), Prompt::Chat(_, _, tools)) = (req.tool_choice.forced(), &req.prompt) else {
+        return Ok(None);
+    };
+    let force = backend
+        .template
+        .as_ref()
+        .ok()
+        .and_then(|f| f.answer_syntax())
+        .and_then(|a| a.force)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "tool_choice `required` or a named function: this model's chat format has no grammar that forces a call (use `auto`)",
+                Some("tool_choice"),
+            )
+        })?;
+    Ok(Some(Grammar::Lark(force(tools, only))))
+}
+
 /// How many tokens the request may generate in a context of `ctx`.
 fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize, ApiError> {
     let over = |need: usize| {
@@ -178,11 +199,15 @@ fn run_job(
     stats: &ServeStats,
 ) -> Result<(), ApiError> {
     let req = &job.request;
+    let forced = forced_call(backend, req)?;
     let ids = prompt_ids(backend, &req.prompt)?;
     let n = budget(backend.ctx, ids.len(), req.max_tokens)?;
     let mut sampler = Sampler::new(req.sampling);
     if let Some(g) = &req.grammar {
-        sampler.constrain(formats.constraint(g)?);
+        sampler.constrain(formats.constraint(g, super::format::param(g))?);
+    }
+    if let Some(g) = forced {
+        sampler.constrain(formats.constraint(&g, "tools")?);
     }
     let events = &job.events;
     let _ = events.send(Event::Started {
