@@ -3,9 +3,13 @@
 Twenty JSON Schemas, each with required fields, a nested object, an array and an enum. Every schema
 is asked twice with the same prompt (which shows the schema), the same seed and temperature 0.8,
 round-robin: once with `response_format` json_schema (strict), once without. An answer passes when
-it parses (a Markdown code fence around it is forgiven) and `jsonschema` validates it. Decode speed
-is each answer's own `timings` (`predicted_per_second`: decode steps over decode seconds); the
-table gives medians.
+it parses (a Markdown code fence around it is forgiven) and `jsonschema` validates it.
+
+The cost of the constraint on decode speed is measured apart, on answers of equal length (a long
+unconstrained answer decodes slower for its length alone): for each schema the constrained answer
+is asked again, and an unconstrained one with `max_tokens` set to its length (an unconstrained answer may
+stop earlier at its end-of-sequence token; the table gives the median lengths), round-robin. Speed is each answer's own `timings`
+(`predicted_per_second`: decode steps over decode seconds); the table gives medians.
 
 Usage: SERVE_URL=http://127.0.0.1:PORT SERVE_MODEL=ID OUT=table.md python structured.py
 """
@@ -97,8 +101,8 @@ def prompt(name, schema):
              + json.dumps(schema)}]
 
 
-def ask(client, name, schema, constrained, seed):
-    kw = dict(model=MODEL, messages=prompt(name, schema), max_tokens=MAX_TOKENS, temperature=0.8, seed=seed)
+def ask(client, name, schema, constrained, seed, max_tokens=MAX_TOKENS):
+    kw = dict(model=MODEL, messages=prompt(name, schema), max_tokens=max_tokens, temperature=0.8, seed=seed)
     if constrained:
         kw["response_format"] = {"type": "json_schema",
                                  "json_schema": {"name": name, "strict": True, "schema": schema}}
@@ -126,13 +130,19 @@ def main():
         for constrained in ((True, False) if i % 2 == 0 else (False, True)):
             text, finish, n, per_s = ask(client, name, schema, constrained, seed=1000 + i)
             row[constrained] = (valid(text, schema), finish, n)
-            if n > 1:
-                speed[constrained].append(per_s)
             print(name, "constrained" if constrained else "free", finish, n, repr(text[:80]), flush=True)
         rows.append(row)
+    for i, r in enumerate(rows):
+        name, schema, n = r["name"], SCHEMAS[r["name"]], r[True][2]
+        for constrained in ((True, False) if i % 2 == 0 else (False, True)):
+            _, _, got, per_s = ask(client, name, schema, constrained, seed=1000 + i, max_tokens=n)
+            if got > 1:
+                speed[constrained].append((per_s, got))
+    pairs = len(speed[True])
     ok = {c: sum(r[c][0] for r in rows) for c in (True, False)}
     length = {c: sum(r[c][1] == "length" for r in rows) for c in (True, False)}
-    med = {c: statistics.median(speed[c]) for c in (True, False)}
+    med = {c: statistics.median(v for v, _ in speed[c]) for c in (True, False)}
+    toks = {c: statistics.median(n for _, n in speed[c]) for c in (True, False)}
     with open(OUT, "w") as f:
         f.write("| schema | constrained: valid | finish | tokens | unconstrained: valid | finish | tokens |\n")
         f.write("|---|---|---|---:|---|---|---:|\n")
@@ -143,7 +153,9 @@ def main():
         f.write(f"\n| | constrained | unconstrained |\n|---|---:|---:|\n")
         f.write(f"| valid (of 20) | {ok[True]} | {ok[False]} |\n")
         f.write(f"| stopped on length | {length[True]} | {length[False]} |\n")
-        f.write(f"| median decode tokens/s | {med[True]:.2f} | {med[False]:.2f} |\n")
+        f.write(f"| median decode tokens/s, equal-length answers ({pairs} each; median length) | "
+                f"{med[True]:.2f} ({toks[True]:.0f} tokens) | {med[False]:.2f} ({toks[False]:.0f} tokens) |\n")
+        f.write(f"| constrained decode speed relative to unconstrained | {med[True] / med[False]:.3f} | |\n")
     print(open(OUT).read())
 
 
