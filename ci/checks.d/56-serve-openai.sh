@@ -95,19 +95,27 @@ if grep -qF "$key" "$work/out" "$work/err"; then echo "the API key appears in th
 grep -q 'POST /v1/chat/completions 200' "$work/err" || { echo "no request log line"; fail=1; }
 [ "$fail" -eq 0 ] || tail -40 "$work/err"
 
+# serve_and_test NAME MODEL_ID TRIES TESTFILE ARGS…: start minirun-serve with ARGS, run the pytest
+# file against it, stop it with SIGTERM (which must exit 0).
+serve_and_test() {
+    local name=$1 id=$2 tries=$3 tests=$4 url
+    shift 4
+    "$bin" --port 0 "$@" > "$work/sout" 2> "$work/serr" &
+    pid=$!
+    url=$(listening "$work/sout" "$tries") || { echo "minirun-serve ($name) did not start:"; cat "$work/serr"; exit 1; }
+    echo "--- minirun-serve ($name) at $url"
+    SERVE_URL="$url" SERVE_MODEL="$id" "$py" -m pytest -q -p no:cacheprovider "$tests" \
+        || { fail=1; tail -40 "$work/serr"; }
+    kill -TERM "$pid"; wait "$pid" || { echo "minirun-serve ($name) did not exit 0 on SIGTERM"; fail=1; }
+    pid=
+}
+
 # Function calling through Jinja templates: SmolLM2 served with Qwen2.5's and Llama 3.1's
 # templates (--chat-template-file), forced calls checked against their schemas
 # (ci/serve_openai/test_tools.py).
 for tmpl in Qwen-Qwen2.5-7B-Instruct meta-llama-Llama-3.1-8B-Instruct; do
-    "$bin" --model "$model" --port 0 -c 2048 \
-        --chat-template-file "ci/oracles/chat_templates/$tmpl.jinja" > "$work/tout" 2> "$work/terr" &
-    pid=$!
-    url=$(listening "$work/tout" 600) || { echo "minirun-serve ($tmpl) did not start:"; cat "$work/terr"; exit 1; }
-    echo "--- minirun-serve with $tmpl.jinja at $url"
-    SERVE_URL="$url" SERVE_MODEL="SmolLM2-135M-Instruct.Q4_1" \
-        "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_tools.py || { fail=1; tail -20 "$work/terr"; }
-    kill -TERM "$pid"; wait "$pid" || { echo "minirun-serve ($tmpl) did not exit 0 on SIGTERM"; fail=1; }
-    pid=
+    serve_and_test "$tmpl.jinja" "SmolLM2-135M-Instruct.Q4_1" 600 ci/serve_openai/test_tools.py \
+        --model "$model" -c 2048 --chat-template-file "ci/oracles/chat_templates/$tmpl.jinja"
 done
 
 # The verified DeepSeek V4 demo artifact (minirun-demo's consumer copy), chatting in DeepSeek's
@@ -115,12 +123,6 @@ done
 cargo build -q --workspace --bin minirun-demo
 "$target/debug/minirun-demo" --work-dir "$work/demo" --generate 0 > "$work/demo.log" 2>&1 \
     || { tail -20 "$work/demo.log"; exit 1; }
-"$bin" --artifact "$work/demo/demo/consumer" --port 0 -c 256 > "$work/aout" 2> "$work/aerr" &
-pid=$!
-url=$(listening "$work/aout" 1200) || { echo "minirun-serve --artifact did not start:"; cat "$work/aerr"; exit 1; }
-echo "--- minirun-serve --artifact at $url"
-SERVE_URL="$url" SERVE_MODEL="minirun/DeepSeek-V4-Flash-minirun" \
-    "$py" -m pytest -q -p no:cacheprovider ci/serve_openai/test_artifact.py || { fail=1; tail -40 "$work/aerr"; }
-kill -TERM "$pid"; wait "$pid" || { echo "minirun-serve --artifact did not exit 0 on SIGTERM"; fail=1; }
-pid=
+serve_and_test artifact "minirun/DeepSeek-V4-Flash-minirun" 1200 ci/serve_openai/test_artifact.py \
+    --artifact "$work/demo/demo/consumer" -c 256
 exit $fail
