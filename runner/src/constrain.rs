@@ -49,6 +49,14 @@ fn json_options() -> JsonCompileOptions {
     }
 }
 
+/// Marks a JSON Schema to be written with [`json_options`] (llguidance's `x-guidance` key),
+/// wherever it is compiled: a response format here, or a `%json` rule inside a Lark grammar.
+pub fn with_json_options(schema: &mut Value) {
+    if schema.is_object() {
+        json_options().apply_to(schema);
+    }
+}
+
 impl Grammar {
     /// The grammar llguidance compiles.
     fn top_level(&self) -> Result<TopLevelGrammar, ConstraintError> {
@@ -58,7 +66,7 @@ impl Grammar {
                     "the JSON schema must be a JSON object".into(),
                 ));
             }
-            json_options().apply_to(&mut s);
+            with_json_options(&mut s);
             Ok(TopLevelGrammar::from_json_schema(s))
         };
         match self {

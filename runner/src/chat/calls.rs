@@ -123,12 +123,7 @@ fn call_schema(tools: &[&ToolDef], args_key: &str) -> Value {
 /// writes JSON.
 fn json_rule(schema: &Value) -> String {
     let mut s = schema.clone();
-    if let Some(o) = s.as_object_mut() {
-        o.insert(
-            "x-guidance".into(),
-            json!({"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": false}),
-        );
-    }
+    crate::constrain::with_json_options(&mut s);
     format!("%json {s}")
 }
 
