@@ -181,9 +181,43 @@ pub trait ChatEncoder: Sync {
 /// Splits an answer into the content before its tool-call block and the block's calls.
 pub type ParseCalls = fn(&str) -> Option<(String, Vec<ToolCall>)>;
 
-/// The Lark grammar (llguidance's) of an answer that calls one or more of `tools` (only the one
-/// named, when one is), each call's arguments held to the function's JSON Schema.
-pub type ForceCall = fn(&[ToolDef], Option<&str>) -> String;
+/// The Lark grammar (llguidance's) of an answer that calls what `Forced` allows, each call's
+/// arguments held to the function's JSON Schema. The grammar spells its fixed text through the
+/// last argument, which writes text as a Lark expression over the model's tokenizer
+/// (`constrain::Grammars::lark_literal`: a chat marker that is a special token is matched by its
+/// id).
+pub type ForceCall = fn(&Forced<'_>, &dyn Fn(&str) -> String) -> String;
+
+/// What a forced answer calls (`tool_choice` `required` or a named function).
+#[derive(Debug, Clone, Copy)]
+pub struct Forced<'a> {
+    /// The functions offered.
+    pub tools: &'a [ToolDef],
+    /// The one function it must call (a named `tool_choice`); `None`: any of them.
+    pub only: Option<&'a str>,
+    /// More than one call (`parallel_tool_calls`, OpenAI's default); `false`: exactly one.
+    pub parallel: bool,
+}
+
+impl Forced<'_> {
+    /// The functions a call may name.
+    pub fn choices(&self) -> Vec<&ToolDef> {
+        self.tools
+            .iter()
+            .filter(|t| self.only.is_none_or(|n| t.name == n))
+            .collect()
+    }
+
+    /// A Lark expression of one or more `item`s joined by `sep` (one item only, unless
+    /// parallel calls are allowed).
+    pub fn repeat(&self, item: &str, sep: &str) -> String {
+        if self.parallel {
+            format!("{item} ({sep} {item})*")
+        } else {
+            item.to_owned()
+        }
+    }
+}
 
 /// How an answer in a family's encoding is read back: where thinking mode's reasoning ends and
 /// where a tool-call block starts and what calls it holds (`minirun-serve` sends reasoning

@@ -104,6 +104,9 @@ impl TokenizerEnv for Env {
 /// takes a moment).
 pub struct Grammars {
     factory: ParserFactory,
+    /// The tokenizer's special tokens (text, id), longest first: text a grammar spells with
+    /// one of them is matched by the token, not by its characters ([`Grammars::lark_literal`]).
+    specials: Vec<(String, u32)>,
 }
 
 impl Grammars {
@@ -128,6 +131,7 @@ impl Grammars {
                 ConstraintError::Tokenizer("a byte-level or byte-fallback vocabulary".into())
             })?
             .map_err(|e| ConstraintError::Tokenizer(format!("each token's bytes ({e})")))?;
+        let specials = special_tokens(&spec);
         let mut bytes = bytes;
         if bytes.len() > vocab {
             return Err(ConstraintError::Tokenizer(format!(
@@ -149,7 +153,38 @@ impl Grammars {
         let mut factory = ParserFactory::new_simple(&env)
             .map_err(|e| ConstraintError::Tokenizer(format!("a token trie ({e})")))?;
         factory.quiet();
-        Ok(Self { factory })
+        Ok(Self { factory, specials })
+    }
+
+    /// `text` as a Lark expression that matches it as the model writes it: quoted strings, with
+    /// each special token it contains (a chat marker such as DeepSeek's `｜DSML｜`) referenced
+    /// by id (`<[id]>`), since a special token is never matched by its characters.
+    pub fn lark_literal(&self, text: &str) -> String {
+        let mut parts = Vec::new();
+        let mut plain = 0;
+        let mut at = 0;
+        while at < text.len() {
+            let rest = &text[at..];
+            match self
+                .specials
+                .iter()
+                .find(|(t, _)| rest.starts_with(t.as_str()))
+            {
+                Some((t, id)) => {
+                    if plain < at {
+                        parts.push(Value::String(text[plain..at].to_owned()).to_string());
+                    }
+                    parts.push(format!("<[{id}]>"));
+                    at += t.len();
+                    plain = at;
+                }
+                None => at += rest.chars().next().map_or(1, char::len_utf8),
+            }
+        }
+        if plain < text.len() || parts.is_empty() {
+            parts.push(Value::String(text[plain..].to_owned()).to_string());
+        }
+        parts.join(" ")
     }
 
     /// A fresh constraint for one output.
@@ -164,6 +199,24 @@ impl Grammars {
         }
         Ok(Constraint { matcher })
     }
+}
+
+/// The special added tokens of a tokenizer's JSON, longest text first.
+fn special_tokens(spec: &Value) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = spec["added_tokens"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t["special"].as_bool() == Some(true))
+        .filter_map(|t| {
+            let text = t["content"].as_str().filter(|c| !c.is_empty())?;
+            let id = u32::try_from(t["id"].as_u64()?).ok()?;
+            Some((text.to_owned(), id))
+        })
+        .collect();
+    out.sort_by_key(|t| std::cmp::Reverse(t.0.len()));
+    out
 }
 
 /// One output's grammar state.

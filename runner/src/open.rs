@@ -322,6 +322,7 @@ fn survey_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>,
         None => Tokenizer::from_gguf(meta)?,
     };
     let chat = tok.template().map(|t| ChatFormat::Template(Box::new(t)));
+    let tok = reading(tok, &chat);
     let origin = Origin {
         source: "gguf",
         name: path
@@ -371,10 +372,11 @@ fn survey_artifact<'e>(
         }
         Err(e) => return Err(e.into()),
     };
+    let chat = (entry.chat)(&artifact);
     Ok(Opening::Ready(Box::new(Opened {
         origin,
-        tokenizer: (entry.tokenizer)(&artifact)?,
-        chat: (entry.chat)(&artifact),
+        tokenizer: reading((entry.tokenizer)(&artifact)?, &chat),
+        chat,
         context: artifact.context(),
         vocab: artifact.vocab_size(),
         kind: Kind::Artifact {
@@ -384,7 +386,26 @@ fn survey_artifact<'e>(
     })))
 }
 
+/// `tok`, decoding as text the markers an answer in the `chat` format is read back by.
+fn reading(mut tok: Tokenizer, chat: &Result<ChatFormat, RunError>) -> Tokenizer {
+    if let Some(syntax) = chat.as_ref().ok().and_then(ChatFormat::answer_syntax) {
+        tok.show_markers(syntax);
+    }
+    tok
+}
+
 impl Opened<'_> {
+    /// Conversations rendered with the Jinja template `source` instead of the model's own chat
+    /// format (llama-server's `--chat-template-file`).
+    pub fn use_template(&mut self, source: &str) -> Result<(), RunError> {
+        let chat = Ok(ChatFormat::Template(Box::new(
+            self.tokenizer.template_from(source)?,
+        )));
+        self.tokenizer = reading(self.tokenizer.clone(), &chat);
+        self.chat = chat;
+        Ok(())
+    }
+
     /// The model on `opts.engine` with `opts.capacity` positions, resident or streamed.
     pub fn load<'s>(&'s self, opts: &ModelOptions<'s>) -> Result<Box<dyn Model + 's>, RunError> {
         match &self.kind {

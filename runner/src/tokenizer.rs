@@ -5,12 +5,13 @@
 //! `tokenizer.json`; the prompt of the file's `tokenizer.chat_template` (rendered by
 //! `crate::chat`); and [`TextStream`], the text of a growing token sequence for streamed output.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use artifact::gguf::Metadata;
 use serde_json::{json, Map, Value};
 
-use crate::chat::{ChatTemplate, Message};
+use crate::chat::{AnswerSyntax, ChatTemplate, Message};
 use crate::constrain::{ConstraintError, Grammars};
 use crate::error::RunError;
 
@@ -23,6 +24,9 @@ pub struct Tokenizer {
     pub add_bos: bool,
     /// `tokenizer.chat_template`, if the file has one.
     pub chat_template: Option<String>,
+    /// The special ids decoding skips once some special tokens are shown as text
+    /// ([`Tokenizer::show_markers`]); `None`: decoding skips every special token.
+    hidden: Option<HashSet<u32>>,
 }
 
 fn tk_err(e: impl std::fmt::Display) -> RunError {
@@ -96,6 +100,7 @@ impl Tokenizer {
                 .get_str("tokenizer.chat_template")
                 .ok()
                 .map(str::to_string),
+            hidden: None,
         })
     }
 
@@ -112,6 +117,7 @@ impl Tokenizer {
                 .get_str("tokenizer.chat_template")
                 .ok()
                 .map(str::to_string),
+            hidden: None,
         })
     }
 
@@ -129,6 +135,7 @@ impl Tokenizer {
             bos,
             add_bos: false,
             chat_template: None,
+            hidden: None,
         })
     }
 
@@ -153,9 +160,43 @@ impl Tokenizer {
         Ok(ids)
     }
 
-    /// Text of `ids` (special tokens skipped).
+    /// Text of `ids` (special tokens skipped, but for the markers [`Tokenizer::show_markers`]
+    /// shows).
     pub fn decode(&self, ids: &[u32]) -> Result<String, RunError> {
-        self.inner.decode(ids, true).map_err(tk_err)
+        match &self.hidden {
+            None => self.inner.decode(ids, true),
+            Some(hidden) => {
+                let kept: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .filter(|i| !hidden.contains(i))
+                    .collect();
+                self.inner.decode(&kept, false)
+            }
+        }
+        .map_err(tk_err)
+    }
+
+    /// Decodes the special tokens that spell the markers of `syntax` (where reasoning ends, where
+    /// a tool-call block starts) as their text, so that an answer can be read back: DeepSeek V4's
+    /// `</think>` and `｜DSML｜` are special tokens, which decoding otherwise drops (llama.cpp's
+    /// "preserved tokens").
+    pub fn show_markers(&mut self, syntax: &AnswerSyntax) {
+        let added = self.inner.get_added_tokens_decoder();
+        let marks = [syntax.reasoning_end, syntax.calls_start];
+        let shown = |t: &tokenizers::AddedToken| {
+            !t.content.is_empty() && marks.iter().any(|m| m.contains(&t.content))
+        };
+        if !added.values().any(|t| t.special && shown(t)) {
+            return;
+        }
+        self.hidden = Some(
+            added
+                .iter()
+                .filter(|(_, t)| t.special && !shown(t))
+                .map(|(id, _)| *id)
+                .collect(),
+        );
     }
 
     /// The text of token `id`, if the vocabulary has it.

@@ -9,7 +9,9 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
 use crate::common;
+use runner::chat::{AnswerSyntax, Forced, Mode, ToolCall, ToolDef};
 use runner::constrain::{ConstraintError, Grammar, Grammars};
+use runner::deepseek::tools::calls_block;
 use runner::model::LlamaModel;
 use runner::sample::{Sampler, SamplingParams};
 use runner::tokenizer::Tokenizer;
@@ -162,6 +164,204 @@ fn a_wrong_grammar_is_refused_as_the_requests_fault() {
             Err(ConstraintError::Grammar(why)) => assert!(!why.is_empty(), "{bad:?}"),
             Err(e) => panic!("{bad:?}: the wrong kind of error: {e}"),
             Ok(_) => panic!("{bad:?} was accepted"),
+        }
+    }
+}
+
+/// DeepSeek V4's synthetic tokenizer (`synth`: its chat markers `</think>` and `｜DSML｜` are
+/// special tokens), decoding the markers its answers are read back by, with grammars over it.
+fn v4() -> (Tokenizer, Grammars, usize, &'static AnswerSyntax) {
+    let vocab = 512;
+    let json = synth::tokenizer::train_bpe(vocab).unwrap();
+    let plain = Tokenizer::from_json_bytes(json.as_bytes(), None, None).unwrap();
+    let eos = plain.encode(synth::tokenizer::EOS).unwrap();
+    assert_eq!(eos.len(), 1, "the end-of-sentence marker is one token");
+    let mut tok = Tokenizer::from_json_bytes(json.as_bytes(), None, Some(eos[0])).unwrap();
+    let syntax = runner::deepseek::chat::format(Mode::Chat)
+        .answer_syntax()
+        .unwrap();
+    tok.show_markers(syntax);
+    let g = tok.grammars(vocab).unwrap();
+    (tok, g, vocab, syntax)
+}
+
+fn weather_and_clock() -> Vec<ToolDef> {
+    vec![
+        ToolDef {
+            name: "get_weather".into(),
+            description: None,
+            parameters: Some(json!({"type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 24},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+                "required": ["city", "unit"]})),
+        },
+        ToolDef {
+            name: "now".into(),
+            description: None,
+            parameters: Some(json!({"type": "object", "properties": {},
+                "additionalProperties": false})),
+        },
+    ]
+}
+
+/// Whether the constraint takes every token of `text` and is complete after them.
+fn takes(g: &Grammars, tok: &Tokenizer, lark: &str, text: &str) -> bool {
+    let mut c = g.constraint(&Grammar::Lark(lark.into())).unwrap();
+    for id in tok.encode_with(text, false).unwrap() {
+        let mut cand = [(0.0f32, id)];
+        if c.mask(&mut cand).is_err() || cand[0].0 == f32::NEG_INFINITY {
+            return false;
+        }
+        c.commit(id).unwrap();
+    }
+    c.is_complete()
+}
+
+#[test]
+fn a_forced_dsml_call_is_the_block_deepseeks_encoder_writes() {
+    let (tok, g, _, syntax) = v4();
+    let dsml = tok.encode_with("｜DSML｜", false).unwrap();
+    assert_eq!(dsml.len(), 1, "｜DSML｜ is one special token");
+    assert_eq!(
+        g.lark_literal("<｜DSML｜tool_calls>\n"),
+        format!("\"<\" <[{}]> \"tool_calls>\\n\"", dsml[0])
+    );
+    // The markers are decoded as text (they are skipped, as every special token, otherwise).
+    let json = synth::tokenizer::train_bpe(512).unwrap();
+    let plain = Tokenizer::from_json_bytes(json.as_bytes(), None, None).unwrap();
+    let open = tok
+        .encode_with("x</think><｜DSML｜tool_calls>", false)
+        .unwrap();
+    assert_eq!(plain.decode(&open).unwrap(), "x<tool_calls>");
+    assert_eq!(tok.decode(&open).unwrap(), "x</think><｜DSML｜tool_calls>");
+    let force = syntax.force.expect("DeepSeek V4 can force a call");
+    let tools = weather_and_clock();
+    let any = Forced {
+        tools: &tools,
+        only: None,
+        parallel: true,
+    };
+    let lark = force(&any, &|t| g.lark_literal(t));
+    let call = |name: &str, args: &str| ToolCall {
+        id: String::new(),
+        name: name.into(),
+        arguments: args.into(),
+    };
+    let block = |calls: &[ToolCall]| format!("\n\n{}", calls_block(calls));
+    let good = [
+        block(&[call(
+            "get_weather",
+            r#"{"city": "Paris", "unit": "celsius"}"#,
+        )]),
+        block(&[
+            call("now", "{}"),
+            call(
+                "get_weather",
+                r#"{"city": "Oslo", "unit": "fahrenheit", "days": 3}"#,
+            ),
+        ]),
+    ];
+    for text in &good {
+        assert!(takes(&g, &tok, &lark, text), "refused: {text}");
+        assert!(takes(&g, &tok, &lark, text.trim_start()), "refused: {text}");
+    }
+    let bad = [
+        block(&[call("launch", "{}")]),
+        block(&[call(
+            "get_weather",
+            r#"{"city": "Paris", "unit": "kelvin"}"#,
+        )]),
+        block(&[call("get_weather", r#"{"city": "Paris"}"#)]),
+        block(&[call(
+            "get_weather",
+            r#"{"city": "Paris", "unit": "celsius", "days": 40}"#,
+        )]),
+        block(&[call("now", r#"{"x": 1}"#)]),
+        format!("Sure.{}", good[0]),
+    ];
+    for text in &bad {
+        assert!(!takes(&g, &tok, &lark, text), "accepted: {text}");
+    }
+    // Named: only that function.
+    let named = Forced {
+        only: Some("now"),
+        ..any
+    };
+    let named = force(&named, &|t| g.lark_literal(t));
+    assert!(takes(&g, &tok, &named, &block(&[call("now", "{}")])));
+    assert!(!takes(&g, &tok, &named, &good[0]));
+    // A function that declares no parameters and does not forbid others takes any.
+    let free = [ToolDef {
+        name: "free".into(),
+        description: None,
+        parameters: Some(json!({"type": "object"})),
+    }];
+    let open = force(
+        &Forced {
+            tools: &free,
+            ..any
+        },
+        &|t| g.lark_literal(t),
+    );
+    let args = r#"{"s": "a b", "n": [1, 2], "o": {"k": null}}"#;
+    assert!(takes(&g, &tok, &open, &block(&[call("free", args)])));
+    assert!(takes(&g, &tok, &open, &block(&[call("free", "{}")])));
+    // parallel_tool_calls false: exactly one call.
+    let one = force(
+        &Forced {
+            parallel: false,
+            ..any
+        },
+        &|t| g.lark_literal(t),
+    );
+    assert!(takes(&g, &tok, &one, &good[0]));
+    assert!(!takes(&g, &tok, &one, &good[1]));
+}
+
+#[test]
+fn random_scores_under_a_forced_dsml_call_give_calls_that_validate() {
+    let (tok, g, vocab, syntax) = v4();
+    let force = syntax.force.unwrap();
+    let tools = weather_and_clock();
+    let any = Forced {
+        tools: &tools,
+        only: None,
+        parallel: true,
+    };
+    let lark = force(&any, &|t| g.lark_literal(t));
+    for seed in 0..6 {
+        let mut s = sampler(seed);
+        s.constrain(g.constraint(&Grammar::Lark(lark.clone())).unwrap());
+        let (text, ended) = run(&tok, &mut s, vocab, seed, 3000);
+        assert!(ended, "seed {seed}: no end within 3000 tokens: {text:?}");
+        let (content, calls) = (syntax.parse_calls)(&text)
+            .unwrap_or_else(|| panic!("seed {seed}: no block read back: {text:?}"));
+        assert_eq!(content, "", "{text:?}");
+        assert!(!calls.is_empty(), "{text:?}");
+        for c in &calls {
+            let args: Value = serde_json::from_str(&c.arguments)
+                .unwrap_or_else(|e| panic!("seed {seed}: arguments not JSON ({e}): {text:?}"));
+            let o = args.as_object().unwrap();
+            match c.name.as_str() {
+                "now" => assert!(o.is_empty(), "{text:?}"),
+                "get_weather" => {
+                    let city = o["city"].as_str().unwrap();
+                    assert!(
+                        city.chars().count() <= 24 && !city.contains('<'),
+                        "{text:?}"
+                    );
+                    assert!(["celsius", "fahrenheit"].contains(&o["unit"].as_str().unwrap()));
+                    if let Some(d) = o.get("days") {
+                        assert!((1..=14).contains(&d.as_i64().unwrap()), "{text:?}");
+                    }
+                    assert!(o
+                        .keys()
+                        .all(|k| ["city", "unit", "days"].contains(&k.as_str())));
+                }
+                other => panic!("seed {seed}: a call to `{other}`: {text:?}"),
+            }
         }
     }
 }

@@ -132,7 +132,7 @@ fn every_recorded_answer_splits_into_content_reasoning_and_calls() {
         let syntax = runner::deepseek::chat::format(Mode::Chat).answer_syntax();
         let (mut split, mut stage) = (
             Splitter::new(syntax.filter(|_| thinking).map(|s| s.reasoning_end)),
-            CallStage::new(syntax.filter(|_| offered)),
+            CallStage::new(syntax.filter(|_| offered), true),
         );
         let (mut reasoning, mut content) = (String::new(), String::new());
         for ch in text.chars() {

@@ -11,7 +11,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{AnswerSyntax, ToolCall, ToolDef};
+use super::{AnswerSyntax, Forced, ToolCall, ToolDef};
 
 const TAG_OPEN: &str = "<tool_call>";
 const TAG_CLOSE: &str = "</tool_call>";
@@ -92,14 +92,6 @@ pub fn parse_bare(text: &str) -> Option<(String, Vec<ToolCall>)> {
     Some((text[..at].trim_end().to_owned(), vec![call]))
 }
 
-/// The functions a forced call may name: `only` among `tools`, or any of them.
-fn choices<'a>(tools: &'a [ToolDef], only: Option<&str>) -> Vec<&'a ToolDef> {
-    tools
-        .iter()
-        .filter(|t| only.is_none_or(|n| t.name == n))
-        .collect()
-}
-
 /// The JSON Schema of one call: the function's name and its parameters under `args_key`.
 fn call_schema(tools: &[&ToolDef], args_key: &str) -> Value {
     let one = |t: &ToolDef| {
@@ -127,18 +119,22 @@ fn json_rule(schema: &Value) -> String {
     format!("%json {s}")
 }
 
-/// One or more `<tool_call>` blocks, each a call of one of the functions (`only`: that one).
-fn force_tagged(tools: &[ToolDef], only: Option<&str>) -> String {
-    let schema = call_schema(&choices(tools, only), "arguments");
+/// `<tool_call>` blocks (one, unless parallel calls are allowed), each a call of one of the
+/// functions allowed.
+fn force_tagged(f: &Forced<'_>, lit: &dyn Fn(&str) -> String) -> String {
+    let schema = call_schema(&f.choices(), "arguments");
     format!(
-        "start: call (\"\\n\" call)*\ncall: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: {}\n",
+        "start: {}\ncall: {} body {}\nbody: {}\n",
+        f.repeat("call", &lit("\n")),
+        lit(&format!("{TAG_OPEN}\n")),
+        lit(&format!("\n{TAG_CLOSE}")),
         json_rule(&schema)
     )
 }
 
-/// The answer one call object.
-fn force_bare(tools: &[ToolDef], only: Option<&str>) -> String {
-    let schema = call_schema(&choices(tools, only), "parameters");
+/// The answer one call object (the syntax has room for one only).
+fn force_bare(f: &Forced<'_>, _: &dyn Fn(&str) -> String) -> String {
+    let schema = call_schema(&f.choices(), "parameters");
     format!("start: {}\n", json_rule(&schema))
 }
 
@@ -194,10 +190,26 @@ mod tests {
         assert!(syntax_of("{{ messages }}").is_none());
     }
 
+    fn forced<'a>(tools: &'a [ToolDef], only: Option<&'a str>, parallel: bool) -> Forced<'a> {
+        Forced {
+            tools,
+            only,
+            parallel,
+        }
+    }
+
+    /// Text as a Lark string (a tokenizer without special tokens).
+    fn quoted(text: &str) -> String {
+        Value::String(text.to_owned()).to_string()
+    }
+
     #[test]
     fn a_forced_call_grammar_names_the_functions_it_allows() {
-        let g = force_tagged(&[weather()], None);
-        assert!(g.starts_with("start: call"), "{g}");
+        let tools = [weather()];
+        let g = force_tagged(&forced(&tools, None, true), &quoted);
+        assert!(g.starts_with("start: call (\"\\n\" call)*\n"), "{g}");
+        let one = force_tagged(&forced(&tools, None, false), &quoted);
+        assert!(one.starts_with("start: call\n"), "{one}");
         assert!(
             g.contains("%json {") && g.contains("\"const\":\"get_weather\""),
             "{g}"
@@ -207,12 +219,13 @@ mod tests {
             description: None,
             parameters: None,
         };
-        let g = force_bare(&[weather(), clock.clone()], Some("now"));
+        let two = [weather(), clock];
+        let g = force_bare(&forced(&two, Some("now"), true), &quoted);
         assert!(
             g.contains("\"const\":\"now\"") && !g.contains("get_weather"),
             "{g}"
         );
-        let g = force_bare(&[weather(), clock], None);
+        let g = force_bare(&forced(&two, None, true), &quoted);
         assert!(g.contains("anyOf"), "{g}");
     }
 }

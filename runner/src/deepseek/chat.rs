@@ -86,7 +86,7 @@ static ANSWER: AnswerSyntax = AnswerSyntax {
     reasoning_end: THINK_END,
     calls_start: super::tools::CALLS_START,
     parse_calls: super::tools::parse,
-    force: None,
+    force: Some(super::tools::force),
 };
 
 /// DeepSeek V4's conversation format in `mode`.

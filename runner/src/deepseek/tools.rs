@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use crate::chat::{ToolCall, ToolDef};
+use crate::chat::{Forced, ToolCall, ToolDef};
 
 /// Opens the block of tool calls.
 pub const CALLS_START: &str = "<｜DSML｜tool_calls>";
@@ -191,6 +191,130 @@ pub fn parse(text: &str) -> Option<(String, Vec<ToolCall>)> {
         block = &rest[end + INVOKE_END.len()..];
     }
     Some((content, calls))
+}
+
+/// The Lark grammar of an answer that is one block of calls (`tool_choice` `required`, or a
+/// named function), written as [`calls_block`] writes one: one `invoke` (more when parallel
+/// calls are allowed), each naming one of the functions allowed and gives its declared parameters in the schema's order (the
+/// required ones always); a parameter whose schema is a string is raw text (`string="true"`,
+/// no `<`, its `enum`, `minLength` and `maxLength` held), any other is JSON held to its schema
+/// (`string="false"`). A function that declares no parameters and does not forbid others
+/// takes any named parameters. The block may follow the blank line the encoder writes before it.
+pub fn force(f: &Forced<'_>, lit: &dyn Fn(&str) -> String) -> String {
+    let mut rules = Vec::new();
+    let mut invokes = Vec::new();
+    for (i, t) in f.choices().into_iter().enumerate() {
+        let params = force_params(i, t.parameters.as_ref(), lit, &mut rules);
+        rules.push(format!(
+            "invoke_{i}: {} {params} {}",
+            lit(&format!("<｜DSML｜invoke name=\"{}\">\n", t.name)),
+            lit(&format!("{INVOKE_END}\n"))
+        ));
+        invokes.push(format!("invoke_{i}"));
+    }
+    format!(
+        "start: ({})? {} {} {}\ninvoke: {}\n{}\n",
+        lit("\n\n"),
+        lit(&format!("{CALLS_START}\n")),
+        f.repeat("invoke", ""),
+        lit(CALLS_END),
+        invokes.join(" | "),
+        rules.join("\n")
+    )
+}
+
+/// The parameters of function `i` as a Lark expression, its rules pushed onto `rules`.
+fn force_params(
+    i: usize,
+    schema: Option<&Value>,
+    lit: &dyn Fn(&str) -> String,
+    rules: &mut Vec<String>,
+) -> String {
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .filter(|p| !p.is_empty());
+    let Some(props) = props else {
+        let closed =
+            schema.and_then(|s| s.get("additionalProperties")) == Some(&Value::Bool(false));
+        if closed {
+            return String::new();
+        }
+        rules.push(format!(
+            "param_{i}: {} /[A-Za-z_][A-Za-z0-9_.-]*/ ({} text_{i} | {} json_{i}) {}\ntext_{i}: /[^<]+/?\njson_{i}: %json {{}}",
+            lit("<｜DSML｜parameter name=\""),
+            lit("\" string=\"true\">"),
+            lit("\" string=\"false\">"),
+            lit(&format!("{PARAM_END}\n"))
+        ));
+        return format!("param_{i}*");
+    };
+    let required: Vec<&str> = schema
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut seq = Vec::new();
+    for (j, (name, ps)) in props.iter().enumerate() {
+        let rule = format!("param_{i}_{j}");
+        let open = |string: bool| {
+            lit(&format!(
+                "<｜DSML｜parameter name=\"{name}\" string=\"{string}\">"
+            ))
+        };
+        let mut forms = Vec::new();
+        if let Some(text) = text_value(ps, lit) {
+            forms.push(format!("{} {text}", open(true)));
+        }
+        if !is_string_only(ps) {
+            let mut js = ps.clone();
+            crate::constrain::with_json_options(&mut js);
+            rules.push(format!("{rule}_json: %json {js}"));
+            forms.push(format!("{} {rule}_json", open(false)));
+        }
+        rules.push(format!(
+            "{rule}: ({}) {}",
+            forms.join(" | "),
+            lit(&format!("{PARAM_END}\n"))
+        ));
+        let req = required.contains(&name.as_str());
+        seq.push(if req { rule } else { format!("{rule}?") });
+    }
+    seq.join(" ")
+}
+
+/// Whether a parameter's schema admits strings only (written raw, never as JSON).
+fn is_string_only(ps: &Value) -> bool {
+    ps.get("type").and_then(Value::as_str) == Some("string")
+}
+
+/// The Lark expression of a parameter's raw text, where its schema admits a string: one of its
+/// `enum` strings, or text without `<` within its length bounds.
+fn text_value(ps: &Value, lit: &dyn Fn(&str) -> String) -> Option<String> {
+    let admits = match ps.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+        _ => false,
+    };
+    if !admits {
+        return None;
+    }
+    if let Some(options) = ps.get("enum").and_then(Value::as_array) {
+        let strings: Vec<String> = options.iter().filter_map(Value::as_str).map(lit).collect();
+        return (!strings.is_empty()).then(|| format!("({})", strings.join(" | ")));
+    }
+    let bound = |k: &str| ps.get(k).and_then(Value::as_u64);
+    let min = bound("minLength").unwrap_or(0);
+    Some(match bound("maxLength") {
+        Some(0) => String::new(),
+        Some(max) => format!(
+            "/[^<]{{{},{max}}}/{}",
+            min.max(1),
+            if min == 0 { "?" } else { "" }
+        ),
+        None if min > 1 => format!("/[^<]{{{min},}}/"),
+        None => format!("/[^<]+/{}", if min == 0 { "?" } else { "" }),
+    })
 }
 
 #[cfg(test)]

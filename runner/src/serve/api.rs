@@ -183,6 +183,9 @@ pub struct ChatRequest {
     pub reasoning_effort: Option<String>,
     #[serde(default)]
     pub tool_choice: Option<Value>,
+    /// `false`: at most one tool call (OpenAI's default: any number).
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 /// `prompt`: a string or a list holding one string.
@@ -228,6 +231,8 @@ pub struct GenRequest {
     pub grammar: Option<Grammar>,
     /// Whether the answer must call one of the tools offered (`tool_choice`).
     pub tool_choice: super::tools::Choice,
+    /// Whether the answer may call more than one tool (`parallel_tool_calls`).
+    pub parallel_tool_calls: bool,
 }
 
 /// Which endpoint a request came to (their `logprobs` fields differ).
@@ -442,6 +447,12 @@ impl ChatRequest {
                 Some("reasoning_effort"),
             ));
         }
+        if tool_choice.forced().is_some() && self.reasoning_effort.is_some() {
+            return Err(ApiError::invalid(
+                "a forced tool_choice constrains the answer from its first token, so it cannot follow thinking: drop reasoning_effort or use tool_choice `auto`",
+                Some("reasoning_effort"),
+            ));
+        }
         if grammar.is_some() && !tools.is_empty() {
             return Err(ApiError::invalid(
                 "a response_format or grammar leaves no room for tool calls: offer no tools with it",
@@ -459,6 +470,7 @@ impl ChatRequest {
             logprobs: self.common.logprobs(Endpoint::Chat)?,
             grammar,
             tool_choice,
+            parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
         })
     }
 }
@@ -498,6 +510,7 @@ impl CompletionRequest {
             logprobs: self.common.logprobs(Endpoint::Completions)?,
             grammar: self.common.grammar()?,
             tool_choice: super::tools::Choice::Auto,
+            parallel_tool_calls: true,
         })
     }
 }
@@ -613,6 +626,10 @@ mod tests {
         );
         refused(
             r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"},"reasoning_effort":"high"}"#,
+            "reasoning_effort",
+        );
+        refused(
+            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","reasoning_effort":"high"}"#,
             "reasoning_effort",
         );
         refused(

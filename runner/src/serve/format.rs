@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::api::ApiError;
+use crate::chat::{ForceCall, Forced};
 use crate::constrain::{ConstraintError, Grammar, Grammars};
 
 /// The grammar a request asks for, if any; refuses a malformed or contradictory one.
@@ -95,16 +96,11 @@ impl<'a> Formats<'a> {
         Self { build, built: None }
     }
 
-    /// The constraint for one output following `g`, or the error (naming the request field
-    /// `param`) that says why there is none.
-    pub fn constraint(
-        &mut self,
-        g: &Grammar,
-        param: &'static str,
-    ) -> Result<crate::constrain::Constraint, ApiError> {
+    /// The grammars over the model's tokenizer, built at the first call, or the error (naming
+    /// the request field `param`) that says why there are none.
+    fn grammars(&mut self, param: &'static str) -> Result<&Grammars, ApiError> {
         let build = self.build;
-        let grammars = self
-            .built
+        self.built
             .get_or_insert_with(|| build().map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|why| {
@@ -112,15 +108,46 @@ impl<'a> Formats<'a> {
                     format!("this model cannot follow a grammar: {why}"),
                     Some(param),
                 )
-            })?;
-        grammars.constraint(g).map_err(|e| match e {
-            ConstraintError::Grammar(why) => ApiError::invalid(
-                format!("the {param} cannot be compiled: {why}"),
-                Some(param),
-            ),
-            other => ApiError::server(other.to_string()),
-        })
+            })
     }
+
+    /// The constraint for one output following `g`, or the error (naming the request field
+    /// `param`) that says why there is none.
+    pub fn constraint(
+        &mut self,
+        g: &Grammar,
+        param: &'static str,
+    ) -> Result<crate::constrain::Constraint, ApiError> {
+        let grammars = self.grammars(param)?;
+        compile(grammars, g, param)
+    }
+
+    /// The constraint of a forced tool call: `force`'s grammar of the calls `forced` allows, its
+    /// fixed text spelled over this model's tokenizer.
+    pub fn forced_call(
+        &mut self,
+        force: ForceCall,
+        forced: &Forced<'_>,
+    ) -> Result<crate::constrain::Constraint, ApiError> {
+        let grammars = self.grammars("tool_choice")?;
+        let lark = force(forced, &|text| grammars.lark_literal(text));
+        compile(grammars, &Grammar::Lark(lark), "tools")
+    }
+}
+
+/// `g` compiled into a constraint, or the error naming the request field `param`.
+fn compile(
+    grammars: &Grammars,
+    g: &Grammar,
+    param: &'static str,
+) -> Result<crate::constrain::Constraint, ApiError> {
+    grammars.constraint(g).map_err(|e| match e {
+        ConstraintError::Grammar(why) => ApiError::invalid(
+            format!("the {param} cannot be compiled: {why}"),
+            Some(param),
+        ),
+        other => ApiError::server(other.to_string()),
+    })
 }
 
 #[cfg(test)]

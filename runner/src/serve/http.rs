@@ -256,6 +256,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let tools = matches!(&gen.prompt, api::Prompt::Chat(_, _, t) if !t.is_empty())
         .then_some(answer)
         .flatten();
+    let parallel_calls = gen.parallel_tool_calls;
     jobs.try_send(Job {
         request: gen,
         events: tx,
@@ -292,6 +293,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
         prompt_tokens,
         thinking,
         tools,
+        parallel_calls,
         logprobs,
     };
     if stream {
@@ -317,16 +319,19 @@ struct Meta {
     thinking: Option<&'static str>,
     /// Tools were offered: a tool-call block in the answer goes out as `tool_calls`.
     tools: Option<&'static AnswerSyntax>,
+    /// More than one call goes out (`parallel_tool_calls`); `false`: the first only.
+    parallel_calls: bool,
     /// `logprobs` were asked: each choice carries the entries of its tokens.
     logprobs: bool,
 }
 
-/// The finish reason: `tool_calls` when the answer called tools.
+/// The finish reason: `tool_calls` when an answer that ended by itself called tools; an answer
+/// cut by `max_tokens` says `length` whatever it holds (a call may be missing, as llama-server
+/// says).
 fn finish_name(finish: Finish, calls: &[ToolCall]) -> &'static str {
-    if calls.is_empty() {
-        finish.name()
-    } else {
-        "tool_calls"
+    match finish {
+        Finish::Stop if !calls.is_empty() => "tool_calls",
+        other => other.name(),
     }
 }
 
@@ -427,7 +432,7 @@ struct Piece<'a> {
 /// The non-streamed answer: every event collected.
 async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Value>, ApiError> {
     let mut split = Splitter::new(meta.thinking);
-    let mut stage = CallStage::new(meta.tools);
+    let mut stage = CallStage::new(meta.tools, meta.parallel_calls);
     let (mut reasoning, mut text) = (String::new(), String::new());
     let mut pending = Pending::default();
     while let Some(ev) = rx.recv().await {
@@ -488,7 +493,7 @@ fn sse(
     };
     let split = (
         Splitter::new(meta.thinking),
-        CallStage::new(meta.tools),
+        CallStage::new(meta.tools, meta.parallel_calls),
         Pending::default(),
     );
     let meta = Arc::new(meta);
@@ -589,6 +594,7 @@ mod tests {
             prompt_tokens: 3,
             thinking: None,
             tools: syntax.filter(|_| tools),
+            parallel_calls: true,
             logprobs: false,
         }
     }
@@ -605,6 +611,21 @@ mod tests {
             timings: api::Timings::default(),
         });
         rx
+    }
+
+    #[test]
+    fn an_answer_cut_by_max_tokens_says_length_even_with_calls() {
+        let call = ToolCall {
+            id: "call_0".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+        };
+        assert_eq!(
+            finish_name(Finish::Length, std::slice::from_ref(&call)),
+            "length"
+        );
+        assert_eq!(finish_name(Finish::Stop, &[call]), "tool_calls");
+        assert_eq!(finish_name(Finish::Stop, &[]), "stop");
     }
 
     const ANSWER: &str = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";

@@ -507,18 +507,15 @@ fn run_worker(
         }
     };
     let ctx = session_ctx(a.ctx_size, opened.context)?;
-    let template = match &a.chat_template_file {
-        Some(path) => {
-            let source = std::fs::read_to_string(path).map_err(|source| RunError::Io {
-                what: "read the chat template",
-                path: path.display().to_string(),
-                source,
-            })?;
-            let t = opened.tokenizer.template_from(&source)?;
-            Ok(crate::chat::ChatFormat::Template(Box::new(t)))
-        }
-        None => opened.take_chat().map_err(|e| e.to_string()),
-    };
+    if let Some(path) = &a.chat_template_file {
+        let source = std::fs::read_to_string(path).map_err(|source| RunError::Io {
+            what: "read the chat template",
+            path: path.display().to_string(),
+            source,
+        })?;
+        opened.use_template(&source)?;
+    }
+    let template = opened.take_chat().map_err(|e| e.to_string());
     let engine = crate::open::engine(&crate::open::DeviceFlags {
         backend: a.backend.clone(),
         shape: a.matvec_shape.map(Into::into),

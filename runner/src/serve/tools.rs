@@ -161,16 +161,19 @@ pub fn call_json(c: &ToolCall, index: Option<usize>) -> Value {
 /// and the block itself is kept to the end, where [`CallStage::finish`] parses it into calls.
 pub struct CallStage {
     syntax: Option<&'static AnswerSyntax>,
+    parallel: bool,
     in_block: bool,
     held: String,
 }
 
 impl CallStage {
     /// A stage that parses tool calls in `syntax` (tools were offered) or passes content
-    /// through (`None`).
-    pub fn new(syntax: Option<&'static AnswerSyntax>) -> Self {
+    /// through (`None`); all the calls of the block, or only the first unless `parallel`
+    /// (`parallel_tool_calls: false`).
+    pub fn new(syntax: Option<&'static AnswerSyntax>, parallel: bool) -> Self {
         Self {
             syntax,
+            parallel,
             in_block: false,
             held: String::new(),
         }
@@ -203,7 +206,15 @@ impl CallStage {
         let Some(syntax) = self.syntax.filter(|_| self.in_block) else {
             return (held, Vec::new());
         };
-        (syntax.parse_calls)(&held).map_or((held, Vec::new()), |(_, calls)| (String::new(), calls))
+        match (syntax.parse_calls)(&held) {
+            Some((_, mut calls)) => {
+                if !self.parallel {
+                    calls.truncate(1);
+                }
+                (String::new(), calls)
+            }
+            None => (held, Vec::new()),
+        }
     }
 }
 
@@ -230,7 +241,7 @@ mod tests {
     fn a_block_is_held_and_parsed_wherever_the_pieces_break() {
         let text = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"true\">a b</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
         for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
-            let mut s = CallStage::new(dsml());
+            let mut s = CallStage::new(dsml(), true);
             let mut sent = s.push(&text[..cut]);
             sent.push_str(&s.push(&text[cut..]));
             let (rest, calls) = s.finish();
@@ -240,12 +251,22 @@ mod tests {
             assert_eq!(calls[0].arguments, r#"{"x": "a b"}"#);
         }
         // no block: everything is sent, white space included
-        let mut s = CallStage::new(dsml());
+        let mut s = CallStage::new(dsml(), true);
         let mut sent = s.push("plain  \n");
         sent.push_str(&s.finish().0);
         assert_eq!(sent, "plain  \n");
+        // parallel_tool_calls false: the first call only
+        let two = text.replace(
+            "</｜DSML｜tool_calls>",
+            "<｜DSML｜invoke name=\"g\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+        );
+        for (parallel, n) in [(true, 2), (false, 1)] {
+            let mut s = CallStage::new(dsml(), parallel);
+            s.push(&two);
+            assert_eq!(s.finish().1.len(), n, "parallel {parallel}");
+        }
         // not offered: passed through
-        let mut s = CallStage::new(None);
+        let mut s = CallStage::new(None, true);
         assert_eq!(s.push("<｜DSML｜tool_calls>"), "<｜DSML｜tool_calls>");
     }
 }

@@ -14,8 +14,8 @@ use super::format::Formats;
 use super::metrics::ServeStats;
 use super::stop::StopMatcher;
 use crate::adapter::Model;
-use crate::chat::ChatFormat;
-use crate::constrain::{ConstraintError, Grammar, Grammars};
+use crate::chat::{ChatFormat, ForceCall, Forced};
+use crate::constrain::{ConstraintError, Grammars};
 use crate::error::RunError;
 use crate::generate::{generate, GenOpts};
 use crate::sample::Sampler;
@@ -149,9 +149,12 @@ fn prompt_ids(backend: &Backend<'_>, prompt: &Prompt) -> Result<Vec<u32>, ApiErr
     Ok(ids)
 }
 
-/// The grammar of a forced tool call (`tool_choice` `required` or a named function) in the
-/// chat format's call syntax, or the 400 for a format that cannot force one.
-fn forced_call(backend: &Backend<'_>, req: &GenRequest) -> Result<Option<Grammar>, ApiError> {
+/// A forced tool call (`tool_choice` `required` or a named function): the chat format's grammar
+/// of a call, the tools and the one named; or the 400 for a format that cannot force one.
+fn forced_call<'r>(
+    backend: &Backend<'_>,
+    req: &'r GenRequest,
+) -> Result<Option<(ForceCall, Forced<'r>)>, ApiError> {
     let (Some(only), Prompt::Chat(_, _, tools)) = (req.tool_choice.forced(), &req.prompt) else {
         return Ok(None);
     };
@@ -167,7 +170,12 @@ fn forced_call(backend: &Backend<'_>, req: &GenRequest) -> Result<Option<Grammar
                 Some("tool_choice"),
             )
         })?;
-    Ok(Some(Grammar::Lark(force(tools, only))))
+    let forced = Forced {
+        tools,
+        only,
+        parallel: req.parallel_tool_calls,
+    };
+    Ok(Some((force, forced)))
 }
 
 /// How many tokens the request may generate in a context of `ctx`.
@@ -206,8 +214,8 @@ fn run_job(
     if let Some(g) = &req.grammar {
         sampler.constrain(formats.constraint(g, super::format::param(g))?);
     }
-    if let Some(g) = forced {
-        sampler.constrain(formats.constraint(&g, "tools")?);
+    if let Some((force, forced)) = &forced {
+        sampler.constrain(formats.forced_call(*force, forced)?);
     }
     let events = &job.events;
     let _ = events.send(Event::Started {
