@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+use llguidance::toktrie::{SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
 use serde_json::Value;
 
@@ -197,7 +197,10 @@ impl Grammars {
         if let Some(e) = matcher.get_error() {
             return Err(ConstraintError::Grammar(e));
         }
-        Ok(Constraint { matcher })
+        Ok(Constraint {
+            matcher,
+            wait: None,
+        })
     }
 }
 
@@ -222,15 +225,54 @@ fn special_tokens(spec: &Value) -> Vec<(String, u32)> {
 /// One output's grammar state.
 pub struct Constraint {
     matcher: Matcher,
+    /// The grammar waits for this marker first ([`Constraint::after`]).
+    wait: Option<Wait>,
+}
+
+/// A marker the output has not written yet, and the bytes of its last tokens.
+struct Wait {
+    marker: Vec<u8>,
+    tail: Vec<u8>,
+    env: TokEnv,
+    /// Every token but end-of-sequence.
+    open: SimpleVob,
 }
 
 impl Constraint {
+    /// This constraint, applied only once the output has written `marker` (thinking mode's end
+    /// of reasoning, as vLLM applies structured output after the reasoning): until then any
+    /// token but end-of-sequence may come, so the answer cannot end before its grammar is met.
+    pub fn after(mut self, marker: &str) -> Result<Self, ConstraintError> {
+        let env = self
+            .matcher
+            .tok_env()
+            .map_err(|e| ConstraintError::Step(e.to_string()))?;
+        let trie = env.tok_trie();
+        let mut open = trie.alloc_token_set();
+        open.set_all(true);
+        open.disallow_token(trie.eos_token());
+        self.wait = Some(Wait {
+            marker: marker.as_bytes().to_vec(),
+            tail: Vec::new(),
+            open,
+            env,
+        });
+        Ok(self)
+    }
+
     /// Sets the logit of every candidate `(logit, id)` the grammar does not allow next to −∞.
     pub fn mask(&mut self, cand: &mut [(f32, u32)]) -> Result<(), ConstraintError> {
-        let allowed = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(|e| ConstraintError::Step(e.to_string()))?;
+        let computed;
+        let allowed = match &self.wait {
+            Some(w) => &w.open,
+            None => {
+                computed = self
+                    .matcher
+                    .compute_mask_or_eos()
+                    .map_err(|e| ConstraintError::Step(e.to_string()))?;
+                &computed
+            }
+        };
         let mut any = false;
         for c in cand.iter_mut() {
             if allowed.is_allowed(c.1) {
@@ -249,6 +291,16 @@ impl Constraint {
 
     /// `id` was chosen.
     pub fn commit(&mut self, id: u32) -> Result<(), ConstraintError> {
+        if let Some(w) = &mut self.wait {
+            w.tail.extend_from_slice(w.env.tok_trie().token(id));
+            if w.tail.ends_with(&w.marker) {
+                self.wait = None;
+            } else {
+                let keep = w.tail.len().saturating_sub(w.marker.len());
+                w.tail.drain(..keep);
+            }
+            return Ok(());
+        }
         if self.matcher.is_stopped() {
             return Ok(());
         }
@@ -259,6 +311,7 @@ impl Constraint {
 
     /// Whether the output so far is complete under the grammar.
     pub fn is_complete(&mut self) -> bool {
-        self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false)
+        self.wait.is_none()
+            && (self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false))
     }
 }

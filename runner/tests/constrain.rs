@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::common;
 use runner::chat::{AnswerSyntax, Forced, Mode, ToolCall, ToolDef};
-use runner::constrain::{ConstraintError, Grammar, Grammars};
+use runner::constrain::{Constraint, ConstraintError, Grammar, Grammars};
 use runner::deepseek::tools::calls_block;
 use runner::model::LlamaModel;
 use runner::sample::{Sampler, SamplingParams};
@@ -206,9 +206,14 @@ fn weather_and_clock() -> Vec<ToolDef> {
     ]
 }
 
-/// Whether the constraint takes every token of `text` and is complete after them.
+/// Whether the Lark grammar takes every token of `text` and is complete after them.
 fn takes(g: &Grammars, tok: &Tokenizer, lark: &str, text: &str) -> bool {
-    let mut c = g.constraint(&Grammar::Lark(lark.into())).unwrap();
+    let c = g.constraint(&Grammar::Lark(lark.into())).unwrap();
+    constraint_takes(c, tok, text)
+}
+
+/// Whether `c` takes every token of `text` and is complete after them.
+fn constraint_takes(mut c: Constraint, tok: &Tokenizer, text: &str) -> bool {
     for id in tok.encode_with(text, false).unwrap() {
         let mut cand = [(0.0f32, id)];
         if c.mask(&mut cand).is_err() || cand[0].0 == f32::NEG_INFINITY {
@@ -364,4 +369,41 @@ fn random_scores_under_a_forced_dsml_call_give_calls_that_validate() {
             }
         }
     }
+}
+
+#[test]
+fn a_grammar_after_reasoning_holds_the_answer_not_the_reasoning() {
+    let (tok, g, _, syntax) = v4();
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"], "additionalProperties": false});
+    let after = || {
+        g.constraint(&Grammar::JsonSchema(schema.clone()))
+            .unwrap()
+            .after(syntax.reasoning_end)
+            .unwrap()
+    };
+    let eos = tok.eos.unwrap();
+    let one = |text: &str| {
+        let ids = tok.encode_with(text, false).unwrap();
+        assert_eq!(ids.len(), 1, "{text}");
+        ids[0]
+    };
+    // While it reasons, any token comes but the end of the answer.
+    let mut c = after();
+    for id in tok.encode_with("Plain words, not JSON. ", false).unwrap() {
+        let mut cand = [(0.0, id), (0.0, eos)];
+        c.mask(&mut cand).unwrap();
+        assert_eq!(cand[0].0, 0.0);
+        assert_eq!(cand[1].0, f32::NEG_INFINITY, "no end before the grammar is met");
+        c.commit(id).unwrap();
+        assert!(!c.is_complete());
+    }
+    // After the marker, the grammar holds.
+    c.commit(one("</think>")).unwrap();
+    let mut cand = [(0.0, one("{")), (0.0, one("P")), (0.0, eos)];
+    c.mask(&mut cand).unwrap();
+    assert_eq!(cand.map(|x| x.0 == 0.0), [true, false, false]);
+    assert!(constraint_takes(after(), &tok, "I think so.</think>{\"ok\": true}"));
+    assert!(!constraint_takes(after(), &tok, "I think so.</think>yes"));
+    assert!(!constraint_takes(after(), &tok, "{\"ok\": true}"), "no reasoning end yet");
 }

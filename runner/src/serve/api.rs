@@ -441,18 +441,6 @@ impl ChatRequest {
         let (tools, tool_choice) =
             super::tools::offered(self.common.tools.as_deref(), self.tool_choice.as_ref())?;
         let grammar = self.common.grammar()?;
-        if grammar.is_some() && self.reasoning_effort.is_some() {
-            return Err(ApiError::invalid(
-                "a response_format or grammar applies to the whole answer, so it cannot follow thinking: drop reasoning_effort",
-                Some("reasoning_effort"),
-            ));
-        }
-        if tool_choice.forced().is_some() && self.reasoning_effort.is_some() {
-            return Err(ApiError::invalid(
-                "a forced tool_choice constrains the answer from its first token, so it cannot follow thinking: drop reasoning_effort or use tool_choice `auto`",
-                Some("reasoning_effort"),
-            ));
-        }
         if grammar.is_some() && !tools.is_empty() {
             return Err(ApiError::invalid(
                 "a response_format or grammar leaves no room for tool calls: offer no tools with it",
@@ -623,14 +611,6 @@ mod tests {
         refused(
             r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"yaml"}}"#,
             "response_format",
-        );
-        refused(
-            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"},"reasoning_effort":"high"}"#,
-            "reasoning_effort",
-        );
-        refused(
-            r#"{"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","reasoning_effort":"high"}"#,
-            "reasoning_effort",
         );
         refused(
             r#"{"model":"m","messages":[{"role":"user","content":"a"}],"stop":[""]}"#,

@@ -15,7 +15,7 @@ use super::metrics::ServeStats;
 use super::stop::StopMatcher;
 use crate::adapter::Model;
 use crate::chat::{ChatFormat, ForceCall, Forced};
-use crate::constrain::{ConstraintError, Grammars};
+use crate::constrain::{Constraint, ConstraintError, Grammars};
 use crate::error::RunError;
 use crate::generate::{generate, GenOpts};
 use crate::sample::Sampler;
@@ -178,6 +178,28 @@ fn forced_call<'r>(
     Ok(Some((force, forced)))
 }
 
+/// Where the reasoning of a request in thinking mode ends (`None`: not thinking).
+fn reasoning_end(backend: &Backend<'_>, req: &GenRequest) -> Option<&'static str> {
+    match &req.prompt {
+        Prompt::Chat(_, Some(_), _) => backend
+            .template
+            .as_ref()
+            .ok()
+            .and_then(|f| f.answer_syntax())
+            .map(|a| a.reasoning_end),
+        _ => None,
+    }
+}
+
+/// `c`, waiting for the reasoning to end first where the request thinks: a response format or
+/// a forced call holds the answer, not the reasoning before it.
+fn after_reasoning(c: Constraint, end: Option<&str>) -> Result<Constraint, ApiError> {
+    match end {
+        Some(end) => c.after(end).map_err(|e| ApiError::server(e.to_string())),
+        None => Ok(c),
+    }
+}
+
 /// How many tokens the request may generate in a context of `ctx`.
 fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize, ApiError> {
     let over = |need: usize| {
@@ -211,11 +233,14 @@ fn run_job(
     let ids = prompt_ids(backend, &req.prompt)?;
     let n = budget(backend.ctx, ids.len(), req.max_tokens)?;
     let mut sampler = Sampler::new(req.sampling);
+    let after = reasoning_end(backend, req);
     if let Some(g) = &req.grammar {
-        sampler.constrain(formats.constraint(g, super::format::param(g))?);
+        let c = formats.constraint(g, super::format::param(g))?;
+        sampler.constrain(after_reasoning(c, after)?);
     }
     if let Some((force, forced)) = &forced {
-        sampler.constrain(formats.forced_call(*force, forced)?);
+        let c = formats.forced_call(*force, forced)?;
+        sampler.constrain(after_reasoning(c, after)?);
     }
     let events = &job.events;
     let _ = events.send(Event::Started {
