@@ -137,14 +137,17 @@ def test_function_calling_is_accepted_and_rendered_in_deepseeks_format():
         model=MODEL, messages=MESSAGES, max_tokens=2, temperature=0, tools=[WEATHER], tool_choice="none"
     )
     assert none.usage.prompt_tokens == plain.usage.prompt_tokens
+    # A forced call is accepted (its DSML grammar; forced calls on this artifact are driven in
+    # process by runner/tests/artifact/serve.rs, where a larger context is cheap); here, as any
+    # request with tools, it does not fit -c 256.
     try:
         c.chat.completions.create(
             model=MODEL, messages=MESSAGES, max_tokens=2, tools=[WEATHER], tool_choice="required"
         )
     except openai.BadRequestError as e:
-        assert e.param == "tool_choice"
+        assert e.code == "context_length_exceeded", e
     else:
-        raise AssertionError("tool_choice=required was accepted")
+        raise AssertionError("tool_choice=required fit a 256-token context")
 
 
 def test_a_json_schema_holds_even_on_generated_weights():

@@ -75,6 +75,20 @@ def test_a_named_function_is_the_one_called_streamed_and_not():
         [(c.function.name, c.function.arguments) for c in calls]
 
 
+def test_parallel_tool_calls_false_forces_exactly_one_call_streamed_and_not():
+    kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, CLOCK], tool_choice="required",
+              parallel_tool_calls=False, max_tokens=200, temperature=0.8, seed=5)
+    r = client().chat.completions.create(**kw)
+    assert r.choices[0].finish_reason == "tool_calls", r.choices[0].message
+    calls = r.choices[0].message.tool_calls
+    check_calls(calls)
+    assert len(calls) == 1
+    streamed = [d for chunk in client().chat.completions.create(stream=True, **kw)
+                if chunk.choices for d in chunk.choices[0].delta.tool_calls or []]
+    assert [(c.function.name, c.function.arguments) for c in streamed] == \
+        [(calls[0].function.name, calls[0].function.arguments)]
+
+
 def test_none_renders_no_tools_and_a_call_round_trips():
     auto = client().chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER],
                                             max_tokens=1, temperature=0)

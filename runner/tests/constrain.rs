@@ -394,7 +394,11 @@ fn a_grammar_after_reasoning_holds_the_answer_not_the_reasoning() {
         let mut cand = [(0.0, id), (0.0, eos)];
         c.mask(&mut cand).unwrap();
         assert_eq!(cand[0].0, 0.0);
-        assert_eq!(cand[1].0, f32::NEG_INFINITY, "no end before the grammar is met");
+        assert_eq!(
+            cand[1].0,
+            f32::NEG_INFINITY,
+            "no end before the grammar is met"
+        );
         c.commit(id).unwrap();
         assert!(!c.is_complete());
     }
@@ -403,7 +407,14 @@ fn a_grammar_after_reasoning_holds_the_answer_not_the_reasoning() {
     let mut cand = [(0.0, one("{")), (0.0, one("P")), (0.0, eos)];
     c.mask(&mut cand).unwrap();
     assert_eq!(cand.map(|x| x.0 == 0.0), [true, false, false]);
-    assert!(constraint_takes(after(), &tok, "I think so.</think>{\"ok\": true}"));
+    assert!(constraint_takes(
+        after(),
+        &tok,
+        "I think so.</think>{\"ok\": true}"
+    ));
     assert!(!constraint_takes(after(), &tok, "I think so.</think>yes"));
-    assert!(!constraint_takes(after(), &tok, "{\"ok\": true}"), "no reasoning end yet");
+    assert!(
+        !constraint_takes(after(), &tok, "{\"ok\": true}"),
+        "no reasoning end yet"
+    );
 }

@@ -194,12 +194,13 @@ pub fn parse(text: &str) -> Option<(String, Vec<ToolCall>)> {
 }
 
 /// The Lark grammar of an answer that is one block of calls (`tool_choice` `required`, or a
-/// named function), written as [`calls_block`] writes one: one `invoke` (more when parallel
-/// calls are allowed), each naming one of the functions allowed and gives its declared parameters in the schema's order (the
-/// required ones always); a parameter whose schema is a string is raw text (`string="true"`,
-/// no `<`, its `enum`, `minLength` and `maxLength` held), any other is JSON held to its schema
-/// (`string="false"`). A function that declares no parameters and does not forbid others
-/// takes any named parameters. The block may follow the blank line the encoder writes before it.
+/// named function), as [`calls_block`] writes one, after the blank line the encoder writes
+/// before it or at the start: one `invoke` (more when parallel calls are allowed) per call, each
+/// naming a function allowed and giving its declared parameters in the schema's order (the
+/// required ones always). A parameter whose schema is a string is raw text (`string="true"`, no
+/// `<`, its `enum`, `minLength` and `maxLength` held), any other JSON held to its schema
+/// (`string="false"`). A function that declares no parameters and does not forbid others takes
+/// any named parameters.
 pub fn force(f: &Forced<'_>, lit: &dyn Fn(&str) -> String) -> String {
     let mut rules = Vec::new();
     let mut invokes = Vec::new();
@@ -223,7 +224,7 @@ pub fn force(f: &Forced<'_>, lit: &dyn Fn(&str) -> String) -> String {
     )
 }
 
-/// The parameters of function `i` as a Lark expression, its rules pushed onto `rules`.
+/// The parameters of function `i` as a Lark expression, their rules pushed onto `rules`.
 fn force_params(
     i: usize,
     schema: Option<&Value>,
@@ -237,17 +238,11 @@ fn force_params(
     let Some(props) = props else {
         let closed =
             schema.and_then(|s| s.get("additionalProperties")) == Some(&Value::Bool(false));
-        if closed {
-            return String::new();
-        }
-        rules.push(format!(
-            "param_{i}: {} /[A-Za-z_][A-Za-z0-9_.-]*/ ({} text_{i} | {} json_{i}) {}\ntext_{i}: /[^<]+/?\njson_{i}: %json {{}}",
-            lit("<｜DSML｜parameter name=\""),
-            lit("\" string=\"true\">"),
-            lit("\" string=\"false\">"),
-            lit(&format!("{PARAM_END}\n"))
-        ));
-        return format!("param_{i}*");
+        return if closed {
+            String::new()
+        } else {
+            any_params(i, lit, rules)
+        };
     };
     let required: Vec<&str> = schema
         .and_then(|s| s.get("required"))
@@ -257,30 +252,60 @@ fn force_params(
     let mut seq = Vec::new();
     for (j, (name, ps)) in props.iter().enumerate() {
         let rule = format!("param_{i}_{j}");
-        let open = |string: bool| {
-            lit(&format!(
-                "<｜DSML｜parameter name=\"{name}\" string=\"{string}\">"
-            ))
-        };
-        let mut forms = Vec::new();
-        if let Some(text) = text_value(ps, lit) {
-            forms.push(format!("{} {text}", open(true)));
-        }
-        if !is_string_only(ps) {
-            let mut js = ps.clone();
-            crate::constrain::with_json_options(&mut js);
-            rules.push(format!("{rule}_json: %json {js}"));
-            forms.push(format!("{} {rule}_json", open(false)));
-        }
-        rules.push(format!(
-            "{rule}: ({}) {}",
-            forms.join(" | "),
-            lit(&format!("{PARAM_END}\n"))
-        ));
-        let req = required.contains(&name.as_str());
-        seq.push(if req { rule } else { format!("{rule}?") });
+        let r = param_rule(&rule, name, ps, lit, rules);
+        rules.push(r);
+        seq.push(if required.contains(&name.as_str()) {
+            rule
+        } else {
+            format!("{rule}?")
+        });
     }
     seq.join(" ")
+}
+
+/// The rule `rule` of parameter `name` whose schema is `ps` (a JSON value's rule pushed onto
+/// `rules`).
+fn param_rule(
+    rule: &str,
+    name: &str,
+    ps: &Value,
+    lit: &dyn Fn(&str) -> String,
+    rules: &mut Vec<String>,
+) -> String {
+    let open = |string: bool| {
+        lit(&format!(
+            "<｜DSML｜parameter name=\"{name}\" string=\"{string}\">"
+        ))
+    };
+    let mut forms = Vec::new();
+    if let Some(text) = text_value(ps, lit) {
+        forms.push(format!("{} {text}", open(true)));
+    }
+    if !is_string_only(ps) {
+        let mut js = ps.clone();
+        crate::constrain::with_json_options(&mut js);
+        rules.push(format!("{rule}_json: %json {js}"));
+        forms.push(format!("{} {rule}_json", open(false)));
+    }
+    format!(
+        "{rule}: ({}) {}",
+        forms.join(" | "),
+        lit(&format!("{PARAM_END}\n"))
+    )
+}
+
+/// Any number of parameters of function `i` with any names, raw text or JSON.
+fn any_params(i: usize, lit: &dyn Fn(&str) -> String, rules: &mut Vec<String>) -> String {
+    rules.push(format!(
+        "param_{i}: {} /[A-Za-z_][A-Za-z0-9_.-]*/ ({} text_{i} | {} json_{i}) {}",
+        lit("<｜DSML｜parameter name=\""),
+        lit("\" string=\"true\">"),
+        lit("\" string=\"false\">"),
+        lit(&format!("{PARAM_END}\n"))
+    ));
+    rules.push(format!("text_{i}: /[^<]+/?"));
+    rules.push(format!("json_{i}: %json {{}}"));
+    format!("param_{i}*")
 }
 
 /// Whether a parameter's schema admits strings only (written raw, never as JSON).

@@ -4,7 +4,9 @@
 //! no template); with no adapter for the
 //! family the server still starts and `/v1/models` reports the model as verified, not
 //! chat-capable, and every generation is refused with `model_not_runnable`. An unverified copy
-//! is refused before the server starts.
+//! is refused before the server starts. Forced tool calls (DeepSeek's DSML grammar) run on the
+//! bigram at a context where DeepSeek's tools section fits, which the real forward on lavapipe
+//! would take minutes to prefill.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -231,5 +233,85 @@ fn health_tells_loading_from_ready() {
     assert_eq!((st, h["status"].as_str()), (200, Some("ok")), "{h}");
     let (st, m) = request(addr, "GET", "/v1/models", "");
     assert_eq!(st, 200, "{m}");
+    server.stop().unwrap();
+}
+
+/// A forced call's arguments, checked against the weather tool's schema; the calls.
+fn weather_calls(answer: &Value) -> Vec<(String, Value)> {
+    let calls = answer["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool_calls: {answer}"));
+    calls
+        .iter()
+        .map(|c| {
+            let name = c["function"]["name"].as_str().unwrap().to_owned();
+            let args: Value = serde_json::from_str(c["function"]["arguments"].as_str().unwrap())
+                .unwrap_or_else(|e| panic!("arguments not JSON ({e}): {answer}"));
+            if name == "get_weather" {
+                let city = args["city"].as_str().unwrap();
+                assert!(city.chars().count() <= 12 && !city.is_empty(), "{answer}");
+                assert!(["celsius", "fahrenheit"].contains(&args["unit"].as_str().unwrap()));
+                assert_eq!(args.as_object().unwrap().len(), 2, "{answer}");
+            } else {
+                assert_eq!((name.as_str(), &args), ("now", &serde_json::json!({})));
+            }
+            (name, args)
+        })
+        .collect()
+}
+
+#[test]
+fn forced_tool_calls_in_deepseeks_format_parse_and_validate() {
+    if engine("forced_tool_calls_in_deepseeks_format_parse_and_validate").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let mut a = args(fx.consumer.to_str().unwrap());
+    a.ctx_size = Some(4096);
+    let server = start(&a, &TOY, false).unwrap();
+    let addr = server.addr;
+    let id = server.info.id.clone();
+    let tools = r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 12}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}}, {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}]"#;
+    let ask = |extra: &str| {
+        format!(
+            r#"{{"model": "{id}", "messages": [{{"role": "user", "content": "Weather in Paris?"}}], "tools": {tools}, "max_tokens": 400, {extra}}}"#
+        )
+    };
+    // The bigram toy never calls on its own; the grammar makes every answer a call that validates.
+    let named = ask(
+        r#""tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": false, "temperature": 0"#,
+    );
+    let (st, r) = request(addr, "POST", "/v1/chat/completions", &named);
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["choices"][0]["finish_reason"], "tool_calls", "{r}");
+    assert_eq!(r["choices"][0]["message"]["content"], "", "{r}");
+    let calls = weather_calls(&r);
+    assert_eq!(calls.len(), 1, "{r}");
+    assert_eq!(calls[0].0, "get_weather");
+    // Sampled, any number of calls: an answer ends with its calls, or is cut by max_tokens
+    // (`length`) with the calls it completed.
+    let mut ended = 0;
+    for seed in 1..4 {
+        let any = ask(&format!(
+            r#""tool_choice": "required", "temperature": 1.0, "seed": {seed}"#
+        ));
+        let (st, r) = request(addr, "POST", "/v1/chat/completions", &any);
+        assert_eq!(st, 200, "{r}");
+        let finish = r["choices"][0]["finish_reason"].as_str().unwrap();
+        if finish == "tool_calls" || r["choices"][0]["message"]["tool_calls"].is_array() {
+            assert!(!weather_calls(&r).is_empty(), "{r}");
+        }
+        assert!(["tool_calls", "length"].contains(&finish), "{r}");
+        ended += usize::from(finish == "tool_calls");
+    }
+    assert!(ended > 0, "no sampled answer ended by itself");
+    // In thinking mode the grammar waits for the reasoning's end, which the toy never writes:
+    // the answer is all reasoning, and it cannot end (EOS is masked) before the budget does.
+    let think = ask(r#""tool_choice": "required", "reasoning_effort": "low", "max_tokens": 8"#)
+        .replace(r#""max_tokens": 400, "#, "");
+    let (st, r) = request(addr, "POST", "/v1/chat/completions", &think);
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["choices"][0]["finish_reason"], "length", "{r}");
+    assert_eq!(r["usage"]["completion_tokens"], 8, "{r}");
     server.stop().unwrap();
 }
