@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::adapter::ModelOptions;
-use crate::chat::Message;
+use crate::chat::{ChatFormat, Message};
+use crate::constrain::{Constraint, Grammar};
 use crate::engine::Engine;
 use crate::error::RunError;
 use crate::generate::{check_context, generate_text, GenOpts, TextSink};
@@ -173,6 +174,18 @@ pub struct RunArgs {
     /// With --prompt-cache: read the file, never rewrite it.
     #[arg(long, requires = "prompt_cache")]
     pub prompt_cache_ro: bool,
+    /// Constrain the answer to this JSON Schema (inline JSON, as llama-cli's --json-schema),
+    /// enforced while sampling; in thinking mode, the answer after the reasoning
+    /// (docs/runner.md "Structured output").
+    #[arg(long, value_name = "SCHEMA", conflicts_with_all = ["json_schema_file", "grammar_file", "interactive", "ignore_eos"])]
+    pub json_schema: Option<String>,
+    /// As --json-schema, the schema read from FILE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grammar_file", "interactive", "ignore_eos"])]
+    pub json_schema_file: Option<PathBuf>,
+    /// Constrain the answer to the grammar in FILE, in llguidance's Lark syntax (llama-cli's
+    /// --grammar-file takes GBNF; this takes what minirun-serve's `grammar` extension takes).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["interactive", "ignore_eos"])]
+    pub grammar_file: Option<PathBuf>,
 }
 
 /// `--matvec-shape`.
@@ -210,7 +223,6 @@ impl RunArgs {
         Ok(p)
     }
 
-    /// What `--model` (with `--tokenizer`) or `--artifact` (with `--revision`) names.
     /// What `--backend` and `--matvec-shape` ask of the device.
     pub fn device_flags(&self) -> crate::open::DeviceFlags {
         crate::open::DeviceFlags {
@@ -219,6 +231,7 @@ impl RunArgs {
         }
     }
 
+    /// What `--model` (with `--tokenizer`) or `--artifact` (with `--revision`) names.
     pub fn source(&self) -> Option<crate::open::Source> {
         crate::open::Source::from_flags(crate::open::SourceFlags {
             model: self.model.as_deref(),
@@ -227,6 +240,35 @@ impl RunArgs {
             repo: self.repo.as_deref(),
             revision: self.revision.as_deref(),
         })
+    }
+
+    /// What the answer must match: `--json-schema`, `--json-schema-file` or `--grammar-file`.
+    pub fn grammar(&self) -> Result<Option<Grammar>, RunError> {
+        let read = |path: &PathBuf, what: &'static str| {
+            std::fs::read_to_string(path).map_err(|source| RunError::Io {
+                what,
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        let schema = |text: &str, from: &str| {
+            serde_json::from_str(text)
+                .map(|v| Some(Grammar::JsonSchema(v)))
+                .map_err(|e| RunError::Usage(format!("{from} is not JSON: {e}")))
+        };
+        match (
+            &self.json_schema,
+            &self.json_schema_file,
+            &self.grammar_file,
+        ) {
+            (Some(s), _, _) => schema(s, "--json-schema"),
+            (_, Some(p), _) => schema(
+                &read(p, "read the JSON schema")?,
+                &format!("--json-schema-file `{}`", p.display()),
+            ),
+            (_, _, Some(p)) => Ok(Some(Grammar::Lark(read(p, "read the grammar")?))),
+            _ => Ok(None),
+        }
     }
 
     /// How the model goes on `engine` with `capacity` positions: `--stream` (with
@@ -308,6 +350,7 @@ pub fn run_streaming(
     if let Some(line) = opened.origin.provenance() {
         let _ = writeln!(std::io::stderr(), "{line}");
     }
+    let constraint = constraint(args, &opened)?;
     let prompt_ids = prompt_ids(args, &mut opened)?;
     let sampling = args.sampling()?;
     check_context(prompt_ids.len(), args.n, args.ctx_size, opened.context)?;
@@ -325,6 +368,9 @@ pub fn run_streaming(
         None => 0,
     };
     let mut sampler = Sampler::new(sampling);
+    if let Some(c) = constraint {
+        sampler.constrain(c);
+    }
     let (g, text, dropped) = generate_text(
         model.as_mut(),
         &seq,
@@ -371,6 +417,27 @@ pub fn run_streaming(
         shaders: engine.gpu().shader_stats(),
         pulled: opened.origin.pulled.clone(),
     })
+}
+
+/// The constraint of `--json-schema` or `--grammar-file` over the model's tokenizer (after the
+/// reasoning in thinking mode), built before the model loads so a wrong one fails fast.
+fn constraint(args: &RunArgs, opened: &Opened<'_>) -> Result<Option<Constraint>, RunError> {
+    let Some(g) = args.grammar()? else {
+        return Ok(None);
+    };
+    let vocab = usize::try_from(opened.vocab)
+        .map_err(|_| RunError::Tokenizer("a vocabulary past the address space".into()))?;
+    let c = opened.tokenizer.grammars(vocab)?.constraint(&g)?;
+    let thinking_end = args
+        .reasoning_effort
+        .as_ref()
+        .and(opened.chat.as_ref().ok())
+        .and_then(ChatFormat::answer_syntax)
+        .map(|a| a.reasoning_end);
+    Ok(Some(match thinking_end {
+        Some(end) => c.after(end)?,
+        None => c,
+    }))
 }
 
 /// As [`run_streaming`] with nothing streamed.

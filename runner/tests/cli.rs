@@ -364,3 +364,86 @@ fn an_unregistered_gguf_architecture_is_refused_by_the_registry() {
         [("llama", "llama"), ("qwen2", "llama"), ("qwen3", "llama")]
     );
 }
+
+#[test]
+fn json_schema_and_grammar_file_constrain_the_answer() {
+    let test = "json_schema_and_grammar_file_constrain_the_answer";
+    let Some(model) = common::model_path(test) else {
+        return;
+    };
+    if common::engine(test).is_none() {
+        return;
+    }
+    let ask = |extra: &[&str]| {
+        let out = bin()
+            .arg("--model")
+            .arg(&model)
+            .args([
+                "--chat",
+                "-p",
+                "What is the capital of France? Answer in JSON.",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let schema = r#"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}, "country": {"type": "string", "enum": ["France", "Spain"]}}, "required": ["city", "country"], "additionalProperties": false}"#;
+    let (code, out, err) = ask(&[
+        "--json-schema",
+        schema,
+        "-n",
+        "80",
+        "--temp",
+        "0.8",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"));
+    assert!(v["city"].as_str().unwrap().chars().count() <= 20, "{out}");
+    assert!(["France", "Spain"].contains(&v["country"].as_str().unwrap()));
+    assert_eq!(v.as_object().unwrap().len(), 2, "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let lark = dir.path().join("answer.lark");
+    std::fs::write(&lark, "start: \"answer: \" (\"yes\" | \"no\")\n").unwrap();
+    let (code, out, err) = ask(&["--grammar-file", lark.to_str().unwrap(), "-n", "20"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        ["answer: yes", "answer: no"].contains(&out.trim()),
+        "{out:?}"
+    );
+
+    // Refusals: a schema that is not JSON or not a schema, a missing file, and flags that cannot
+    // go together, each with the reason.
+    let missing = dir.path().join("missing.lark");
+    for (args, code_want, says) in [
+        (vec!["--json-schema", "{"], 64, "--json-schema is not JSON"),
+        (
+            vec!["--json-schema", r#"{"type": "no-such-type"}"#],
+            1,
+            "no-such-type",
+        ),
+        (
+            vec!["--grammar-file", missing.to_str().unwrap()],
+            1,
+            "missing.lark",
+        ),
+        (
+            vec!["--json-schema", "{}", "--ignore-eos"],
+            64,
+            "--ignore-eos",
+        ),
+        (vec!["--json-schema", "{}", "-i"], 64, "--interactive"),
+    ] {
+        let (code, _, err) = ask(&args);
+        assert_eq!(code, Some(code_want), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
