@@ -5,6 +5,7 @@
 //! logits as a float32 `.npy` [steps, vocab].
 
 pub mod interactive;
+mod report;
 mod waiting;
 
 use std::io::Write;
@@ -23,7 +24,7 @@ use crate::prompt_cache::PromptCache;
 use crate::registry::Entry;
 use crate::sample::{Sampler, SamplingParams};
 use crate::sequence::Input;
-use crate::step_stats::{ExpertCacheStats, StepStats, StepSummary};
+use crate::step_stats::{ExpertCacheStats, StepStats};
 
 /// Exit codes: the one table every binary shares (`contract::Exit`; the runner uses 0, 1 and 64).
 pub const EXIT_OK: u8 = contract::Exit::Ok.code();
@@ -387,18 +388,8 @@ pub fn run_streaming(
     drop(waiting);
     let mut prefill_s = g.prefill_s;
     if let Some(c) = cache.as_ref().filter(|_| !args.prompt_cache_ro) {
-        if args.n == 0 && reused + 1 < prompt_ids.len() {
-            // Nothing was generated, so the prompt was not fed: feed it for the cache.
-            let t0 = std::time::Instant::now();
-            crate::generate::argmax(model.as_mut(), &seq, Input::Ids(&prompt_ids[reused..]))?;
-            prefill_s = t0.elapsed().as_secs_f64();
-        }
-        // One rule for every model: the longest prefix of all but the last prompt token that
-        // the model can save (a run feeds its prompt's last token whatever the cache holds).
-        let keep = model.savable(&seq, prompt_ids.len() - 1);
-        if keep > reused {
-            c.save(model.as_ref(), &seq, &prompt_ids[..keep])?;
-        }
+        let fed = save_prompt(c, model.as_mut(), &seq, &prompt_ids, reused, args.n)?;
+        prefill_s = fed.unwrap_or(prefill_s);
     }
     Ok(RunOutput {
         text,
@@ -417,6 +408,31 @@ pub fn run_streaming(
         shaders: engine.gpu().shader_stats(),
         pulled: opened.origin.pulled.clone(),
     })
+}
+
+/// Saves the prompt into the prompt cache `c` (`reused` of its tokens came from it): one rule
+/// for every model, the longest prefix of all but the last prompt token that the model can save
+/// (a run feeds its prompt's last token whatever the cache holds). With `-n 0` nothing was
+/// generated, so the prompt was not fed: it is fed here, and the seconds that took returned.
+fn save_prompt(
+    c: &PromptCache,
+    model: &mut dyn crate::adapter::Model,
+    seq: &crate::sequence::Sequence,
+    prompt_ids: &[u32],
+    reused: usize,
+    n: usize,
+) -> Result<Option<f64>, RunError> {
+    let mut prefill_s = None;
+    if n == 0 && reused + 1 < prompt_ids.len() {
+        let t0 = std::time::Instant::now();
+        crate::generate::argmax(model, seq, Input::Ids(&prompt_ids[reused..]))?;
+        prefill_s = Some(t0.elapsed().as_secs_f64());
+    }
+    let keep = model.savable(seq, prompt_ids.len() - 1);
+    if keep > reused {
+        c.save(model, seq, &prompt_ids[..keep])?;
+    }
+    Ok(prefill_s)
 }
 
 /// The constraint of `--json-schema` or `--grammar-file` over the model's tokenizer (after the
@@ -505,23 +521,29 @@ pub fn generate(
     run_with(&args, crate::registry::ENTRIES)
 }
 
+/// Refuses flags that need others: `--system` without a chat, `--reasoning-effort` without
+/// an artifact's chat.
+fn flags_agree(args: &RunArgs) -> Result<(), &'static str> {
+    if args.system.is_some() && !args.chat && !args.interactive {
+        return Err("--system needs --chat or -i");
+    }
+    let artifact = args.artifact.is_some() || args.repo.is_some();
+    if args.reasoning_effort.is_some() && !(artifact && (args.chat || args.interactive)) {
+        return Err(
+            "--reasoning-effort needs --artifact (DeepSeek V4's encoding) and --chat or -i",
+        );
+    }
+    Ok(())
+}
+
 /// The CLI: parse, run, print; returns the exit code.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let mut args = match contract::parse_exit::<RunArgs, _, _>(argv) {
         Ok(a) => a,
         Err(exit) => return exit.code(),
     };
-    if args.system.is_some() && !args.chat && !args.interactive {
-        let _ = writeln!(std::io::stderr(), "error: --system needs --chat or -i");
-        return EXIT_USAGE;
-    }
-    if args.reasoning_effort.is_some()
-        && ((args.artifact.is_none() && args.repo.is_none()) || !(args.chat || args.interactive))
-    {
-        let _ = writeln!(
-            std::io::stderr(),
-            "error: --reasoning-effort needs --artifact (DeepSeek V4's encoding) and --chat or -i"
-        );
+    if let Err(why) = flags_agree(&args) {
+        let _ = writeln!(std::io::stderr(), "error: {why}");
         return EXIT_USAGE;
     }
     // The seed is fixed (and said) before anything runs, so any run can be repeated.
@@ -576,95 +598,15 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             };
         }
     };
-    let decode_steps = out.tokens.len().saturating_sub(1);
-    let summary = StepSummary::of(&out.steps);
     if args.json {
-        let report = serde_json::json!({
-            "schema": "minirun-run/1",
-            "text": out.text,
-            "prompt_tokens": out.prompt_ids.len(),
-            "tokens": out.tokens,
-            "prefill_s": out.prefill_s,
-            "decode_s": out.decode_s,
-            "decode_tokens_per_s": decode_steps as f64 / out.decode_s.max(1e-9),
-            "tile_reads": out.tile_reads,
-            "per_step": summary,
-            "steps": out.steps,
-            "sampling": {
-                "temperature": out.sampling.temperature,
-                "top_k": out.sampling.top_k,
-                "top_p": out.sampling.top_p,
-                "min_p": out.sampling.min_p,
-                "repeat_penalty": out.sampling.repeat_penalty,
-                "repeat_last_n": out.sampling.repeat_last_n,
-                "seed": out.sampling.seed,
-            },
-            "dropped_incomplete": out.dropped_incomplete,
-            "prompt_cache_reused": out.prompt_cache_reused,
-            "expert_cache": out.expert_cache,
-            "devices": crate::open::devices_opened(),
-            "adapter": out.adapter,
-            "shaders": out.shaders,
-            "pulled": out.pulled,
-        });
-        let _ = writeln!(std::io::stdout(), "{report}");
+        let _ = writeln!(std::io::stdout(), "{}", report::json(&out));
     } else {
         // The text was streamed; end its line.
         let _ = writeln!(std::io::stdout());
     }
-    if out.dropped_incomplete > 0 {
-        let _ = writeln!(
-            std::io::stderr(),
-            "note: the last token left a character incomplete; its bytes were not printed"
-        );
-    }
-    if let Some(p) = &args.prompt_cache {
-        let _ = writeln!(
-            std::io::stderr(),
-            "prompt cache `{}`: {} of {} prompt tokens reused",
-            p.display(),
-            out.prompt_cache_reused,
-            out.prompt_ids.len()
-        );
-    }
-    // the prompt tokens a prompt cache did not hold
-    let fed = out.prompt_ids.len() - out.prompt_cache_reused;
-    let reads = if args.stream {
-        format!("; {} tile reads", out.tile_reads)
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        std::io::stderr(),
-        "prefill {fed} tokens in {:.3} s ({:.2} tokens/s); decode {} tokens in {:.3} s ({:.2} tokens/s){reads}",
-        out.prefill_s,
-        fed as f64 / out.prefill_s.max(1e-9),
-        decode_steps,
-        out.decode_s,
-        decode_steps as f64 / out.decode_s.max(1e-9),
-    );
-    if let Some(c) = out.expert_cache.filter(|_| args.stats || args.stream) {
-        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
-        let _ = writeln!(
-            std::io::stderr(),
-            "expert cache: {} hits, {} misses ({:.1} MiB loaded), {} evictions; {:.1} MiB held, peak {:.1} of {:.0} MiB",
-            c.hits,
-            c.misses,
-            mib(c.loaded_bytes),
-            c.evictions,
-            mib(c.cached_bytes),
-            mib(c.peak_bytes),
-            mib(c.budget_bytes)
-        );
-    }
-    if args.stats {
-        let _ = writeln!(std::io::stderr(), "{}", summary.line());
-    }
+    report::summary(&args, &out);
     if let Some(path) = &args.dump_logits {
-        let vocab = out.logits.first().map_or(0, Vec::len);
-        let flat: Vec<f32> = out.logits.concat();
-        let bytes = crate::npy::npy_f32(&[out.logits.len(), vocab], &flat);
-        if let Err(e) = std::fs::write(path, bytes) {
+        if let Err(e) = report::dump_logits(path, &out) {
             let _ = writeln!(
                 std::io::stderr(),
                 "error: cannot write `{}`: {e}",

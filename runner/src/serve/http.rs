@@ -247,15 +247,7 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     let stream = gen.stream;
     let include_usage = gen.include_usage;
     let logprobs = gen.logprobs.is_some();
-    // thinking mode and tools are only accepted for a format that reads its answers back
-    let answer = state.info.answer;
-    let thinking = matches!(gen.prompt, api::Prompt::Chat(_, Some(_), _))
-        .then_some(answer)
-        .flatten()
-        .map(|a| a.reasoning_end);
-    let tools = matches!(&gen.prompt, api::Prompt::Chat(_, _, t) if !t.is_empty())
-        .then_some(answer)
-        .flatten();
+    let (thinking, tools) = reads_back(state.info.answer, &gen);
     let parallel_calls = gen.parallel_tool_calls;
     jobs.try_send(Job {
         request: gen,
@@ -277,16 +269,8 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
             ))
         }
     };
-    let id = format!(
-        "{}-{:016x}",
-        match kind {
-            Kind::Chat => "chatcmpl",
-            Kind::Completion => "cmpl",
-        },
-        crate::run::random_seed()
-    );
     let meta = Meta {
-        id,
+        id: response_id(kind),
         created: unix_now(),
         model: state.info.id.clone(),
         kind,
@@ -307,6 +291,31 @@ async fn answer(state: Arc<AppState>, gen: GenRequest, kind: Kind) -> Result<Res
     } else {
         whole(meta, &mut rx).await.map(IntoResponse::into_response)
     }
+}
+
+/// What of the answer is read back in the chat format's syntax: where thinking mode's
+/// reasoning ends, and the syntax of tool calls where tools were offered (both only for a
+/// format that reads its answers back).
+fn reads_back(
+    answer: Option<&'static AnswerSyntax>,
+    gen: &GenRequest,
+) -> (Option<&'static str>, Option<&'static AnswerSyntax>) {
+    let api::Prompt::Chat(_, effort, tools) = &gen.prompt else {
+        return (None, None);
+    };
+    (
+        answer.filter(|_| effort.is_some()).map(|a| a.reasoning_end),
+        answer.filter(|_| !tools.is_empty()),
+    )
+}
+
+/// A fresh response id (`chatcmpl-…` or `cmpl-…`).
+fn response_id(kind: Kind) -> String {
+    let prefix = match kind {
+        Kind::Chat => "chatcmpl",
+        Kind::Completion => "cmpl",
+    };
+    format!("{prefix}-{:016x}", crate::run::random_seed())
 }
 
 struct Meta {
@@ -477,6 +486,61 @@ async fn whole(meta: Meta, rx: &mut UnboundedReceiver<Event>) -> Result<Json<Val
     ))
 }
 
+/// How a streamed answer ended (the worker's `Done` event).
+struct Ended {
+    finish: Finish,
+    completion_tokens: usize,
+    timings: api::Timings,
+}
+
+/// The events that close a streamed answer: what the stages still hold (reasoning, content,
+/// the tool calls), the chunk with the finish reason and timings, the usage chunk when asked,
+/// then `[DONE]`.
+fn last_events(
+    meta: &Meta,
+    split: &mut (Splitter, CallStage, Pending),
+    ended: Ended,
+    include_usage: bool,
+) -> Vec<Result<SseEvent, Infallible>> {
+    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    let mut out = Vec::new();
+    let held = split.0.finish();
+    let (rest, calls) = split.1.finish();
+    let pieces = [
+        Piece {
+            reasoning: &held,
+            content: &rest,
+            calls: &[],
+        },
+        Piece {
+            reasoning: "",
+            content: "",
+            calls: &calls,
+        },
+    ];
+    for piece in pieces {
+        if !(piece.reasoning.is_empty() && piece.content.is_empty() && piece.calls.is_empty()) {
+            out.push(data(
+                meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
+            ));
+        }
+    }
+    let finish = finish_name(ended.finish, &calls);
+    let mut last = meta.with_logprobs(
+        meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
+        &mut split.2,
+    );
+    last["timings"] = ended.timings.json();
+    out.push(data(last));
+    if include_usage {
+        let mut u = meta.envelope(true, json!([]));
+        u["usage"] = api::usage(meta.prompt_tokens, ended.completion_tokens);
+        out.push(data(u));
+    }
+    out.push(Ok(SseEvent::default().data("[DONE]")));
+    out
+}
+
 /// The streamed answer: a first chunk (chat: the assistant's role), one chunk per piece of
 /// text, a last chunk with the finish reason, the usage chunk when asked, then `[DONE]`.
 fn sse(
@@ -527,42 +591,12 @@ fn sse(
                     completion_tokens,
                     timings,
                 }) => {
-                    let held = split.0.finish();
-                    let (rest, calls) = split.1.finish();
-                    for piece in [
-                        Piece {
-                            reasoning: &held,
-                            content: &rest,
-                            calls: &[],
-                        },
-                        Piece {
-                            reasoning: "",
-                            content: "",
-                            calls: &calls,
-                        },
-                    ] {
-                        if !(piece.reasoning.is_empty()
-                            && piece.content.is_empty()
-                            && piece.calls.is_empty())
-                        {
-                            out.push(data(
-                                meta.envelope(true, json!([meta.choice(true, Some(piece), None)])),
-                            ));
-                        }
-                    }
-                    let finish = finish_name(finish, &calls);
-                    let mut last = meta.with_logprobs(
-                        meta.envelope(true, json!([meta.choice(true, None, Some(finish))])),
-                        &mut split.2,
-                    );
-                    last["timings"] = timings.json();
-                    out.push(data(last));
-                    if include_usage {
-                        let mut u = meta.envelope(true, json!([]));
-                        u["usage"] = api::usage(meta.prompt_tokens, completion_tokens);
-                        out.push(data(u));
-                    }
-                    out.push(Ok(SseEvent::default().data("[DONE]")));
+                    let ended = Ended {
+                        finish,
+                        completion_tokens,
+                        timings,
+                    };
+                    out = last_events(&meta, &mut split, ended, include_usage);
                     end = true;
                 }
                 Some(Event::Failed(e)) => {

@@ -17,7 +17,7 @@ use crate::adapter::Model;
 use crate::chat::{ChatFormat, ForceCall, Forced};
 use crate::constrain::{Constraint, ConstraintError, Grammars};
 use crate::error::RunError;
-use crate::generate::{generate, GenOpts};
+use crate::generate::{generate, GenOpts, Generation};
 use crate::sample::Sampler;
 use crate::sequence::Sequence;
 use crate::session::CachedPrefix;
@@ -221,6 +221,27 @@ fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize,
     }
 }
 
+/// The request's sampler, held to its response format or grammar and to a forced call (after
+/// the reasoning in thinking mode).
+fn sampler_for(
+    backend: &Backend<'_>,
+    formats: &mut Formats<'_>,
+    req: &GenRequest,
+    forced: Option<&(ForceCall, Forced<'_>)>,
+) -> Result<Sampler, ApiError> {
+    let mut sampler = Sampler::new(req.sampling);
+    let after = reasoning_end(backend, req);
+    if let Some(g) = &req.grammar {
+        let c = formats.constraint(g, super::format::param(g))?;
+        sampler.constrain(after_reasoning(c, after)?);
+    }
+    if let Some((force, forced)) = forced {
+        let c = formats.forced_call(*force, forced)?;
+        sampler.constrain(after_reasoning(c, after)?);
+    }
+    Ok(sampler)
+}
+
 fn run_job(
     backend: &mut Backend<'_>,
     cache: &mut CachedPrefix,
@@ -232,16 +253,7 @@ fn run_job(
     let forced = forced_call(backend, req)?;
     let ids = prompt_ids(backend, &req.prompt)?;
     let n = budget(backend.ctx, ids.len(), req.max_tokens)?;
-    let mut sampler = Sampler::new(req.sampling);
-    let after = reasoning_end(backend, req);
-    if let Some(g) = &req.grammar {
-        let c = formats.constraint(g, super::format::param(g))?;
-        sampler.constrain(after_reasoning(c, after)?);
-    }
-    if let Some((force, forced)) = &forced {
-        let c = formats.forced_call(*force, forced)?;
-        sampler.constrain(after_reasoning(c, after)?);
-    }
+    let mut sampler = sampler_for(backend, formats, req, forced.as_ref())?;
     let events = &job.events;
     let _ = events.send(Event::Started {
         prompt_tokens: ids.len(),
@@ -294,26 +306,32 @@ fn run_job(
     if !tail.is_empty() {
         let _ = events.send(Event::Text(tail));
     }
+    let ended_at_eos = eos.is_some() && g.tokens.last() == eos.as_ref();
     let finish = if events.is_closed() {
         Finish::Cancelled
-    } else if stops.stopped() || (eos.is_some() && g.tokens.last() == eos.as_ref()) {
+    } else if stops.stopped() || ended_at_eos {
         Finish::Stop
     } else {
         Finish::Length
     };
     stats.ended(Some(finish), g.tokens.len());
-    let _ = events.send(Event::Done {
+    let _ = events.send(done(finish, common, feed.len(), &g));
+    Ok(())
+}
+
+/// The last event of an answer: how it ended, its length and its timings.
+fn done(finish: Finish, cached: usize, fed: usize, g: &Generation) -> Event {
+    Event::Done {
         finish,
         completion_tokens: g.tokens.len(),
         timings: super::api::Timings {
-            cached: common,
-            prompt: feed.len(),
+            cached,
+            prompt: fed,
             prompt_s: g.prefill_s,
             predicted: g.tokens.len(),
             predicted_s: g.decode_s,
         },
-    });
-    Ok(())
+    }
 }
 
 #[cfg(test)]
