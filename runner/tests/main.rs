@@ -16,6 +16,7 @@ mod deepseek_stream;
 mod device;
 mod engine;
 mod engine_counters;
+mod kimi_tokenizer;
 mod kquant_run_gate;
 mod layers;
 mod profile;
