@@ -2,4 +2,5 @@
 //! ([`tokenizer`]). The K3 forward is issue 50's reference and issue 55's device path
 //! (docs/runner-kimi-k3.md).
 
+pub mod ops;
 pub mod tokenizer;
