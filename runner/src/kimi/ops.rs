@@ -6,7 +6,14 @@
 //!   softmax mix of the stored block vectors and the current partial sum (§1.2, R5);
 //! - [`situ`]: the SiTU gated activation of the MLPs and experts (§1.5);
 //! - [`forget_gate`]: KDA's bounded log-decay (§1.3, R1, R6);
-//! - [`kda_step`]: KDA's delta-rule recurrence for one head and one token (§1.3, R6).
+//! - [`kda_step`]: KDA's delta-rule recurrence for one head and one token (§1.3, R6), with
+//!   [`short_conv`] before it and [`gated_norm`] after it;
+//! - [`nope_attention`] and [`output_gate`]: the MLA layers' attention without positions and
+//!   their output gate (§1.4);
+//! - [`route`] and [`LatentMoe`]: the latent mixture of experts (§1.5, R3).
+//!
+//! The ops take vectors, not weights: the forward that reads a checkpoint into them, and the
+//! recorded oracles it is checked against, are still to come (docs/runner-kimi-k3.md).
 
 /// `x / sqrt(Σx² + eps)` (KDA's q and k normalisation: `eps` 1e-6).
 pub fn l2_normalize(x: &[f64], eps: f64) -> Vec<f64> {
@@ -157,6 +164,137 @@ pub fn kda_step(s: &mut [f64], q: &[f64], k: &[f64], v: &[f64], g: &[f64], beta:
     s.chunks(kd)
         .map(|row| row.iter().zip(q).map(|(a, b)| a * b).sum())
         .collect()
+}
+
+/// `x / sqrt(mean(x²) + eps) ⊙ weight`.
+pub fn rms_norm(x: &[f64], weight: &[f64], eps: f64) -> Vec<f64> {
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len().max(1) as f64;
+    let r = 1.0 / (ms + eps).sqrt();
+    x.iter().zip(weight).map(|(v, w)| v * r * w).collect()
+}
+
+fn silu(x: f64) -> f64 {
+    x * sigmoid(x)
+}
+
+/// KDA's short causal depthwise convolution (kernel 4, no bias) with SiLU, for one token:
+/// channel `c` gives `silu(Σ_j w[c][j] · x_{t-3+j})` (`w[c][3]` takes the current input);
+/// `state[c]` holds the channel's previous three inputs, oldest first, and is moved on.
+pub fn short_conv(state: &mut [[f64; 3]], x: &[f64], w: &[[f64; 4]]) -> Vec<f64> {
+    state
+        .iter_mut()
+        .zip(x)
+        .zip(w)
+        .map(|((st, &xc), wc)| {
+            let y = wc[0] * st[0] + wc[1] * st[1] + wc[2] * st[2] + wc[3] * xc;
+            *st = [st[1], st[2], xc];
+            silu(y)
+        })
+        .collect()
+}
+
+/// KDA's output of one head: `RMSNorm(o) · weight · sigmoid(gate)` (the full-rank gate,
+/// `FusedRMSNormGated` with a sigmoid).
+pub fn gated_norm(o: &[f64], weight: &[f64], gate: &[f64], eps: f64) -> Vec<f64> {
+    rms_norm(o, weight, eps)
+        .into_iter()
+        .zip(gate)
+        .map(|(x, g)| x * sigmoid(*g))
+        .collect()
+}
+
+/// K3's MLA attention for one query over the cached positions, with no position encoding at
+/// all: per head, `softmax_s(q·k_s · dim^-0.5)` over every position given (causal: the caller
+/// gives those up to the query's), then the weighted sum of the values. `q` and each `k_s` are
+/// `heads × dim` (`[k_nope | k_pe]`, 128 + 64 in K3, k_pe shared by the heads and not rotated),
+/// each `v_s` `heads × dv`.
+pub fn nope_attention(q: &[f64], keys: &[Vec<f64>], values: &[Vec<f64>], heads: usize) -> Vec<f64> {
+    let dim = q.len() / heads.max(1);
+    let dv = values.first().map_or(0, |v| v.len() / heads.max(1));
+    let scale = (dim as f64).powf(-0.5);
+    let mut out = vec![0.0; heads * dv];
+    for h in 0..heads {
+        let qh = &q[h * dim..(h + 1) * dim];
+        let scores: Vec<f64> = keys
+            .iter()
+            .map(|k| {
+                qh.iter()
+                    .zip(&k[h * dim..(h + 1) * dim])
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+        let total: f64 = w.iter().sum();
+        for (v, wi) in values.iter().zip(&w) {
+            let vh = &v[h * dv..(h + 1) * dv];
+            for (o, x) in out[h * dv..(h + 1) * dv].iter_mut().zip(vh) {
+                *o += wi / total * x;
+            }
+        }
+    }
+    out
+}
+
+/// `o ⊙ sigmoid(gate)`: MLA's output gate (`g_proj` of the layer input), before `o_proj`.
+pub fn output_gate(o: &[f64], gate: &[f64]) -> Vec<f64> {
+    o.iter().zip(gate).map(|(x, g)| x * sigmoid(*g)).collect()
+}
+
+/// The router of the latent MoE: `s = sigmoid(logits)`; the `top_k` experts by `s + bias` (the
+/// correction bias chooses, it does not weigh); their weights `s / (Σ s + 1e-20)` times
+/// `scaling` (`routed_scaling_factor`: R3). (expert, weight), best first.
+pub fn route(logits: &[f64], bias: &[f64], top_k: usize, scaling: f64) -> Vec<(usize, f64)> {
+    let s: Vec<f64> = logits.iter().map(|&l| sigmoid(l)).collect();
+    let mut order: Vec<usize> = (0..s.len()).collect();
+    order.sort_by(|&a, &b| {
+        (s[b] + bias[b])
+            .total_cmp(&(s[a] + bias[a]))
+            .then(a.cmp(&b))
+    });
+    order.truncate(top_k);
+    let total: f64 = order.iter().map(|&e| s[e]).sum::<f64>() + 1e-20;
+    order
+        .into_iter()
+        .map(|e| (e, s[e] / total * scaling))
+        .collect()
+}
+
+/// The latent MoE's parts for one token, as closures over their weights.
+pub struct LatentMoe<'a> {
+    /// `routed_expert_down_proj` (hidden → latent).
+    pub down: &'a dyn Fn(&[f64]) -> Vec<f64>,
+    /// Expert `e` on a latent vector (`W2 · situ(W1 z, W3 z)`).
+    pub expert: &'a dyn Fn(usize, &[f64]) -> Vec<f64>,
+    /// `routed_expert_norm.weight` and the epsilon.
+    pub norm: &'a [f64],
+    pub eps: f64,
+    /// `routed_expert_up_proj` (latent → hidden).
+    pub up: &'a dyn Fn(&[f64]) -> Vec<f64>,
+    /// The shared experts on the hidden input.
+    pub shared: &'a dyn Fn(&[f64]) -> Vec<f64>,
+}
+
+impl LatentMoe<'_> {
+    /// The MLP output of `y` (the post-attention norm's output) for the router's `picks`:
+    /// down-project, the picked experts weighted and summed, `routed_expert_norm` on the sum,
+    /// up-project, plus the shared experts on `y` itself.
+    pub fn forward(&self, y: &[f64], picks: &[(usize, f64)]) -> Vec<f64> {
+        let z = (self.down)(y);
+        let mut r = vec![0.0; z.len()];
+        for &(e, w) in picks {
+            for (a, b) in r.iter_mut().zip((self.expert)(e, &z)) {
+                *a += w * b;
+            }
+        }
+        let mut out = (self.up)(&rms_norm(&r, self.norm, self.eps));
+        for (a, b) in out.iter_mut().zip((self.shared)(y)) {
+            *a += b;
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -319,5 +457,110 @@ mod tests {
         let mut h = vec![0.0; 6];
         let o = kda_step(&mut h, &k, &k, &v, &none, 0.5);
         assert!(close(&o, &v.map(|x| 0.5 * x), 1e-12));
+    }
+
+    #[test]
+    fn the_short_convolution_takes_the_current_input_last() {
+        // an impulse on one channel comes back through the taps in reverse order
+        let w = [[0.1, 0.2, 0.3, 0.4]];
+        let mut state = [[0.0; 3]];
+        let got: Vec<f64> = [1.0, 0.0, 0.0, 0.0, 0.0]
+            .iter()
+            .map(|&x| short_conv(&mut state, &[x], &w)[0])
+            .collect();
+        let want = [silu(0.4), silu(0.3), silu(0.2), silu(0.1), 0.0];
+        assert!(close(&got, &want, 1e-15), "{got:?}");
+        assert_eq!(state, [[0.0; 3]]);
+    }
+
+    #[test]
+    fn the_gated_norm_scales_the_normalised_output_by_the_gate() {
+        let (o, w) = ([3.0, -4.0], [1.0, 2.0]);
+        let n = rms_norm(&o, &w, 0.0); // rms = sqrt(12.5)
+        assert!(close(
+            &n,
+            &[3.0 / 12.5f64.sqrt(), -8.0 / 12.5f64.sqrt()],
+            1e-12
+        ));
+        let half = gated_norm(&o, &w, &[0.0, 0.0], 0.0);
+        assert!(close(&half, &[n[0] / 2.0, n[1] / 2.0], 1e-12));
+        assert!(close(&gated_norm(&o, &w, &[50.0, 50.0], 0.0), &n, 1e-12));
+    }
+
+    #[test]
+    fn nope_attention_does_not_see_positions() {
+        let (heads, dim) = (2, 192);
+        let q: Vec<f64> = (0..heads * dim)
+            .map(|i| ((i % 7) as f64 - 3.0) * 0.01)
+            .collect();
+        let keys: Vec<Vec<f64>> = (0..4)
+            .map(|p| {
+                (0..heads * dim)
+                    .map(|i| ((i * (p + 2)) % 5) as f64 * 0.02)
+                    .collect()
+            })
+            .collect();
+        let values: Vec<Vec<f64>> = (0..4)
+            .map(|p| (0..heads * 3).map(|i| (p * 10 + i) as f64).collect())
+            .collect();
+        let o = nope_attention(&q, &keys, &values, heads);
+        // no position encoding: the order of the cached positions does not matter
+        let (rk, rv): (Vec<_>, Vec<_>) = keys
+            .iter()
+            .cloned()
+            .zip(values.iter().cloned())
+            .rev()
+            .unzip();
+        assert!(close(&nope_attention(&q, &rk, &rv, heads), &o, 1e-12));
+        // scale dim^-0.5: a score of ln 3 · sqrt(dim) against 0 weighs 3 : 1
+        let mut q1 = vec![0.0; dim];
+        q1[0] = 3f64.ln() * (dim as f64).sqrt();
+        let mut k1 = vec![0.0; dim];
+        k1[0] = 1.0;
+        let o = nope_attention(&q1, &[k1, vec![0.0; dim]], &[vec![4.0], vec![8.0]], 1);
+        assert!((o[0] - (0.75 * 4.0 + 0.25 * 8.0)).abs() < 1e-12, "{o:?}");
+        assert!(close(
+            &output_gate(&[2.0, 2.0], &[0.0, 100.0]),
+            &[1.0, 2.0],
+            1e-12
+        ));
+    }
+
+    #[test]
+    fn the_router_selects_with_the_bias_and_weighs_without_it() {
+        let logits = [2.0, 1.0, 0.0, -1.0];
+        // the bias lifts expert 3 above the others for the choice only
+        let picks = route(&logits, &[0.0, 0.0, 0.0, 5.0], 2, 1.0);
+        assert_eq!(picks.iter().map(|p| p.0).collect::<Vec<_>>(), [3, 0]);
+        let (s3, s0) = (sigmoid(-1.0), sigmoid(2.0));
+        assert!((picks[0].1 - s3 / (s3 + s0)).abs() < 1e-12);
+        let scaled = route(&logits, &[0.0, 0.0, 0.0, 5.0], 2, 2.5);
+        assert!((scaled[1].1 - 2.5 * picks[1].1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_latent_moe_goes_down_mixes_normalises_then_goes_up() {
+        let down = |y: &[f64]| y.iter().map(|v| 2.0 * v).collect::<Vec<_>>();
+        let expert = |e: usize, z: &[f64]| z.iter().map(|v| (e + 1) as f64 * v).collect();
+        let up = |x: &[f64]| x.iter().map(|v| 10.0 * v).collect::<Vec<_>>();
+        let shared = |y: &[f64]| y.iter().map(|v| 0.5 * v).collect::<Vec<_>>();
+        let norm = [1.0, 3.0];
+        let moe = LatentMoe {
+            down: &down,
+            expert: &expert,
+            norm: &norm,
+            eps: 1e-12,
+            up: &up,
+            shared: &shared,
+        };
+        let y = [1.0, -2.0];
+        let picks = [(0, 0.25), (2, 0.75)];
+        // r = (0.25·1 + 0.75·3) · 2y = 5y; RMSNorm(5y) = y / rms(y); ·norm; ·10; + 0.5y
+        let rms = (2.5f64).sqrt();
+        let want = [10.0 * 1.0 / rms + 0.5, 10.0 * 3.0 * -2.0 / rms - 1.0];
+        assert!(close(&moe.forward(&y, &picks), &want, 1e-9));
+        // R3: the norm all but cancels a global routing scale
+        let scaled: Vec<(usize, f64)> = picks.iter().map(|&(e, w)| (e, 2.5 * w)).collect();
+        assert!(close(&moe.forward(&y, &scaled), &want, 1e-9));
     }
 }
