@@ -31,6 +31,28 @@ pub struct Tokenizer {
     hidden: Option<HashSet<u32>>,
 }
 
+/// The `tokenizers` JSON of a byte-level BPE: `vocab` (token → id) and `merges` after
+/// `pre_tokenizer`, with `added` tokens, decoded by the byte-level decoder (GGUF vocabularies
+/// and tiktoken rank files are both written this way).
+pub(crate) fn byte_level_bpe(
+    added: Vec<Value>,
+    pre_tokenizer: Value,
+    vocab: Map<String, Value>,
+    merges: Value,
+) -> Value {
+    json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added, "normalizer": null,
+        "pre_tokenizer": pre_tokenizer, "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+            "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null,
+            "continuing_subword_prefix": null, "end_of_word_suffix": null,
+            "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": Value::Object(vocab), "merges": merges},
+    })
+}
+
 fn tk_err(e: impl std::fmt::Display) -> RunError {
     RunError::Tokenizer(e.to_string())
 }
@@ -80,17 +102,7 @@ impl Tokenizer {
                     "lstrip": false, "rstrip": false, "normalized": false, "special": ty == 3}));
             }
         }
-        let spec = json!({
-            "version": "1.0", "truncation": null, "padding": null,
-            "added_tokens": added, "normalizer": null,
-            "pre_tokenizer": pre_tokenizer, "post_processor": null,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
-                "use_regex": true},
-            "model": {"type": "BPE", "dropout": null, "unk_token": null,
-                "continuing_subword_prefix": null, "end_of_word_suffix": null,
-                "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                "vocab": Value::Object(vocab), "merges": merges},
-        });
+        let spec = byte_level_bpe(added, pre_tokenizer, vocab, json!(merges));
         let text = serde_json::to_string(&spec).map_err(tk_err)?;
         let inner: tokenizers::Tokenizer = text.parse().map_err(tk_err)?;
         Ok(Self {

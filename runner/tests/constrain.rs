@@ -206,6 +206,15 @@ fn weather_and_clock() -> Vec<ToolDef> {
     ]
 }
 
+/// A call to any of `tools`, several allowed.
+fn any_of(tools: &[ToolDef]) -> Forced<'_> {
+    Forced {
+        tools,
+        only: None,
+        parallel: true,
+    }
+}
+
 /// Whether the Lark grammar takes every token of `text` and is complete after them.
 fn takes(g: &Grammars, tok: &Tokenizer, lark: &str, text: &str) -> bool {
     let c = g.constraint(&Grammar::Lark(lark.into())).unwrap();
@@ -243,11 +252,7 @@ fn a_forced_dsml_call_is_the_block_deepseeks_encoder_writes() {
     assert_eq!(tok.decode(&open).unwrap(), "x</think><｜DSML｜tool_calls>");
     let force = syntax.force.expect("DeepSeek V4 can force a call");
     let tools = weather_and_clock();
-    let any = Forced {
-        tools: &tools,
-        only: None,
-        parallel: true,
-    };
+    let any = any_of(&tools);
     let lark = force(&any, &|t| g.lark_literal(t));
     let call = |name: &str, args: &str| ToolCall {
         id: String::new(),
@@ -330,12 +335,7 @@ fn random_scores_under_a_forced_dsml_call_give_calls_that_validate() {
     let (tok, g, vocab, syntax) = v4();
     let force = syntax.force.unwrap();
     let tools = weather_and_clock();
-    let any = Forced {
-        tools: &tools,
-        only: None,
-        parallel: true,
-    };
-    let lark = force(&any, &|t| g.lark_literal(t));
+    let lark = force(&any_of(&tools), &|t| g.lark_literal(t));
     for seed in 0..6 {
         let mut s = sampler(seed);
         s.constrain(g.constraint(&Grammar::Lark(lark.clone())).unwrap());

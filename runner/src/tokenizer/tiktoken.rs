@@ -138,22 +138,16 @@ pub fn tokenizer_json(
                 "rstrip": false, "normalized": false, "special": true})
         })
         .collect();
-    Ok(json!({
-        "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": added, "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
-                "invert": false},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
-                "use_regex": false}]},
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
-            "use_regex": true},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null,
-            "continuing_subword_prefix": null, "end_of_word_suffix": null,
-            "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-            "vocab": Value::Object(vocab), "merges": merges},
-    }))
+    let pre_tokenizer = json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+            "use_regex": false}]});
+    Ok(super::byte_level_bpe(
+        added,
+        pre_tokenizer,
+        vocab,
+        Value::Array(merges),
+    ))
 }
 
 #[cfg(test)]
