@@ -117,19 +117,20 @@ fn dump_logits_writes_steps_by_vocab() {
     assert_eq!(tok.decode(&[top as u32]).unwrap(), " Paris");
 }
 
-fn run_text(model: &std::path::Path, extra: &[&str]) -> (Option<i32>, String, String) {
-    let out = bin()
-        .arg("--model")
-        .arg(model)
-        .args(["-p", "Once upon a time, there was a"])
-        .args(extra)
-        .output()
-        .unwrap();
+/// `minirun-run --model MODEL ARGS…`: exit code, stdout, stderr.
+fn run_args(model: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = bin().arg("--model").arg(model).args(args).output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn run_text(model: &std::path::Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec!["-p", "Once upon a time, there was a"];
+    args.extend_from_slice(extra);
+    run_args(model, &args)
 }
 
 #[test]
@@ -375,22 +376,13 @@ fn json_schema_and_grammar_file_constrain_the_answer() {
         return;
     }
     let ask = |extra: &[&str]| {
-        let out = bin()
-            .arg("--model")
-            .arg(&model)
-            .args([
-                "--chat",
-                "-p",
-                "What is the capital of France? Answer in JSON.",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let mut args = vec![
+            "--chat",
+            "-p",
+            "What is the capital of France? Answer in JSON.",
+        ];
+        args.extend_from_slice(extra);
+        run_args(&model, &args)
     };
     let schema = r#"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}, "country": {"type": "string", "enum": ["France", "Spain"]}}, "required": ["city", "country"], "additionalProperties": false}"#;
     let (code, out, err) = ask(&[
