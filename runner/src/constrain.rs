@@ -242,7 +242,11 @@ impl Constraint {
     /// This constraint, applied only once the output has written `marker` (thinking mode's end
     /// of reasoning, as vLLM applies structured output after the reasoning): until then any
     /// token but end-of-sequence may come, so the answer cannot end before its grammar is met.
-    pub fn after(mut self, marker: &str) -> Result<Self, ConstraintError> {
+    /// `None` (not thinking): the constraint as it is.
+    pub fn after(mut self, marker: Option<&str>) -> Result<Self, ConstraintError> {
+        let Some(marker) = marker else {
+            return Ok(self);
+        };
         let env = self
             .matcher
             .tok_env()

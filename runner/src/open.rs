@@ -317,12 +317,12 @@ fn survey_gguf<'e>(path: &Path, tokenizer: Option<&Path>) -> Result<Opening<'e>,
     let entry = crate::registry::gguf_entry(crate::model::architecture(&gguf, path)?, path)?;
     let model = (entry.open)(gguf, path)?;
     let meta = model.metadata();
-    let tok = match tokenizer {
+    let mut tok = match tokenizer {
         Some(p) => Tokenizer::from_file(p, meta)?,
         None => Tokenizer::from_gguf(meta)?,
     };
     let chat = tok.template().map(|t| ChatFormat::Template(Box::new(t)));
-    let tok = reading(tok, &chat);
+    reading(&mut tok, &chat);
     let origin = Origin {
         source: "gguf",
         name: path
@@ -373,9 +373,11 @@ fn survey_artifact<'e>(
         Err(e) => return Err(e.into()),
     };
     let chat = (entry.chat)(&artifact);
+    let mut tokenizer = (entry.tokenizer)(&artifact)?;
+    reading(&mut tokenizer, &chat);
     Ok(Opening::Ready(Box::new(Opened {
         origin,
-        tokenizer: reading((entry.tokenizer)(&artifact)?, &chat),
+        tokenizer,
         chat,
         context: artifact.context(),
         vocab: artifact.vocab_size(),
@@ -386,12 +388,11 @@ fn survey_artifact<'e>(
     })))
 }
 
-/// `tok`, decoding as text the markers an answer in the `chat` format is read back by.
-fn reading(mut tok: Tokenizer, chat: &Result<ChatFormat, RunError>) -> Tokenizer {
+/// Has `tok` decode as text the markers an answer in the `chat` format is read back by.
+fn reading(tok: &mut Tokenizer, chat: &Result<ChatFormat, RunError>) {
     if let Some(syntax) = chat.as_ref().ok().and_then(ChatFormat::answer_syntax) {
         tok.show_markers(syntax);
     }
-    tok
 }
 
 impl Opened<'_> {
@@ -401,7 +402,7 @@ impl Opened<'_> {
         let chat = Ok(ChatFormat::Template(Box::new(
             self.tokenizer.template_from(source)?,
         )));
-        self.tokenizer = reading(self.tokenizer.clone(), &chat);
+        reading(&mut self.tokenizer, &chat);
         self.chat = chat;
         Ok(())
     }

@@ -450,10 +450,7 @@ fn constraint(args: &RunArgs, opened: &Opened<'_>) -> Result<Option<Constraint>,
         .and(opened.chat.as_ref().ok())
         .and_then(ChatFormat::answer_syntax)
         .map(|a| a.reasoning_end);
-    Ok(Some(match thinking_end {
-        Some(end) => c.after(end)?,
-        None => c,
-    }))
+    Ok(Some(c.after(thinking_end)?))
 }
 
 /// As [`run_streaming`] with nothing streamed.

@@ -379,7 +379,7 @@ fn a_grammar_after_reasoning_holds_the_answer_not_the_reasoning() {
     let after = || {
         g.constraint(&Grammar::JsonSchema(schema.clone()))
             .unwrap()
-            .after(syntax.reasoning_end)
+            .after(Some(syntax.reasoning_end))
             .unwrap()
     };
     let eos = tok.eos.unwrap();

@@ -191,15 +191,6 @@ fn reasoning_end(backend: &Backend<'_>, req: &GenRequest) -> Option<&'static str
     }
 }
 
-/// `c`, waiting for the reasoning to end first where the request thinks: a response format or
-/// a forced call holds the answer, not the reasoning before it.
-fn after_reasoning(c: Constraint, end: Option<&str>) -> Result<Constraint, ApiError> {
-    match end {
-        Some(end) => c.after(end).map_err(|e| ApiError::server(e.to_string())),
-        None => Ok(c),
-    }
-}
-
 /// How many tokens the request may generate in a context of `ctx`.
 fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize, ApiError> {
     let over = |need: usize| {
@@ -222,7 +213,7 @@ fn budget(ctx: usize, prompt: usize, max_tokens: Option<usize>) -> Result<usize,
 }
 
 /// The request's sampler, held to its response format or grammar and to a forced call (after
-/// the reasoning in thinking mode).
+/// the reasoning in thinking mode: they hold the answer, not the reasoning before it).
 fn sampler_for(
     backend: &Backend<'_>,
     formats: &mut Formats<'_>,
@@ -231,13 +222,12 @@ fn sampler_for(
 ) -> Result<Sampler, ApiError> {
     let mut sampler = Sampler::new(req.sampling);
     let after = reasoning_end(backend, req);
+    let gated = |c: Constraint| c.after(after).map_err(|e| ApiError::server(e.to_string()));
     if let Some(g) = &req.grammar {
-        let c = formats.constraint(g, super::format::param(g))?;
-        sampler.constrain(after_reasoning(c, after)?);
+        sampler.constrain(gated(formats.constraint(g, super::format::param(g))?)?);
     }
     if let Some((force, forced)) = forced {
-        let c = formats.forced_call(*force, forced)?;
-        sampler.constrain(after_reasoning(c, after)?);
+        sampler.constrain(gated(formats.forced_call(*force, forced)?)?);
     }
     Ok(sampler)
 }
